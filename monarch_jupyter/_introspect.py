@@ -1,0 +1,86 @@
+"""Facts about a job that Monarch's public API does not expose.
+
+``JobTrait`` has no public way to list worker PIDs, per-mesh host counts before
+connecting, or which hosts are alive, so we read ``ProcessJob``'s private fields
+(``_meshes``, ``_host_to_pid``) here, in one place, and degrade to "unknown"
+(None) for every other job class.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def running_job(job: Any) -> Any | None:
+    """The job object that holds the allocation (JobTrait._running), or None."""
+    return getattr(job, "_running", None)
+
+
+def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | None]:
+    """Mesh name → host count, from the ProcessJob spec or the connected meshes."""
+    meshes = getattr(running_job(job) or job, "_meshes", None)
+    if isinstance(meshes, dict):
+        return {str(k): int(v) for k, v in meshes.items()}
+    sizes: dict[str, int | None] = {}
+    for name, mesh in (host_meshes or {}).items():
+        try:
+            sizes[name] = int(mesh.extent.nelements)
+        except Exception:
+            sizes[name] = None
+    return sizes
+
+
+def worker_pids(job: Any) -> dict[str, int]:
+    """Host key (``<mesh>_<i>``) → worker PID, for local ProcessJobs; else {}."""
+    table = getattr(running_job(job) or job, "_host_to_pid", None)
+    if not isinstance(table, dict):
+        return {}
+    return {key: getattr(value, "pid", None) for key, value in table.items() if getattr(value, "pid", None)}
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a live, non-zombie process (never signals anything)."""
+    if pid is None or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return True
+
+
+def live_workers(job: Any, sizes: dict[str, int | None]) -> dict[str, int | None]:
+    """Mesh name → live worker count where we can tell (ProcessJob), else None."""
+    pids = worker_pids(job)
+    if not pids:
+        return {name: None for name in sizes}
+    return {
+        name: sum(1 for i in range(size or 0) if pid_alive(pids.get(f"{name}_{i}")))
+        for name, size in sizes.items()
+    }
+
+
+def urls(job: Any, state: Any | None) -> dict[str, str | None]:
+    """Telemetry / dashboard / admin URLs of a connected JobState, when present."""
+    return {
+        key: getattr(state, f"{key}_url", None) if state is not None else None
+        for key in ("telemetry", "dashboard", "admin")
+    }
+
+
+def is_alive(job: Any) -> bool:
+    """Whether the job's allocation still answers (JobTrait._is_running)."""
+    running = running_job(job)
+    if running is None:
+        return False
+    try:
+        return bool(running._is_running())
+    except Exception:
+        return False

@@ -1,0 +1,147 @@
+"""What ``%job apply`` was asked to apply: parsing and naming, no Monarch import.
+
+A spec is one of
+- ``--local MESH=N[,MESH=N…]``: a ``ProcessJob`` with one worker process per host,
+  saved as the importable path ``monarch_jupyter.local_jobs.<mesh>_<n>__…`` so the
+  ``monarch`` CLI can re-apply it too;
+- ``module.attr``: a JobTrait in a module importable from the notebook's folder
+  (as ``monarch apply``);
+- ``NAME``: a variable in the notebook holding a JobTrait;
+- nothing: the context's saved spec.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from .errors import SpecError
+
+LOCAL_JOBS_MODULE = "monarch_jupyter.local_jobs"
+MAX_LOCAL_HOSTS = 256
+
+_MESH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """A local multi-host ProcessJob: mesh name → host count (order kept)."""
+
+    meshes: tuple[tuple[str, int], ...]
+
+    @property
+    def path(self) -> str:
+        return f"{LOCAL_JOBS_MODULE}.{local_attr(dict(self.meshes))}"
+
+    def describe(self) -> str:
+        return "--local " + ",".join(f"{m}={n}" for m, n in self.meshes)
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    """A ``module.attr`` path to a JobTrait."""
+
+    path: str
+
+    def describe(self) -> str:
+        return self.path
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """A notebook variable holding a JobTrait."""
+
+    name: str
+
+    def describe(self) -> str:
+        return f"variable {self.name}"
+
+
+Spec = LocalSpec | ModuleSpec | VariableSpec
+
+
+def parse_meshes(text: str) -> LocalSpec:
+    """Parse ``hosts=2,trainers=4`` into a LocalSpec."""
+    meshes: dict[str, int] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, count = item.partition("=")
+        name, count = name.strip(), count.strip()
+        if not sep or not count:
+            raise SpecError(f"--local wants MESH=N, got {item!r} (e.g. --local hosts=2)")
+        if not _MESH.match(name):
+            raise SpecError(
+                f"invalid mesh name {name!r}: start with a letter; letters, digits and single '_'"
+            )
+        if not count.isdigit() or not 1 <= int(count) <= MAX_LOCAL_HOSTS:
+            raise SpecError(f"host count for {name!r} must be 1..{MAX_LOCAL_HOSTS}, got {count!r}")
+        if name in meshes:
+            raise SpecError(f"mesh {name!r} is given twice")
+        meshes[name] = int(count)
+    if not meshes:
+        raise SpecError("--local wants at least one MESH=N (e.g. --local hosts=2)")
+    return LocalSpec(tuple(meshes.items()))
+
+
+def local_attr(meshes: dict[str, int]) -> str:
+    """``{"hosts": 2, "trainers": 1}`` → ``hosts_2__trainers_1``."""
+    return "__".join(f"{name}_{count}" for name, count in meshes.items())
+
+
+def parse_local_attr(attr: str) -> dict[str, int]:
+    """Inverse of :func:`local_attr`; raises AttributeError for anything else."""
+    meshes: dict[str, int] = {}
+    for part in attr.split("__"):
+        name, _, count = part.rpartition("_")
+        if not name or not _MESH.match(name) or not count.isdigit():
+            raise AttributeError(attr)
+        meshes[name] = int(count)
+    if not meshes or any(not 1 <= n <= MAX_LOCAL_HOSTS for n in meshes.values()):
+        raise AttributeError(attr)
+    return meshes
+
+
+def parse_apply(line: str) -> Spec | None:
+    """Parse the arguments of ``%job apply``; None means "the saved spec"."""
+    try:
+        words = shlex.split(line)
+    except ValueError as error:
+        raise SpecError(f"cannot parse {line!r}: {error}") from None
+    if not words:
+        return None
+    first, rest = words[0], words[1:]
+    if first == "--local" or first.startswith("--local="):
+        value = first.partition("=")[2] if "=" in first else " ".join(rest)
+        if first == "--local":
+            rest = []
+        if rest:
+            raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
+        return parse_meshes(value)
+    if rest:
+        raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
+    if first.startswith("-"):
+        raise SpecError(
+            f"unknown option {first!r}: %job apply takes --local MESH=N, module.attr or a variable name"
+        )
+    if _DOTTED.match(first):
+        return ModuleSpec(first)
+    if _IDENT.match(first):
+        return VariableSpec(first)
+    raise SpecError(
+        f"{first!r} is not a spec: give --local MESH=N, module.attr or a variable name"
+    )
+
+
+def spec_from_saved(text: str) -> Spec:
+    """The saved ``spec`` file text as a Spec (local paths become LocalSpec)."""
+    prefix = LOCAL_JOBS_MODULE + "."
+    if text.startswith(prefix):
+        try:
+            return LocalSpec(tuple(parse_local_attr(text[len(prefix):]).items()))
+        except AttributeError:
+            pass
+    if not _DOTTED.match(text):
+        raise SpecError(f"the saved spec {text!r} is not a module.attr path")
+    return ModuleSpec(text)
