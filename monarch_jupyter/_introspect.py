@@ -80,6 +80,11 @@ def is_alive(job: Any) -> bool:
     running = running_job(job)
     if running is None:
         return False
+    # ProcessJob checks its workers with kill(pid, 0), which a zombie passes (a
+    # container's init may not reap them): check the PIDs ourselves first.
+    pids = worker_pids(job)
+    if pids and not all(pid_alive(pid) for pid in pids.values()):
+        return False
     try:
         return bool(running._is_running())
     except Exception:

@@ -85,6 +85,7 @@ class JobSession:
         self._job: Any = None
         self._state: Any = None
         self._attached_to: tuple[str, str] | None = None
+        self._cache_stamp: tuple[int, int] | None = None
         self._spec_label: str | None = None
 
     # ── where we are ────────────────────────────────────────────────────
@@ -111,14 +112,31 @@ class JobSession:
     def _key(self) -> tuple[str, str]:
         return (str(self.root.resolve()), self.context)
 
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            info = self._state_path().stat()
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns)
+
     def _forget_if_moved(self) -> None:
-        if self._attached_to is not None and self._attached_to != self._key():
+        """Drop the attachment after %cd, a context switch, or a cache change by
+        someone else (``monarch kill`` or another kernel's apply)."""
+        if self._attached_to is None:
+            return
+        if self._attached_to != self._key() or self._stamp() != self._cache_stamp:
             self._drop()
+
+    def _remember(self, job: Any, state: Any) -> None:
+        self._job, self._state = job, state
+        self._attached_to = self._key()
+        self._cache_stamp = self._stamp()
 
     def _drop(self) -> None:
         self._job = None
         self._state = None
         self._attached_to = None
+        self._cache_stamp = None
         self._spec_label = None
 
     # ── reading the cache ───────────────────────────────────────────────
@@ -156,9 +174,7 @@ class JobSession:
             # never applies; cached_path=None keeps Monarch off our cache file.
             return job.state(cached_path=None)
 
-        state = self.loop.call(connect)
-        self._job, self._state = job, state
-        self._attached_to = self._key()
+        self._remember(job, self.loop.call(connect))
 
     def status(self, context: str | None = None, job_override: Any = None) -> JobStatus:
         """Snapshot of a context's job (default: current). Never applies anything."""
@@ -293,8 +309,7 @@ class JobSession:
         self.layout.create(name)
         cache.dump_job(job, self._state_path(name))
         self._save_spec(name, saved_path)
-        self._job, self._state = job, state
-        self._attached_to = self._key()
+        self._remember(job, state)
         self._spec_label = label
         note = None
         if saved_path is None:

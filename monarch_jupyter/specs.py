@@ -119,12 +119,12 @@ def parse_apply(line: str) -> Spec | None:
         if rest:
             raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
         return parse_meshes(value)
-    if rest:
-        raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
     if first.startswith("-"):
         raise SpecError(
             f"unknown option {first!r}: %job apply takes --local MESH=N, module.attr or a variable name"
         )
+    if rest:
+        raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
     if _DOTTED.match(first):
         return ModuleSpec(first)
     if _IDENT.match(first):

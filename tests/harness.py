@@ -1,0 +1,171 @@
+"""Drive a real IPython kernel over jupyter_client and reap the workers it starts.
+
+Every kernel gets ``MONARCH_JUPYTER_TEST_TAG=<tag>`` in its environment. Monarch
+workers inherit the kernel's environment (and their children inherit theirs), so
+the processes a test started are exactly those whose environ carries its tag:
+reaping kills those PIDs and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jupyter_client
+
+TAG_VAR = "MONARCH_JUPYTER_TEST_TAG"
+
+
+@dataclass
+class Output:
+    t: float  # seconds since the execute request was sent
+    msg_type: str
+    content: dict
+
+
+@dataclass
+class Result:
+    outputs: list[Output] = field(default_factory=list)
+    error: dict | None = None
+    duration: float = 0.0
+
+    def stream(self, name: str | None = None) -> str:
+        return "".join(
+            o.content["text"]
+            for o in self.outputs
+            if o.msg_type == "stream" and (name is None or o.content["name"] == name)
+        )
+
+    @property
+    def text(self) -> str:
+        """Streams, plain-text displays and the error line, concatenated."""
+        parts = []
+        for o in self.outputs:
+            if o.msg_type == "stream":
+                parts.append(o.content["text"])
+            elif o.msg_type in ("display_data", "execute_result", "update_display_data"):
+                parts.append(o.content["data"].get("text/plain", "") + "\n")
+        if self.error:
+            parts.append(f"{self.error['ename']}: {self.error['evalue']}\n")
+        return "".join(parts)
+
+    @property
+    def traceback(self) -> str:
+        return "\n".join(self.error.get("traceback", [])) if self.error else ""
+
+
+class Kernel:
+    """One IPython kernel in ``cwd`` with a test tag in its environment."""
+
+    def __init__(self, cwd: Path, tag: str, extra_env: dict[str, str] | None = None) -> None:
+        self.cwd = Path(cwd)
+        self.tag = tag
+        env = {**os.environ, TAG_VAR: tag, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        self.km = jupyter_client.KernelManager(kernel_name="python3")
+        self.km.start_kernel(cwd=str(self.cwd), env=env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def execute(self, code: str, timeout: float = 120, on_output=None) -> Result:
+        """Run ``code``; every IOPub output is stamped with its arrival time."""
+        start = time.monotonic()
+        msg_id = self.kc.execute(code, store_history=True)
+        result = Result()
+        deadline = start + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"cell did not finish in {timeout} s: {code[:80]!r}")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=min(left, 1.0))
+            except Exception:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind = msg["msg_type"]
+            if kind == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            if kind in ("stream", "display_data", "execute_result", "update_display_data", "error", "clear_output"):
+                out = Output(time.monotonic() - start, kind, msg["content"])
+                result.outputs.append(out)
+                if kind == "error":
+                    result.error = msg["content"]
+                if on_output is not None:
+                    on_output(out)
+        result.duration = time.monotonic() - start
+        return result
+
+    def ok(self, code: str, timeout: float = 120) -> Result:
+        """Execute and fail the test with the kernel's traceback on error."""
+        result = self.execute(code, timeout)
+        assert result.error is None, f"{code!r} failed:\n{result.traceback}"
+        return result
+
+    def interrupt(self) -> None:
+        self.km.interrupt_kernel()
+
+    def shutdown(self) -> None:
+        try:
+            self.kc.stop_channels()
+        finally:
+            self.km.shutdown_kernel(now=True)
+
+
+def new_tag() -> str:
+    return uuid.uuid4().hex
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """PIDs of live processes whose environment carries ``tag`` (never our own)."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def worker_pids(tag: str) -> list[int]:
+    """Tagged Monarch worker processes (``run_worker_loop_forever``)."""
+    result = []
+    for pid in tagged_pids(tag):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"run_worker_loop_forever" in cmdline:
+            result.append(pid)
+    return result
+
+
+def reap(tag: str, grace: float = 2.0) -> list[int]:
+    """SIGTERM then SIGKILL every process carrying ``tag``; returns what was found."""
+    found = tagged_pids(tag)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and tagged_pids(tag):
+        time.sleep(0.05)
+    for pid in tagged_pids(tag):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return found

@@ -1,0 +1,211 @@
+"""The monarch_jupyter server extension, against a real ``jupyter server`` subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN = secrets.token_hex(16)
+STARTUP_SECONDS = 60
+
+
+class _TouchMarker:
+    """Unpickling this runs ``touch <path>``: proof that nothing unpickles state.pkl."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _write_context(monarch: Path, name: str, status: dict | None, marker: Path) -> None:
+    ctx = monarch / name
+    ctx.mkdir(parents=True)
+    (ctx / "state.pkl").write_bytes(pickle.dumps(_TouchMarker(marker)))
+    if status is not None:
+        (ctx / "status.json").write_text(json.dumps(status))
+
+
+def _status(name: str, state: str) -> dict:
+    return {
+        "context": name,
+        "job_class": "ProcessJob",
+        "apply_id": f"apply-{name}",
+        "spec": "monarch_jupyter.local_jobs.hosts_2",
+        "state": state,
+        "meshes": [{"name": "hosts", "hosts": 2, "live_workers": 2}],
+        "urls": {"telemetry": None, "dashboard": None, "admin": None},
+        "updated": "2026-11-30T15:00:00Z",
+    }
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """A server root with two contexts at the top (one active) and one in a subfolder."""
+    root = tmp_path_factory.mktemp("root")
+    marker = root.parent / "UNPICKLED"
+    monarch = root / ".monarch"
+    _write_context(monarch, "default", _status("default", "running"), marker)
+    _write_context(monarch, "bare", None, marker)
+    (monarch / "runs").mkdir()  # not a context: neither state.pkl nor status.json
+    os.symlink("default/state.pkl", monarch / "job_state.pkl")
+    _write_context(root / "proj" / ".monarch", "sub", _status("sub", "workers dead"), marker)
+    # A status.json symlinked to a file outside the root must not be followed.
+    secret = root.parent / "secret.json"
+    secret.write_text(json.dumps({"state": "running", "secret": True}))
+    _write_context(monarch, "linked", None, marker)
+    os.symlink(secret, monarch / "linked" / "status.json")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tree, tmp_path_factory):
+    """Base URL of a ``jupyter server`` on ``tree``; always reaped."""
+    home = tmp_path_factory.mktemp("jupyter-home")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    cmd = [
+        sys.executable, "-m", "jupyter_server",
+        "--no-browser",
+        "--ServerApp.allow_root=True",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={tree}",
+        f"--IdentityProvider.token={TOKEN}",
+        '--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}',
+    ]
+    log = open(home / "server.log", "wb")
+    proc = subprocess.Popen(
+        cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter server exited:\n{(home / 'server.log').read_text()}")
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter server did not start:\n{(home / 'server.log').read_text()}")
+                time.sleep(0.2)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+
+
+def _get(url: str, token: str | None = TOKEN) -> tuple[int, dict | str]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def _by_dir(body: dict) -> dict[str, dict]:
+    return {c["dir"]: c for c in body["contexts"]}
+
+
+def test_requires_token(server):
+    code, _ = _get(f"{server}/monarch-jupyter/contexts", token=None)
+    assert code in (401, 403, 302)
+    code, _ = _get(f"{server}/monarch-jupyter/contexts", token="wrong")
+    assert code in (401, 403, 302)
+
+
+def test_lists_contexts(server):
+    code, body = _get(f"{server}/monarch-jupyter/contexts")
+    assert code == 200
+    assert body["root"] == ""
+    contexts = _by_dir(body)
+    assert sorted(contexts) == [
+        ".monarch/bare",
+        ".monarch/default",
+        ".monarch/linked",
+        "proj/.monarch/sub",
+    ]
+    default = contexts[".monarch/default"]
+    assert default["name"] == "default"
+    assert default["state"] == "running"
+    assert default["status"] == _status("default", "running")
+    assert contexts["proj/.monarch/sub"]["state"] == "workers dead"
+
+
+def test_active_marking_follows_symlink(server):
+    _, body = _get(f"{server}/monarch-jupyter/contexts")
+    assert [c["dir"] for c in body["contexts"] if c["active"]] == [".monarch/default"]
+
+
+def test_context_without_status_is_unknown(server):
+    _, body = _get(f"{server}/monarch-jupyter/contexts")
+    contexts = _by_dir(body)
+    assert contexts[".monarch/bare"]["state"] == "unknown"
+    assert contexts[".monarch/bare"]["status"] is None
+    # A symlinked status.json (here pointing outside the root) is not read.
+    assert contexts[".monarch/linked"]["status"] is None
+
+
+def test_subfolder_path(server):
+    code, body = _get(f"{server}/monarch-jupyter/contexts?path=proj")
+    assert code == 200
+    assert body["root"] == "proj"
+    assert [c["dir"] for c in body["contexts"]] == ["proj/.monarch/sub"]
+
+
+@pytest.mark.parametrize("path", ["..", "../..", "proj/../..", "/etc", "missing"])
+def test_rejects_path_traversal(server, path):
+    code, _ = _get(f"{server}/monarch-jupyter/contexts?path={urllib.parse.quote(path)}")
+    assert code == 400
+
+
+def test_never_unpickles(server, tree):
+    for _ in range(3):
+        assert _get(f"{server}/monarch-jupyter/contexts")[0] == 200
+    assert not (tree.parent / "UNPICKLED").exists()
+    assert not (tree / "UNPICKLED").exists()

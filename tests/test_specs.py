@@ -1,0 +1,92 @@
+import pytest
+
+from monarch_jupyter.errors import SpecError
+from monarch_jupyter.specs import (
+    LocalSpec,
+    ModuleSpec,
+    VariableSpec,
+    local_attr,
+    parse_apply,
+    parse_local_attr,
+    parse_meshes,
+    spec_from_saved,
+)
+
+
+def test_bare_apply_means_saved_spec():
+    assert parse_apply("") is None
+    assert parse_apply("   ") is None
+
+
+@pytest.mark.parametrize(
+    "line, meshes",
+    [
+        ("--local hosts=2", (("hosts", 2),)),
+        ("--local=hosts=2", (("hosts", 2),)),
+        ("--local trainers=4,loaders=1", (("trainers", 4), ("loaders", 1))),
+        ("--local trainers=4, loaders=1", (("trainers", 4), ("loaders", 1))),
+    ],
+)
+def test_local_specs(line, meshes):
+    spec = parse_apply(line)
+    assert spec == LocalSpec(meshes)
+
+
+def test_module_and_variable_specs():
+    assert parse_apply("myjobs.job") == ModuleSpec("myjobs.job")
+    assert parse_apply("pkg.sub.job") == ModuleSpec("pkg.sub.job")
+    assert parse_apply("my_job") == VariableSpec("my_job")
+
+
+@pytest.mark.parametrize(
+    "line, fragment",
+    [
+        ("--local", "at least one"),
+        ("--local hosts", "MESH=N"),
+        ("--local hosts=0", "1..256"),
+        ("--local hosts=x", "1..256"),
+        ("--local 2=2", "invalid mesh name"),
+        ("--local a__b=2", "invalid mesh name"),
+        ("--local hosts=1,hosts=2", "twice"),
+        ("--bogus", "unknown option"),
+        ("a.b extra", "unexpected words"),
+        ("1abc", "not a spec"),
+        ("'unclosed", "cannot parse"),
+    ],
+)
+def test_bad_specs_say_what_to_do(line, fragment):
+    with pytest.raises(SpecError) as info:
+        parse_apply(line)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_local_attr_round_trip():
+    meshes = {"trainers": 2, "data_loaders": 1}
+    attr = local_attr(meshes)
+    assert attr == "trainers_2__data_loaders_1"
+    assert parse_local_attr(attr) == meshes
+    for bad in ("hosts", "hosts_x", "_2", "hosts_0", "__hosts_2"):
+        with pytest.raises(AttributeError):
+            parse_local_attr(bad)
+
+
+def test_local_spec_path_is_importable_spec():
+    spec = parse_meshes("hosts=3")
+    assert spec.path == "monarch_jupyter.local_jobs.hosts_3"
+    assert spec_from_saved(spec.path) == spec
+    assert spec_from_saved("mod.job") == ModuleSpec("mod.job")
+    with pytest.raises(SpecError):
+        spec_from_saved("not a path")
+
+
+def test_local_jobs_module_builds_process_jobs():
+    from monarch.job import ProcessJob
+
+    import monarch_jupyter.local_jobs as local_jobs
+
+    job = local_jobs.trainers_2__loaders_1
+    assert isinstance(job, ProcessJob)
+    assert job._meshes == {"trainers": 2, "loaders": 1}
+    with pytest.raises(AttributeError):
+        local_jobs.nonsense
