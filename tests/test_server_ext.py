@@ -68,7 +68,10 @@ def tree(tmp_path_factory) -> Path:
     monarch = root / ".monarch"
     _write_context(monarch, "default", _status("default", "running"), marker)
     _write_context(monarch, "bare", None, marker)
-    (monarch / "runs").mkdir()  # not a context: neither state.pkl nor status.json
+    (monarch / "runs").mkdir()  # not a context: no state.pkl, spec or status.json
+    (monarch / "runs" / "xyz.log").write_text("log")
+    (monarch / "fresh").mkdir()  # a context that so far has only its spec
+    (monarch / "fresh" / "spec").write_text("monarch_jupyter.local_jobs.hosts_2")
     os.symlink("default/state.pkl", monarch / "job_state.pkl")
     _write_context(root / "proj" / ".monarch", "sub", _status("sub", "workers dead"), marker)
     # A status.json symlinked to a file outside the root must not be followed.
@@ -167,6 +170,7 @@ def test_lists_contexts(server):
     assert sorted(contexts) == [
         ".monarch/bare",
         ".monarch/default",
+        ".monarch/fresh",
         ".monarch/linked",
         "proj/.monarch/sub",
     ]
@@ -187,6 +191,7 @@ def test_context_without_status_is_unknown(server):
     contexts = _by_dir(body)
     assert contexts[".monarch/bare"]["state"] == "unknown"
     assert contexts[".monarch/bare"]["status"] is None
+    assert contexts[".monarch/fresh"]["state"] == "unknown"
     # A symlinked status.json (here pointing outside the root) is not read.
     assert contexts[".monarch/linked"]["status"] is None
 

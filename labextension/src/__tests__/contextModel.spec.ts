@@ -1,0 +1,99 @@
+import { folderOf, stateClass, toItems } from '../contextModel';
+
+const status = {
+  context: 'default',
+  job_class: 'ProcessJob',
+  apply_id: 'uuid-1',
+  spec: 'monarch_jupyter.local_jobs.hosts_2',
+  state: 'running',
+  meshes: [{ name: 'hosts', hosts: 2, live_workers: 2 }],
+  urls: { telemetry: null, dashboard: 'http://localhost:1234', admin: null },
+  updated: '2026-11-30T15:00:00Z'
+};
+
+const response = {
+  root: '',
+  contexts: [
+    {
+      name: 'other',
+      dir: 'proj/.monarch/other',
+      active: false,
+      state: 'unknown',
+      status: null
+    },
+    {
+      name: 'default',
+      dir: '.monarch/default',
+      active: true,
+      state: 'running',
+      status
+    },
+    {
+      name: 'old',
+      dir: '.monarch/old',
+      active: false,
+      state: 'not running',
+      status: { ...status, state: 'not running', meshes: [] }
+    }
+  ]
+};
+
+describe('toItems', () => {
+  it('lists root contexts first and marks the active one', () => {
+    const items = toItems(response);
+    expect(items.map(i => i.key)).toEqual([
+      '.monarch/default',
+      '.monarch/old',
+      'proj/.monarch/other'
+    ]);
+    expect(items.filter(i => i.active).map(i => i.name)).toEqual(['default']);
+  });
+
+  it('describes meshes and details', () => {
+    const [active] = toItems(response);
+    expect(active.state).toBe('running');
+    expect(active.meshes).toEqual(['hosts ×2 (2 live)']);
+    expect(active.details).toEqual([
+      ['directory', '.monarch/default'],
+      ['job class', 'ProcessJob'],
+      ['apply id', 'uuid-1'],
+      ['spec', 'monarch_jupyter.local_jobs.hosts_2'],
+      ['updated', '2026-11-30T15:00:00Z'],
+      ['dashboard url', 'http://localhost:1234']
+    ]);
+  });
+
+  it('shows a context without status.json as unknown', () => {
+    const other = toItems(response)[2];
+    expect(other).toMatchObject({
+      folder: 'proj',
+      state: 'unknown',
+      meshes: [],
+      details: [['directory', 'proj/.monarch/other']]
+    });
+  });
+
+  it('drops malformed input', () => {
+    expect(toItems(null)).toEqual([]);
+    expect(toItems({ contexts: 'x' })).toEqual([]);
+    expect(toItems({ contexts: [{ name: 1 }, null] })).toEqual([]);
+    const [weird] = toItems({
+      contexts: [{ name: 'w', dir: '.monarch/w', state: 'on fire' }]
+    });
+    expect(weird.state).toBe('unknown');
+    expect(weird.active).toBe(false);
+  });
+});
+
+describe('helpers', () => {
+  it('finds the folder of a context dir', () => {
+    expect(folderOf('.monarch/default')).toBe('');
+    expect(folderOf('a/b/.monarch/x')).toBe('a/b');
+  });
+
+  it('makes state CSS tokens', () => {
+    expect(stateClass('workers dead')).toBe('workers-dead');
+    expect(stateClass('no job')).toBe('no-job');
+    expect(stateClass('bogus')).toBe('unknown');
+  });
+});

@@ -1,0 +1,256 @@
+/**
+ * Pure model of a `%%remote` run result (mimetype application/vnd.monarch.remote+json).
+ *
+ * Parsing, validation, filtering and text formatting live here, free of DOM
+ * code, so they are unit-testable.
+ */
+
+/** The mimetype the kernel side displays run results with. */
+export const MIME_TYPE = 'application/vnd.monarch.remote+json';
+
+/** The only payload version this renderer understands. */
+export const FORMAT_VERSION = 1;
+
+/** Every status a rank can be in. */
+export const RANK_STATUSES = [
+  'ok',
+  'failed',
+  'timed_out',
+  'skipped',
+  'interrupted',
+  'running'
+] as const;
+
+export type RankStatus = (typeof RANK_STATUSES)[number];
+
+/** Which stream a line came from. */
+export type Stream = 'out' | 'err';
+
+/** One output line: [stream, text]. */
+export type Line = [Stream, string];
+
+/** Per-status counts over all ranks. */
+export interface ISummary {
+  ok: number;
+  failed: number;
+  timed_out: number;
+  skipped: number;
+  interrupted: number;
+}
+
+/** One rank's result. */
+export interface IRank {
+  label: string;
+  mesh: string;
+  point: Record<string, number>;
+  rank: number;
+  status: RankStatus;
+  returncode: number | null;
+  duration: number | null;
+  lines: Line[];
+  truncated: number;
+  /** Why the rank could not run or report, when the kernel side knows. */
+  error: string | null;
+}
+
+/** A whole run result. */
+export interface IRunResult {
+  version: number;
+  command: string;
+  mode: string;
+  target: string;
+  started: string;
+  duration: number | null;
+  log_path: string | null;
+  summary: ISummary;
+  ranks: IRank[];
+}
+
+/** Thrown by `parseRunResult` when the payload is not a valid version-1 result. */
+export class RunResultError extends Error {}
+
+const SUMMARY_KEYS: (keyof ISummary)[] = [
+  'ok',
+  'failed',
+  'timed_out',
+  'skipped',
+  'interrupted'
+];
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function str(obj: Record<string, unknown>, key: string, where: string): string {
+  const value = obj[key];
+  if (typeof value !== 'string') {
+    throw new RunResultError(`${where}.${key} must be a string`);
+  }
+  return value;
+}
+
+function optStr(obj: Record<string, unknown>, key: string): string | null {
+  const value = obj[key];
+  return typeof value === 'string' ? value : null;
+}
+
+function optNum(obj: Record<string, unknown>, key: string): number | null {
+  const value = obj[key];
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0
+    ? value
+    : 0;
+}
+
+function parseLine(value: unknown, where: string): Line {
+  if (
+    !Array.isArray(value) ||
+    value.length !== 2 ||
+    (value[0] !== 'out' && value[0] !== 'err') ||
+    typeof value[1] !== 'string'
+  ) {
+    throw new RunResultError(`${where} must be ["out"|"err", string]`);
+  }
+  return [value[0], value[1]];
+}
+
+function parsePoint(value: unknown): Record<string, number> {
+  const point: Record<string, number> = {};
+  if (isObject(value)) {
+    for (const [dim, coord] of Object.entries(value)) {
+      if (typeof coord === 'number') {
+        point[dim] = coord;
+      }
+    }
+  }
+  return point;
+}
+
+function parseRank(value: unknown, index: number): IRank {
+  const where = `ranks[${index}]`;
+  if (!isObject(value)) {
+    throw new RunResultError(`${where} must be an object`);
+  }
+  const status = value.status;
+  if (!RANK_STATUSES.includes(status as RankStatus)) {
+    throw new RunResultError(`${where}.status is not a known status`);
+  }
+  const lines = value.lines ?? [];
+  if (!Array.isArray(lines)) {
+    throw new RunResultError(`${where}.lines must be a list`);
+  }
+  return {
+    label: str(value, 'label', where),
+    mesh: optStr(value, 'mesh') ?? '',
+    point: parsePoint(value.point),
+    rank: optNum(value, 'rank') ?? index,
+    status: status as RankStatus,
+    returncode: optNum(value, 'returncode'),
+    duration: optNum(value, 'duration'),
+    lines: lines.map((line, i) => parseLine(line, `${where}.lines[${i}]`)),
+    truncated: count(value.truncated),
+    error: optStr(value, 'error')
+  };
+}
+
+/** Validate an untrusted payload into an `IRunResult`, or throw `RunResultError`. */
+export function parseRunResult(data: unknown): IRunResult {
+  if (!isObject(data)) {
+    throw new RunResultError('run result must be an object');
+  }
+  if (data.version !== FORMAT_VERSION) {
+    throw new RunResultError(
+      `unsupported run result version ${JSON.stringify(data.version)}`
+    );
+  }
+  if (!Array.isArray(data.ranks)) {
+    throw new RunResultError('ranks must be a list');
+  }
+  const ranks = data.ranks.map(parseRank);
+  const rawSummary = isObject(data.summary) ? data.summary : {};
+  const summary = {} as ISummary;
+  for (const key of SUMMARY_KEYS) {
+    summary[key] = count(rawSummary[key]);
+  }
+  return {
+    version: FORMAT_VERSION,
+    command: str(data, 'command', 'result'),
+    mode: optStr(data, 'mode') ?? '',
+    target: optStr(data, 'target') ?? '',
+    started: optStr(data, 'started') ?? '',
+    duration: optNum(data, 'duration'),
+    log_path: optStr(data, 'log_path'),
+    summary,
+    ranks
+  };
+}
+
+/** True for a rank that did not finish cleanly (everything but ok/skipped/running). */
+export function isFailing(rank: IRank): boolean {
+  return (
+    rank.status === 'failed' ||
+    rank.status === 'timed_out' ||
+    rank.status === 'interrupted'
+  );
+}
+
+/** Ranks expanded by default when a result has at most this many. */
+export const OPEN_ALL_MAX = 8;
+
+/** Whether a rank's panel starts expanded: failing ranks always, others in small runs. */
+export function initiallyOpen(rank: IRank, rankCount: number): boolean {
+  return isFailing(rank) || (rankCount <= OPEN_ALL_MAX && rank.lines.length > 0);
+}
+
+/** The ranks to show: all of them, or only the failing ones. */
+export function filterRanks(ranks: IRank[], failingOnly: boolean): IRank[] {
+  return failingOnly ? ranks.filter(isFailing) : ranks;
+}
+
+/** "1.23s", "2m 05s"; empty for an unknown duration. */
+export function formatDuration(seconds: number | null): string {
+  if (seconds === null || seconds < 0) {
+    return '';
+  }
+  if (seconds < 60) {
+    return `${seconds.toFixed(2)}s`;
+  }
+  const whole = Math.round(seconds);
+  const minutes = Math.floor(whole / 60);
+  return `${minutes}m ${String(whole % 60).padStart(2, '0')}s`;
+}
+
+/** "1 ok, 1 failed": the non-zero counts in a fixed order ("no ranks" if none). */
+export function summaryText(summary: ISummary): string {
+  const parts = SUMMARY_KEYS.filter(key => summary[key] > 0).map(
+    key => `${summary[key]} ${key.replace('_', ' ')}`
+  );
+  return parts.length ? parts.join(', ') : 'no ranks';
+}
+
+/** The notice above a truncated line list; empty when nothing was dropped. */
+export function truncatedNotice(truncated: number): string {
+  if (truncated <= 0) {
+    return '';
+  }
+  return `${truncated} earlier line${truncated === 1 ? '' : 's'} not shown`;
+}
+
+/** Badge text for a rank: its return code when it has one, else its status. */
+export function badgeText(rank: IRank): string {
+  if (rank.returncode !== null && rank.status !== 'running') {
+    return `rc=${rank.returncode}`;
+  }
+  return rank.status.replace('_', ' ');
+}
+
+/** Colour class for a rank's badge: "ok", "failed" or "other". */
+export function badgeKind(rank: IRank): 'ok' | 'failed' | 'other' {
+  if (rank.status === 'ok') {
+    return 'ok';
+  }
+  return isFailing(rank) ? 'failed' : 'other';
+}

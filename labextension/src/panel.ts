@@ -1,0 +1,170 @@
+/**
+ * The "Monarch" sidebar: lists the contexts under the server root, polls
+ * while visible, and shows the details of the clicked context.
+ */
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import { IContextItem, stateClass, toItems } from './contextModel';
+
+const CLASS = 'jp-MonarchPanel';
+
+/** How often the panel refreshes while visible. */
+export const POLL_MS = 3000;
+
+/** Where the panel gets the contexts JSON from. */
+export type ContextsFetcher = () => Promise<unknown>;
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+/** Sidebar widget listing Monarch contexts. */
+export class MonarchPanel extends Widget {
+  constructor(fetchContexts: ContextsFetcher) {
+    super();
+    this._fetch = fetchContexts;
+    this.addClass(CLASS);
+    this.node.appendChild(el('div', `${CLASS}-title`, 'Monarch'));
+    this._list = el('ul', `${CLASS}-list`);
+    this._message = el('div', `${CLASS}-message`, 'Loading…');
+    this._details = el('div', `${CLASS}-details`);
+    this.node.append(this._message, this._list, this._details);
+  }
+
+  /** Fetch once and redraw; errors are shown in the panel. */
+  async refresh(): Promise<void> {
+    try {
+      this._items = toItems(await this._fetch());
+      this._message.textContent = this._items.length
+        ? ''
+        : 'No contexts yet: start one with %job in a notebook.';
+    } catch (error) {
+      this._message.textContent = `Cannot list contexts: ${error}`;
+    }
+    this._render();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._startPolling();
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    if (this.isVisible) {
+      this._startPolling();
+    }
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._stopPolling();
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    this._stopPolling();
+    super.onBeforeDetach(msg);
+  }
+
+  dispose(): void {
+    this._stopPolling();
+    super.dispose();
+  }
+
+  private _startPolling(): void {
+    if (this._polling) {
+      return;
+    }
+    this._polling = true;
+    const generation = ++this._generation;
+    const tick = async (): Promise<void> => {
+      await this.refresh();
+      if (this._polling && generation === this._generation) {
+        this._timer = window.setTimeout(tick, POLL_MS);
+      }
+    };
+    void tick();
+  }
+
+  private _stopPolling(): void {
+    this._polling = false;
+    window.clearTimeout(this._timer);
+  }
+
+  private _render(): void {
+    this._list.textContent = '';
+    for (const item of this._items) {
+      this._list.appendChild(this._renderItem(item));
+    }
+    const selected = this._items.find(item => item.key === this._selected);
+    this._renderDetails(selected);
+  }
+
+  private _renderItem(item: IContextItem): HTMLElement {
+    const row = el('li', `${CLASS}-item`);
+    row.classList.toggle(`${CLASS}-active`, item.active);
+    row.classList.toggle(`${CLASS}-selected`, item.key === this._selected);
+    row.title = item.key;
+    const head = el('div', `${CLASS}-itemHead`);
+    head.appendChild(el('span', `${CLASS}-name`, item.name));
+    if (item.folder) {
+      head.appendChild(el('span', `${CLASS}-folder`, item.folder));
+    }
+    if (item.active) {
+      head.appendChild(el('span', `${CLASS}-activeTag`, 'active'));
+    }
+    head.appendChild(
+      el('span', `${CLASS}-state ${CLASS}-state-${stateClass(item.state)}`, item.state)
+    );
+    row.appendChild(head);
+    if (item.meshes.length) {
+      row.appendChild(el('div', `${CLASS}-meshes`, item.meshes.join(', ')));
+    }
+    row.addEventListener('click', () => {
+      this._selected = this._selected === item.key ? null : item.key;
+      this._render();
+    });
+    return row;
+  }
+
+  private _renderDetails(item: IContextItem | undefined): void {
+    this._details.textContent = '';
+    if (!item) {
+      return;
+    }
+    this._details.appendChild(el('div', `${CLASS}-detailsTitle`, item.name));
+    const table = el('table', `${CLASS}-detailsTable`);
+    const rows: [string, string][] = [
+      ['state', item.state],
+      ...item.meshes.map((mesh): [string, string] => ['mesh', mesh]),
+      ...item.details
+    ];
+    for (const [key, value] of rows) {
+      const tr = el('tr', '');
+      tr.append(el('th', '', key), el('td', '', value));
+      table.appendChild(tr);
+    }
+    this._details.appendChild(table);
+  }
+
+  private _fetch: ContextsFetcher;
+  private _list: HTMLUListElement;
+  private _message: HTMLDivElement;
+  private _details: HTMLDivElement;
+  private _items: IContextItem[] = [];
+  private _selected: string | null = null;
+  private _polling = false;
+  private _timer = 0;
+  /** Bumped on every start so a stale in-flight tick cannot re-arm the timer. */
+  private _generation = 0;
+}

@@ -1,0 +1,138 @@
+/**
+ * DOM view of a run result: header, "failing only" filter and one collapsible
+ * panel per rank.
+ */
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+
+import {
+  IRank,
+  IRunResult,
+  MIME_TYPE,
+  badgeKind,
+  badgeText,
+  filterRanks,
+  formatDuration,
+  initiallyOpen,
+  parseRunResult,
+  summaryText,
+  truncatedNotice
+} from './model';
+
+const CLASS = 'jp-MonarchRun';
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function renderHeader(result: IRunResult): HTMLElement {
+  const header = el('div', `${CLASS}-header`);
+  const command = el('code', `${CLASS}-command`, result.command);
+  command.title = result.mode ? `mode: ${result.mode}` : '';
+  header.appendChild(command);
+  const meta = [
+    result.target,
+    summaryText(result.summary),
+    formatDuration(result.duration)
+  ].filter(Boolean);
+  header.appendChild(el('span', `${CLASS}-meta`, meta.join(' · ')));
+  if (result.log_path) {
+    header.appendChild(el('span', `${CLASS}-log`, `log: ${result.log_path}`));
+  }
+  return header;
+}
+
+function renderRank(rank: IRank, rankCount: number): HTMLElement {
+  const panel = el('details', `${CLASS}-rank`);
+  panel.open = initiallyOpen(rank, rankCount);
+  const summary = el('summary', `${CLASS}-rankHeader`);
+  summary.appendChild(el('span', `${CLASS}-label`, rank.label));
+  summary.appendChild(
+    el('span', `${CLASS}-badge ${CLASS}-badge-${badgeKind(rank)}`, badgeText(rank))
+  );
+  const duration = formatDuration(rank.duration);
+  if (duration) {
+    summary.appendChild(el('span', `${CLASS}-duration`, duration));
+  }
+  panel.appendChild(summary);
+
+  const notice = truncatedNotice(rank.truncated);
+  if (notice) {
+    panel.appendChild(el('div', `${CLASS}-truncated`, notice));
+  }
+  if (rank.error) {
+    panel.appendChild(el('div', `${CLASS}-rankError`, rank.error));
+  }
+  const lines = el('pre', `${CLASS}-lines`);
+  for (const [stream, text] of rank.lines) {
+    lines.appendChild(el('div', `${CLASS}-line ${CLASS}-${stream}`, text));
+  }
+  panel.appendChild(lines);
+  return panel;
+}
+
+/** Renders `application/vnd.monarch.remote+json` outputs. */
+export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions) {
+    super();
+    this._mimeType = options.mimeType;
+    this.addClass(CLASS);
+  }
+
+  /** Render the model's payload, or a short error for an invalid one. */
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.node.textContent = '';
+    let result: IRunResult;
+    try {
+      result = parseRunResult(model.data[this._mimeType]);
+    } catch (error) {
+      this.node.appendChild(
+        el('div', `${CLASS}-error`, `Cannot show run result: ${error}`)
+      );
+      return Promise.resolve();
+    }
+    this.node.appendChild(renderHeader(result));
+
+    const filter = el('label', `${CLASS}-filter`);
+    const checkbox = el('input', '');
+    checkbox.type = 'checkbox';
+    filter.append(checkbox, ' failing only');
+    this.node.appendChild(filter);
+
+    const ranks = el('div', `${CLASS}-ranks`);
+    const show = (): void => {
+      ranks.textContent = '';
+      const shown = filterRanks(result.ranks, checkbox.checked);
+      if (!shown.length) {
+        ranks.appendChild(el('div', `${CLASS}-empty`, 'No ranks to show.'));
+      }
+      shown.forEach(rank =>
+        ranks.appendChild(renderRank(rank, result.ranks.length))
+      );
+    };
+    checkbox.addEventListener('change', show);
+    show();
+    this.node.appendChild(ranks);
+    return Promise.resolve();
+  }
+
+  private _mimeType: string;
+}
+
+/** Renderer factory for the run-result mimetype. */
+export const rendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [MIME_TYPE],
+  // Below text/html (50) so the kernel's HTML fallback is not preferred.
+  defaultRank: 10,
+  createRenderer: options => new RunResultRenderer(options)
+};

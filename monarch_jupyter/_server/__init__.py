@@ -1,0 +1,33 @@
+"""Jupyter server extension: a read-only API over the Monarch contexts on disk.
+
+Enabled by ``jupyter-config/jupyter_server_config.d/monarch_jupyter.json``
+(installed into ``etc/jupyter``); serves ``/monarch-jupyter/contexts`` for the
+JupyterLab sidebar. It only reads ``status.json`` files and symlink targets;
+it never opens a pickle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.utils import url_path_join
+
+from .handlers import ContextsHandler
+
+API_NAMESPACE = "monarch-jupyter"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "monarch_jupyter._server"}]
+
+
+def _load_jupyter_server_extension(server_app: Any) -> None:
+    """Register the handlers under the server's base URL."""
+    web_app = server_app.web_app
+    base_url = web_app.settings["base_url"]
+    route = url_path_join(base_url, API_NAMESPACE, "contexts")
+    web_app.add_handlers(
+        ".*$",
+        [(route, ContextsHandler, {"root_dir": server_app.root_dir})],
+    )
+    server_app.log.info("monarch_jupyter: serving %s", route)

@@ -1,0 +1,151 @@
+"""Scan a directory tree for Monarch contexts without unpickling anything.
+
+Layout written by the kernel side, per folder::
+
+    .monarch/job_state.pkl      relative symlink to the active context, e.g. default/state.pkl
+    .monarch/<name>/state.pkl   never opened here
+    .monarch/<name>/spec        the job spec (a context may have only this yet)
+    .monarch/<name>/status.json what the sidebar shows
+
+A directory under ``.monarch`` is a context if it holds any of those three
+files (so ``.monarch/runs/`` with logs is not).
+
+Contexts are looked for in ``<root>/<path>/.monarch`` and one level of
+subfolders ``<root>/<path>/*/.monarch``. Symlinked folders are not followed,
+and every path handed out is relative to the server root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from typing import Any
+
+MONARCH_DIR = ".monarch"
+ACTIVE_LINK = "job_state.pkl"
+STATE_FILE = "state.pkl"
+STATUS_FILE = "status.json"
+SPEC_FILE = "spec"
+CONTEXT_MARKERS = (STATE_FILE, SPEC_FILE, STATUS_FILE)
+STATES = ("running", "not running", "workers dead", "no job", "unknown")
+MAX_STATUS_BYTES = 1 << 20
+MAX_SUBFOLDERS = 500
+
+
+class InvalidPath(ValueError):
+    """The requested path is absolute, escapes the root, or is not a folder."""
+
+
+def resolve_folder(root_dir: str, rel_path: str) -> tuple[str, str]:
+    """Return ``(absolute folder, normalized relative path)`` for a request path.
+
+    Raises InvalidPath for anything that is not a folder inside ``root_dir``.
+    """
+    rel = rel_path.replace("\\", "/").strip("/")
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if "\0" in rel or os.path.isabs(rel_path) or ".." in parts:
+        raise InvalidPath(rel_path)
+    root = os.path.realpath(root_dir)
+    folder = os.path.realpath(os.path.join(root, *parts))
+    if folder != root and not folder.startswith(root + os.sep):
+        raise InvalidPath(rel_path)
+    if not os.path.isdir(folder):
+        raise InvalidPath(rel_path)
+    return folder, "/".join(parts)
+
+
+def _is_real_dir(path: str) -> bool:
+    """A directory that is not a symlink."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_status(context_dir: str) -> dict[str, Any] | None:
+    """The context's status.json as a dict, or None if absent, a symlink or invalid."""
+    path = os.path.join(context_dir, STATUS_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            raw = f.read(MAX_STATUS_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_STATUS_BYTES:
+        return None
+    try:
+        status = json.loads(raw)
+    except ValueError:
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def active_context(monarch_dir: str) -> str | None:
+    """Name of the context ``job_state.pkl`` links to; the link is read, never opened."""
+    try:
+        target = os.readlink(os.path.join(monarch_dir, ACTIVE_LINK))
+    except OSError:
+        return None
+    resolved = os.path.normpath(os.path.join(monarch_dir, target))
+    parts = os.path.relpath(resolved, os.path.normpath(monarch_dir)).split(os.sep)
+    if len(parts) == 2 and parts[1] == STATE_FILE and parts[0] not in (".", ".."):
+        return parts[0]
+    return None
+
+
+def _contexts_in(monarch_dir: str, rel_monarch: str) -> list[dict[str, Any]]:
+    active = active_context(monarch_dir)
+    contexts = []
+    try:
+        entries = sorted(os.scandir(monarch_dir), key=lambda e: e.name)
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if not any(os.path.lexists(os.path.join(entry.path, f)) for f in CONTEXT_MARKERS):
+            continue
+        status = read_status(entry.path)
+        state = status.get("state") if status else None
+        contexts.append(
+            {
+                "name": entry.name,
+                "dir": f"{rel_monarch}/{entry.name}",
+                "active": entry.name == active,
+                "state": state if state in STATES else "unknown",
+                "status": status,
+            }
+        )
+    return contexts
+
+
+def _subfolders(folder: str) -> list[str]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return []
+    names = [
+        e.name
+        for e in entries
+        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+    ]
+    return names[:MAX_SUBFOLDERS]
+
+
+def list_contexts(root_dir: str, rel_path: str = "") -> dict[str, Any]:
+    """The ``/monarch-jupyter/contexts`` response for ``rel_path`` under ``root_dir``."""
+    folder, rel = resolve_folder(root_dir, rel_path)
+    prefix = f"{rel}/" if rel else ""
+    contexts = []
+    for sub in ["", *_subfolders(folder)]:
+        monarch_dir = os.path.join(folder, sub, MONARCH_DIR)
+        if _is_real_dir(monarch_dir):
+            rel_monarch = f"{prefix}{sub}/{MONARCH_DIR}" if sub else f"{prefix}{MONARCH_DIR}"
+            contexts.extend(_contexts_in(monarch_dir, rel_monarch))
+    return {"root": rel, "contexts": contexts}
