@@ -87,6 +87,14 @@ class JobSession:
         self._attached_to: tuple[str, str] | None = None
         self._cache_stamp: tuple[int, int] | None = None
         self._spec_label: str | None = None
+        self._listeners: list[Callable[[JobStatus], None]] = []
+
+    # ── who wants to know ───────────────────────────────────────────────
+    def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]:
+        """Call ``listener(status)`` whenever a context's status is published
+        (apply, kill, attach, status, context switch); returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     # ── where we are ────────────────────────────────────────────────────
     @property
@@ -224,12 +232,17 @@ class JobSession:
         )
 
     def _publish(self, name: str, status: JobStatus) -> None:
-        """Write status.json for the sidebar (which never unpickles)."""
+        """Write status.json for the sidebar (which never unpickles) and tell listeners."""
         try:
             if self.layout.exists(name):
                 self.layout.write_status(name, status.to_json())
         except OSError:
             pass
+        for listener in list(self._listeners):
+            try:
+                listener(status)
+            except Exception:
+                pass  # a broken view must not break the lifecycle
 
     # ── apply ───────────────────────────────────────────────────────────
     def resolve(self, spec: Spec | None, namespace: Mapping[str, Any] | None = None) -> tuple[Any, str | None, str]:

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite: unit tests, real-kernel/real-worker
-# integration tests, and the notebooks under nbval. Extra arguments go to pytest.
+# Set up, then run the whole test suite: the labextension's TypeScript tests, then
+# unit tests, real-kernel/real-worker integration tests, browser tests (JupyterLab
+# in Debian's Chromium) and the notebooks under nbval. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export MONARCH_JUPYTER_BROWSER_TESTS=${MONARCH_JUPYTER_BROWSER_TESTS:-1}
 bash scripts/setup.sh
+
+echo "test: labextension (jest)"
+(cd labextension && ../.venv/bin/jlpm install --immutable >/dev/null && ../.venv/bin/jlpm test --silent)
+
+echo "test: python (pytest)"
 exec .venv/bin/python -m pytest tests --nbval notebooks \
   --nbval-sanitize-with notebooks/nbval_sanitize.cfg "$@"
