@@ -95,10 +95,13 @@ def test_kernel_restart_reattaches_without_reapplying(start_kernel, tag):
     first.ok("%load_ext monarch_jupyter")
     first.ok("%job apply --local hosts=2")
     _, apply_id, pids = status_of(first)
-    first.shutdown()  # the kernel dies; the workers must not
+    kernel_pid = first.km.provisioner.process.pid
+    first.km.restart_kernel(now=True)  # as the Restart button: the kernel dies, the workers must not
+    first.kc.wait_for_ready(timeout=60)
+    assert first.km.provisioner.process.pid != kernel_pid
 
     assert sorted(worker_pids(tag)) == sorted(pids)
-    second = start_kernel()
+    second = first
     loaded = second.ok("%load_ext monarch_jupyter")
     assert_quiet(loaded)
     line = loaded.stream().strip()
