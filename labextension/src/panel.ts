@@ -6,6 +6,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { IContextItem, stateClass, toItems } from './contextModel';
+import { el } from './dom';
 
 const CLASS = 'jp-MonarchPanel';
 
@@ -14,19 +15,6 @@ export const POLL_MS = 3000;
 
 /** Where the panel gets the contexts JSON from. */
 export type ContextsFetcher = () => Promise<unknown>;
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** Sidebar widget listing Monarch contexts. */
 export class MonarchPanel extends Widget {

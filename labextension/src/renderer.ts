@@ -18,21 +18,9 @@ import {
   summaryText,
   truncatedNotice
 } from './model';
+import { el } from './dom';
 
 const CLASS = 'jp-MonarchRun';
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function renderHeader(result: IRunResult): HTMLElement {
   const header = el('div', `${CLASS}-header`);

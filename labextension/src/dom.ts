@@ -1,0 +1,15 @@
+/** Small DOM helper shared by the views. */
+
+/** Create `<tag class=className>` with optional text content. */
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
