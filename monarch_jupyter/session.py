@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from . import _introspect, _quiet, cache
 from ._loop import EventLoopThread, shared_loop
 from .contexts import Layout, check_name
-from .errors import CacheError, MonarchJupyterError, NoJobError, SpecError
+from .errors import MonarchJupyterError, NoJobError, SpecError
 from .specs import LocalSpec, ModuleSpec, Spec, VariableSpec, spec_from_saved
 
 RUNNING = "running"
@@ -281,12 +281,7 @@ class JobSession:
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
         self._forget_if_moved()
-        old = self._job
-        if old is None:
-            try:
-                old = self._load_cached()
-            except CacheError:
-                raise
+        old = self._job if self._job is not None else self._load_cached()  # CacheError: one line, nothing touched
         if old is not None and _introspect.is_alive(old) and _can_run(old, job):
             if self._job is None:
                 self._connect(old)
@@ -304,8 +299,6 @@ class JobSession:
 
         try:
             state = self.loop.call(start)
-        except KeyboardInterrupt:
-            raise
         except MonarchJupyterError:
             raise
         except Exception as error:
@@ -442,12 +435,10 @@ def _saved_path_for(job: Any) -> str | None:
     """An importable spec path equivalent to ``job``, when there is one (plain ProcessJob)."""
     from monarch.job import ProcessJob
 
-    from .specs import LocalSpec as _Local
-
     if type(job) is ProcessJob and not getattr(job, "_env", None):
         meshes = getattr(job, "_meshes", None)
         if isinstance(meshes, dict):
-            return _Local(tuple(meshes.items())).path
+            return LocalSpec(tuple(meshes.items())).path
     return None
 
 

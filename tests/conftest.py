@@ -7,7 +7,6 @@ end of the run, processes carrying any tag of this run fail the run.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 

@@ -89,4 +89,4 @@ def test_local_jobs_module_builds_process_jobs():
     assert isinstance(job, ProcessJob)
     assert job._meshes == {"trainers": 2, "loaders": 1}
     with pytest.raises(AttributeError):
-        local_jobs.nonsense
+        getattr(local_jobs, "nonsense")
