@@ -1,0 +1,58 @@
+"""Time the %job lifecycle in a real kernel with real ProcessJob workers.
+
+    python benchmarks/bench_job.py [--repeat 5]
+
+Prints one table: median and max of each step over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from harness import Kernel, new_tag, reap  # noqa: E402
+
+
+def timed(kernel: Kernel, code: str) -> float:
+    result = kernel.execute(code)
+    if result.error or "UsageError" in result.text:
+        raise SystemExit(f"{code!r} failed: {result.text}")
+    return result.duration * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    steps: dict[str, list[float]] = {}
+    tag = new_tag()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            for _ in range(args.repeat):
+                kernel = Kernel(Path(folder), tag)
+                try:
+                    steps.setdefault("%load_ext, no job (imports)", []).append(timed(kernel, "%load_ext monarch_jupyter"))
+                    steps.setdefault("%job apply --local hosts=2 (cold)", []).append(timed(kernel, "%job apply --local hosts=2"))
+                    steps.setdefault("%job apply, already running (no-op)", []).append(timed(kernel, "%job apply --local hosts=2"))
+                    steps.setdefault("%job status", []).append(timed(kernel, "%job"))
+                    kernel.km.restart_kernel(now=True)
+                    kernel.kc.wait_for_ready(timeout=60)
+                    steps.setdefault("%load_ext after restart (re-attach)", []).append(timed(kernel, "%load_ext monarch_jupyter"))
+                    steps.setdefault("%job kill", []).append(timed(kernel, "%job kill"))
+                finally:
+                    kernel.shutdown()
+    finally:
+        reap(tag)
+    width = max(len(k) for k in steps)
+    print(f"{'step':<{width}}  median ms  max ms   (n={args.repeat}, 2-host ProcessJob, real kernel)")
+    for name, values in steps.items():
+        print(f"{name:<{width}}  {statistics.median(values):9.1f}  {max(values):6.1f}")
+
+
+if __name__ == "__main__":
+    main()
