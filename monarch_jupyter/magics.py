@@ -63,7 +63,20 @@ class JobMagics(Magics):
     def _do_status(self, args: list[str], _rest: str) -> None:
         if len(args) > 1:
             raise UsageError("%job status takes at most one CONTEXT")
-        display(formatting.StatusView(self.session.status(args[0] if args else None)))
+        status = self.session.status(args[0] if args else None)
+        from .widgets import in_widget_kernel
+
+        if in_widget_kernel(self.shell):
+            from .widgets.job import JobWidget
+
+            # One output: the live widget plus text/plain and text/html fallbacks
+            # (the same as StatusView's) for nbconvert, nbval and saved notebooks.
+            # The fallbacks are a snapshot, like any output: re-sending them on
+            # every status change would put update messages in other cells' IOPub
+            # and make the saved text differ from what nbval sees.
+            display(JobWidget(self.session, status))
+        else:
+            display(formatting.StatusView(status))
 
     def _do_apply(self, _args: list[str], rest: str) -> None:
         result = self.session.apply(parse_apply(rest), namespace=self.shell.user_ns)
