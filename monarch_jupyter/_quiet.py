@@ -1,7 +1,10 @@
 """Keep Monarch's own chatter out of notebook cells.
 
 - The job module logs INFO lines ("Found cached job …") to stderr with its own
-  handler; we keep only warnings from those loggers.
+  handler; we keep only warnings from those loggers. ProcessJob's watcher
+  threads warn "worker died unexpectedly" into whichever cell is running; a
+  dead worker is what ``%job`` and ``%%remote`` report in their own cells, so
+  that logger keeps only errors.
 - Every blocking ``Future.get()`` on a thread with a running loop (a cell, in a
   kernel) logs "Future.get() called from within an active event loop" through
   a logger that ignores levels, and warns a UserWarning. Both are noise in a
@@ -19,15 +22,25 @@ import sys
 import warnings
 from typing import Iterator
 
+from . import _faults
+
 _GET_IN_LOOP = "Future.get() called from within an active event loop"
-_CHATTY_LOGGERS = ("monarch._src.job.job", "monarch._src.job.process", "monarch.tools")
+_CHATTY_LOGGERS = {
+    "monarch._src.job.job": logging.WARNING,
+    "monarch.tools": logging.WARNING,
+    "monarch._src.job.process": logging.ERROR,
+}
 
 
-class _WarningsOnly(logging.Filter):
+class _AtLeast(logging.Filter):
     """Monarch's job module resets its logger to INFO on import; a filter sticks."""
 
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING
+        return record.levelno >= self.level
 
 
 class _DropGetInLoop(logging.Filter):
@@ -44,8 +57,8 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    for name in _CHATTY_LOGGERS:
-        logging.getLogger(name).addFilter(_WarningsOnly())
+    for name, level in _CHATTY_LOGGERS.items():
+        logging.getLogger(name).addFilter(_AtLeast(level))
     logging.getLogger("monarch._src.actor.telemetry").addFilter(_DropGetInLoop())
     warnings.filterwarnings(
         "ignore", message=r"Future\.get\(\) was called from within an active event loop"
@@ -74,11 +87,13 @@ _context_ready = False
 
 
 def start_client_context() -> None:
-    """Create Monarch's client context once, with its fd-2 banner swallowed."""
+    """Create Monarch's client context once, with its fd-2 banner swallowed and
+    the fault hook that keeps a dead proc from exiting the kernel (see _faults)."""
     global _context_ready
     if _context_ready:
         return
     install()
+    _faults.install()
     from monarch.actor import context
 
     with quietly():

@@ -1,0 +1,184 @@
+"""The ``%%remote`` / ``%remote`` magics: a thin shell over :mod:`.runner`."""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import time
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import display
+
+from .. import remote as remote_package
+from ..errors import MonarchJupyterError
+from .args import parse_cell, parse_line
+from .model import ERR, OUT, Finished, RemoteResults, RunState
+from .render import TextRenderer, group_text
+from .runner import RemoteError, RemoteInterrupted, RemoteRunner, RunHandle
+
+_last: list = []  # the latest RunState (see monarch_jupyter.remote.last_run)
+
+TICK = 0.02
+SECOND_INTERRUPT_GRACE = 0.5
+
+
+@magics_class
+class RemoteMagics(Magics):
+    def __init__(self, shell: Any, session: Any) -> None:
+        super().__init__(shell)
+        self.session = session
+        self.runner = RemoteRunner(session)
+        self.observers: list[Any] = []  # RunState observers of this instance (see remote.observers)
+
+    @line_cell_magic
+    def remote(self, line: str, cell: str | None = None) -> None:
+        """Run a bash or Python cell on every rank of the job, streaming its output.
+
+        %%remote [bash|python] [flags]     the cell is a bash script (default) or a
+                                           Python script run on each rank
+        %remote [flags] CMD…               one bash command line
+
+        Targets (as `monarch exec`):
+          --mesh NAME        run on this host mesh (default: the job's first mesh)
+          --all              run on every mesh of the job
+          --point DIM=N,…    only the ranks at this point (e.g. --point hosts=1)
+          --rank N[,M…]      only these flat ranks
+          --per-host DIM=N   N processes per host (e.g. --per-host gpu=4); every
+                             process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM>
+                             for every dimension
+        Environment:
+          -e, --env KEY=VALUE   set a variable (repeatable)
+          --workdir DIR         run there (default: the notebook's folder when it
+                                exists on the worker, else the worker's)
+          --output-dir DIR      also write each rank's stdout.txt / stderr.txt under
+                                DIR ($SUBDIR becomes the rank's coordinates, e.g.
+                                hosts_1_gpu_0)
+        Control:
+          --timeout SECONDS  stop every rank after SECONDS (reported as timed out)
+          --no-raise         do not raise when a rank fails (rc != 0)
+          --save NAME        store per-rank results (returncode, stdout, stderr,
+                             duration, status) in notebook variable NAME
+        Output:
+          --group            no live lines; at the end print identical outputs once
+                             with the ranks that produced them (as clush -b)
+          --quiet            no live lines, summary only
+
+        Flags may stand before or after the mode word. Each line shows as soon as it
+        is printed, prefixed with its rank's coordinates ([hosts=1], [hosts=1:err]
+        for stderr); partial lines and \\r progress bars are shown as they stand.
+        The cell shows a bounded tail per rank at most ~20 updates a second; every
+        line goes to a log file under .monarch/<context>/runs/ named in the summary.
+        Ctrl-C (interrupt) and --timeout stop the processes on every rank (SIGINT,
+        SIGTERM, then SIGKILL to each process group) and keep the output so far.
+        A non-zero return code raises RemoteError naming the failing ranks unless
+        --no-raise. Processes left in the background by the command are stopped
+        when it ends (start them with setsid to keep them).
+
+        As with !cmd, IPython expands $name and {expr} in the magic's line (not in
+        the cell body) from notebook variables; an undefined $NAME is left for the
+        shell, and $$NAME always is. From Python: monarch_jupyter.remote.last_run()
+        is the latest run's RunState; monarch_jupyter.remote.observers receive
+        on_event(state, event) for every event (for live views).
+
+        Examples:
+          %remote hostname
+          %%remote python --rank 0
+          import os; print(os.environ["MONARCH_RANK_hosts"])
+        """
+        try:
+            args = parse_line(line) if cell is None else parse_cell(line, cell)
+        except MonarchJupyterError as error:
+            raise UsageError(f"%remote: {error}") from None
+        try:
+            plan = self.runner.plan(args)
+        except MonarchJupyterError as error:
+            raise UsageError(f"%remote: {error}") from None
+        log_path = self.runner.log_path()
+        try:
+            shown_log = os.path.relpath(log_path, self.session.root)
+        except ValueError:
+            shown_log = str(log_path)
+        state = RunState(
+            command=args.command, mode=args.mode, target=plan.target, ranks=plan.ranks,
+            started=time.time(), log_path=shown_log, observers=[*remote_package.observers, *self.observers],
+        )
+        if args.save:
+            for rank in state.ranks:
+                rank.full = {OUT: [], ERR: []}
+        renderer = TextRenderer(state, live=args.live)
+        sink: queue.SimpleQueue = queue.SimpleQueue()
+        _last[:] = [state]
+        handle = RunHandle(self.session.loop)
+        try:
+            self.runner.start(args, plan, sink, log_path, handle)
+        except KeyboardInterrupt:
+            handle.stop("interrupted")
+        interrupted = self._pump(state, renderer, sink, handle) or handle.stop_reason == "interrupted"
+        self._write(renderer.finish())
+        if args.group:
+            self._write(group_text(state))
+        display(state.mime_bundle(), raw=True)
+        if args.save:
+            self.shell.user_ns[args.save] = RemoteResults.from_state(state)
+        if interrupted:
+            raise RemoteInterrupted(state.summary_line())
+        message = state.failure_message()
+        if message and not args.no_raise:
+            raise RemoteError(message)
+
+    def _pump(self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue, handle: Any) -> bool:
+        """Apply events and write coalesced output until the run finished."""
+        interrupted = False
+        give_up_at = None
+        while not state.finished:
+            try:
+                try:
+                    event = sink.get(timeout=TICK)
+                except queue.Empty:
+                    event = None
+                    if handle.future is not None and handle.future.done():
+                        try:  # its Finished may have landed just after the timeout
+                            event = sink.get_nowait()
+                        except queue.Empty:  # the drive ended without telling (it always should)
+                            exc = handle.future.exception() if not handle.future.cancelled() else None
+                            state.apply(Finished(f"the run ended unexpectedly: {exc}"))
+                deadline = time.monotonic() + TICK
+                while event is not None:
+                    renderer.add(state.apply(event))
+                    if state.finished or time.monotonic() > deadline:
+                        break
+                    try:
+                        event = sink.get_nowait()
+                    except queue.Empty:
+                        event = None
+                self._write(renderer.flush(time.monotonic()))
+                if give_up_at is not None and time.monotonic() > give_up_at:
+                    state.apply(Finished("stopped waiting after a second interrupt"))
+            except KeyboardInterrupt:
+                if not interrupted:
+                    interrupted = True
+                    handle.stop("interrupted")
+                elif give_up_at is None:
+                    give_up_at = time.monotonic() + SECOND_INTERRUPT_GRACE
+        return interrupted
+
+    @staticmethod
+    def _write(text: str) -> None:
+        if text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+
+def register(ipython: Any, session: Any) -> None:
+    """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
+    in a kernel, every run also shows the live rank grid (widgets/run.py)."""
+    ipython.register_magics(RemoteMagics(ipython, session))
+    from ..widgets import in_widget_kernel
+
+    if in_widget_kernel(ipython):
+        from ..widgets.run import install
+
+        install(ipython)

@@ -1,0 +1,400 @@
+"""The plain-data model of one ``%%remote`` run, updated by events.
+
+No Monarch, no IPython, no threads: the runner produces events, the magic
+applies them on the kernel thread (:meth:`RunState.apply`) and observers —
+the text renderer today, widgets later — read the state.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+OUT, ERR = "out", "err"
+
+RUNNING = "running"
+OK = "ok"
+FAILED = "failed"
+TIMED_OUT = "timed_out"
+SKIPPED = "skipped"
+INTERRUPTED = "interrupted"
+PENDING = "pending"
+STATUSES = (OK, FAILED, TIMED_OUT, SKIPPED, INTERRUPTED)
+
+TAIL_LINES = 200  # lines kept per rank (saved output, widgets)
+MIME_TYPE = "application/vnd.monarch.remote+json"
+
+
+# ── events (what the runner reports) ────────────────────────────────────
+@dataclass(frozen=True)
+class Started:
+    index: int
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Output:
+    index: int
+    stream: str  # OUT or ERR
+    text: str
+
+
+@dataclass(frozen=True)
+class Exited:
+    index: int
+    returncode: int | None
+    duration: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The rank's worker died or stopped answering."""
+
+    index: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """The run is being stopped: ``reason`` is ``interrupted`` or ``timed_out``."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """No more events will come."""
+
+    error: str | None = None
+
+
+Event = Any  # one of the dataclasses above
+
+
+class Observer(Protocol):
+    def on_event(self, state: RunState, event: Event) -> None: ...
+
+
+# ── per-rank state ─────────────────────────────────────────────────────
+def visible(line: str) -> str:
+    """What a terminal shows for ``line``: the text after its last ``\\r`` (trailing ``\\r`` ignored)."""
+    if "\r" not in line:
+        return line
+    for segment in reversed(line.split("\r")):
+        if segment:
+            return segment
+    return ""
+
+
+@dataclass
+class Fed:
+    """Complete lines one event added to one rank's stream, kept as one block.
+
+    Splitting millions of lines into Python strings is what makes a flood slow,
+    so consumers take only the lines they show: :meth:`last`.
+    """
+
+    index: int
+    stream: str
+    block: str  # the complete lines, joined by "\n", without the final newline
+    count: int
+
+    def last(self, n: int) -> list[str]:
+        """The last ``n`` lines as a terminal shows them (``\r`` applied)."""
+        if n <= 0 or self.count <= 0:
+            return []
+        lines = self.block.rsplit("\n", n)[1:] if n < self.count else self.block.split("\n")
+        if "\r" in self.block:
+            lines = [visible(line) for line in lines]
+        return lines
+
+
+@dataclass
+class RankState:
+    label: str
+    mesh: str
+    point: dict[str, int]
+    rank: int
+    status: str = PENDING
+    returncode: int | None = None
+    duration: float | None = None
+    pid: int | None = None
+    error: str | None = None
+    lines: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    counts: dict[str, int] = field(default_factory=lambda: {OUT: 0, ERR: 0})
+    nbytes: int = 0
+    pending: dict[str, str] = field(default_factory=lambda: {OUT: "", ERR: ""})
+    full: dict[str, list[str]] | None = None  # whole text per stream, when kept (--save)
+    full_limit: int = 64 << 20
+
+    @property
+    def done(self) -> bool:
+        return self.status not in (PENDING, RUNNING)
+
+    @property
+    def total_lines(self) -> int:
+        return self.counts[OUT] + self.counts[ERR]
+
+    def feed(self, stream: str, text: str, index: int = 0) -> Fed | None:
+        """Add a decoded chunk; returns its complete lines (None when it completed none)."""
+        self.nbytes += len(text)
+        if self.full is not None and self.nbytes <= self.full_limit:
+            self.full[stream].append(text)
+        text = self.pending[stream] + text
+        cut = text.rfind("\n")
+        if cut < 0:
+            self.pending[stream] = text
+            return None
+        head, self.pending[stream] = text[:cut], text[cut + 1:]
+        fed = Fed(index, stream, head, head.count("\n") + 1)
+        self.counts[stream] += fed.count
+        self.lines.extend((stream, line) for line in fed.last(TAIL_LINES))
+        return fed
+
+    def close_pending(self, index: int = 0) -> list[Fed]:
+        """End of output: a last line without newline becomes a line."""
+        closed = []
+        for stream in (OUT, ERR):
+            rest = self.pending[stream]
+            if rest:
+                self.pending[stream] = ""
+                self.counts[stream] += 1
+                self.lines.append((stream, visible(rest)))
+                closed.append(Fed(index, stream, rest, 1))
+        return closed
+
+    def text(self, stream: str) -> str:
+        """The whole text of ``stream`` (only when kept for --save)."""
+        if self.full is None:
+            return ""
+        return "".join(self.full[stream])
+
+    def describe(self) -> str:
+        """``hosts=1 (rc 3)`` style, for summaries and errors."""
+        if self.status == OK or (self.status == FAILED and self.error is None):
+            return f"{self.label} (rc {self.returncode})"
+        if self.error:
+            return f"{self.label} ({self.error})"
+        if self.returncode is not None:
+            return f"{self.label} ({self.status.replace('_', ' ')}, rc {self.returncode})"
+        return f"{self.label} ({self.status.replace('_', ' ')})"
+
+
+# ── the run ────────────────────────────────────────────────────────────
+@dataclass
+class RunState:
+    command: str
+    mode: str
+    target: str
+    ranks: list[RankState]
+    started: float  # time.time()
+    log_path: str | None = None
+    duration: float | None = None
+    stopping: str | None = None  # "interrupted" / "timed_out" once stopping
+    error: str | None = None
+    finished: bool = False
+    observers: list[Any] = field(default_factory=list)
+
+    def apply(self, event: Event) -> list[Fed]:
+        """Update from one event and notify observers; returns the lines it completed."""
+        fed: list[Fed] = []
+        if isinstance(event, Output):
+            rank = self.ranks[event.index]
+            if rank.status == PENDING:
+                rank.status = RUNNING
+            item = rank.feed(event.stream, event.text, event.index)
+            if item is not None:
+                fed.append(item)
+        elif isinstance(event, Started):
+            rank = self.ranks[event.index]
+            rank.pid = event.pid
+            if rank.status == PENDING:
+                rank.status = RUNNING
+        elif isinstance(event, Exited):
+            rank = self.ranks[event.index]
+            if not rank.done:
+                fed.extend(rank.close_pending(event.index))
+                rank.returncode = event.returncode
+                rank.duration = event.duration
+                rank.error = event.error
+                if self.stopping and (event.returncode is None or event.returncode != 0):
+                    rank.status = self.stopping
+                else:
+                    rank.status = OK if event.returncode == 0 and not event.error else FAILED
+        elif isinstance(event, Lost):
+            rank = self.ranks[event.index]
+            if not rank.done:
+                fed.extend(rank.close_pending(event.index))
+                rank.status = FAILED
+                rank.error = event.message
+        elif isinstance(event, Stopping):
+            self.stopping = self.stopping or event.reason
+        elif isinstance(event, Finished):
+            self.finished = True
+            self.error = self.error or event.error
+            if self.duration is None:
+                import time
+
+                self.duration = max(0.0, time.time() - self.started)
+            for index, rank in enumerate(self.ranks):
+                if not rank.done:
+                    fed.extend(rank.close_pending(index))
+                    if rank.status == PENDING and self.stopping is None:
+                        rank.status = SKIPPED
+                    else:
+                        rank.status = self.stopping or FAILED
+                        rank.error = rank.error or event.error
+        for observer in list(self.observers):
+            observer.on_event(self, event)
+        return fed
+
+    # ── reading ──
+    def counts(self) -> dict[str, int]:
+        summary = {status: 0 for status in STATUSES}
+        for rank in self.ranks:
+            if rank.status in summary:
+                summary[rank.status] += 1
+        return summary
+
+    def failing(self) -> list[RankState]:
+        return [r for r in self.ranks if r.status not in (OK, SKIPPED, PENDING, RUNNING)]
+
+    def summary_line(self) -> str:
+        """``remote: 2 ok, 1 failed [hosts=1 (rc 3)] · 0.42 s · log .monarch/…``"""
+        parts = []
+        ok = [r for r in self.ranks if r.status == OK]
+        parts.append(f"{len(ok)} ok" + (" (rc 0)" if ok else ""))
+        for status in (FAILED, TIMED_OUT, INTERRUPTED, SKIPPED):
+            members = [r for r in self.ranks if r.status == status]
+            if members or status == FAILED:
+                text = f"{len(members)} {status.replace('_', ' ')}"
+                if members and status != SKIPPED:
+                    text += ": " + _list([m.describe() for m in members])
+                parts.append(text)
+        duration = f"{self.duration:.2f} s" if self.duration is not None else "running"
+        line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
+        if self.log_path:
+            line += f" · log {self.log_path}"
+        if self.error and not any(r.error == self.error for r in self.ranks):
+            line += f" · {self.error}"
+        return line
+
+    def failure_message(self) -> str | None:
+        """One line naming the failing ranks, or None when every rank succeeded."""
+        bad = self.failing()
+        if not bad and not self.error:
+            return None
+        if not bad:
+            return f"%%remote: {self.error}"
+        return f"%%remote: {len(bad)} of {len(self.ranks)} ranks did not succeed: " + _list(
+            [r.describe() for r in bad]
+        )
+
+    def to_mime(self) -> dict:
+        """The ``application/vnd.monarch.remote+json`` payload (version 1)."""
+        return {
+            "version": 1,
+            "command": self.command,
+            "mode": self.mode,
+            "target": self.target,
+            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "duration": round(self.duration, 3) if self.duration is not None else None,
+            "log_path": self.log_path,
+            "summary": self.counts(),
+            "ranks": [
+                {
+                    "label": r.label,
+                    "mesh": r.mesh,
+                    "point": dict(r.point),
+                    "rank": r.rank,
+                    "status": r.status,
+                    "returncode": r.returncode,
+                    "duration": round(r.duration, 3) if r.duration is not None else None,
+                    "lines": [[stream, line] for stream, line in r.lines],
+                    "truncated": max(0, r.total_lines - len(r.lines)),
+                    **({"error": r.error} if r.error else {}),
+                }
+                for r in self.ranks
+            ],
+        }
+
+    def to_html(self) -> str:
+        rows = []
+        for r in self.ranks:
+            tail = "\n".join(line for _, line in list(r.lines)[-5:])
+            rows.append(
+                "<tr>"
+                f"<td><code>{html.escape(r.label)}</code></td>"
+                f"<td>{html.escape(r.status.replace('_', ' '))}</td>"
+                f"<td>{'' if r.returncode is None else r.returncode}</td>"
+                f"<td>{'' if r.duration is None else f'{r.duration:.2f} s'}</td>"
+                f"<td>{r.total_lines}</td>"
+                f"<td><pre style='margin:0'>{html.escape(tail)}</pre></td>"
+                "</tr>"
+            )
+        return (
+            f"<div class='monarch-remote'><div>{html.escape(self.summary_line())}</div>"
+            "<table><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
+            "<th>lines</th><th>last lines</th></tr></thead><tbody>"
+            + "".join(rows)
+            + "</tbody></table></div>"
+        )
+
+    def mime_bundle(self) -> dict:
+        return {MIME_TYPE: self.to_mime(), "text/plain": self.summary_line(), "text/html": self.to_html()}
+
+
+def _list(items: list[str], limit: int = 8) -> str:
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f", … (+{len(items) - limit})"
+
+
+# ── saved results (--save NAME) ────────────────────────────────────────
+@dataclass(frozen=True)
+class RankResult:
+    label: str
+    mesh: str
+    point: dict
+    rank: int
+    status: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration: float | None
+
+
+class RemoteResults(list):
+    """Per-rank results of a run, in rank order; ``results["hosts=1"]`` by label too."""
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            for item in self:
+                if item.label == key:
+                    return item
+            raise KeyError(key)
+        return super().__getitem__(key)
+
+    @property
+    def returncodes(self) -> dict[str, int | None]:
+        return {r.label: r.returncode for r in self}
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status == OK for r in self if r.status != SKIPPED)
+
+    @classmethod
+    def from_state(cls, state: RunState) -> RemoteResults:
+        return cls(
+            RankResult(r.label, r.mesh, dict(r.point), r.rank, r.status, r.returncode,
+                       r.text(OUT), r.text(ERR), r.duration)
+            for r in state.ranks
+        )
+
+
+Callback = Callable[[RunState, Event], None]

@@ -1,0 +1,203 @@
+"""Turn run updates into a few labelled cell writes (pure: no IPython, no threads).
+
+The magic feeds :class:`TextRenderer` the lines :meth:`RunState.apply` completed
+and asks it for text every few milliseconds; it answers at most 20 times in any
+second, and each answer is one write to the cell (one IOPub message). Budgets keep the cell bounded whatever
+the number of ranks or the line rate: per write, per rank, and for the whole
+run per rank (after which only the end-of-run tail is shown; the log has all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import ERR, OUT, Fed, RunState, visible
+
+# A token bucket: a line right after another is not held back (BURST writes back to
+# back), yet no 1 s window ever sees more than MAX_RATE + BURST = 20 writes.
+MAX_RATE = 17.0  # sustained cell writes per second
+BURST = 3
+WRITE_LINES = 1000  # lines per write, shared by the ranks that have output
+WRITE_CHARS = 48_000  # characters per write (Jupyter server drops IOPub data above 1 MB/s)
+LIVE_LINES = 1000  # lines per rank shown live; then only the final tail
+FINAL_TAIL = 10  # lines per capped rank shown at the end
+LINE_CHARS = 2000  # longer lines are cut in the cell (never in the log)
+PARTIAL_AFTER = 0.2  # a line still unfinished after this long is shown as it stands (prompts,
+#                      \r progress bars); lines split by chunking complete well before
+PARTIAL_EVERY = 1.0  # a changing partial line (\r progress) is re-shown at most this often
+
+
+def prefix(label: str, stream: str, width: int = 0) -> str:
+    """``[hosts=0]`` for stdout, ``[hosts=0:err]`` for stderr, padded to ``width``."""
+    tag = f"[{label}]" if stream == OUT else f"[{label}:err]"
+    return tag.ljust(width) + " "
+
+
+def clip(line: str, limit: int = LINE_CHARS) -> str:
+    if len(line) <= limit:
+        return line
+    return line[:limit] + f" … (+{len(line) - limit} chars)"
+
+
+@dataclass
+class _Rank:
+    shown: int = 0  # lines shown live so far
+    capped: bool = False
+    partial: dict = field(default_factory=lambda: {OUT: "", ERR: ""})  # last shown unfinished line
+    since: dict = field(default_factory=lambda: {OUT: None, ERR: None})  # when it was first seen unfinished
+    partial_at: float = -1e9
+
+
+class TextRenderer:
+    """Coalesces completed lines into at most ``max_rate`` writes a second."""
+
+    def __init__(
+        self,
+        state: RunState,
+        live: bool = True,
+        max_rate: float = MAX_RATE,
+        write_lines: int = WRITE_LINES,
+        live_lines: int = LIVE_LINES,
+    ) -> None:
+        self.state = state
+        self.live = live
+        self.rate = max_rate
+        self.burst = float(BURST)
+        self._tokens = float(BURST)
+        self._filled = None  # time of the last refill
+        self.write_lines = write_lines
+        self.live_lines = live_lines
+        self._queue: list[tuple[Fed, bool]] = []  # (lines, first line already shown as a partial)
+        self._ranks = [_Rank() for _ in state.ranks]
+        self.writes = 0
+        self.width = max((len(r.label) + 2 for r in state.ranks), default=0)
+
+    # ── input ──
+    def add(self, fed: list[Fed]) -> None:
+        if not self.live:
+            return
+        for item in fed:
+            view = self._ranks[item.index]
+            shown = view.partial[item.stream]
+            view.partial[item.stream] = ""
+            view.since[item.stream] = None
+            if not view.capped:
+                # a line shown while unfinished is not repeated when its newline comes
+                seen = bool(shown) and visible(item.block.split("\n", 1)[0]) == shown
+                self._queue.append((item, seen))
+
+    # ── output ──
+    def _refill(self, now: float) -> None:
+        if self._filled is not None:
+            self._tokens = min(self.burst, self._tokens + (now - self._filled) * self.rate)
+        self._filled = now
+
+    def due(self, now: float) -> bool:
+        self._refill(now)
+        return self._tokens >= 1.0
+
+    def flush(self, now: float, force: bool = False) -> str:
+        """Text for one cell write ('' if nothing to show or too soon)."""
+        if not self.live or (not force and not self.due(now)):
+            return ""
+        out: list[str] = []
+        queue, self._queue = self._queue, []
+        active = {item.index for item, _ in queue}
+        budget = max(20, self.write_lines // max(1, len(active)))
+        chars = max(2000, WRITE_CHARS // max(1, len(active)))
+        left = {index: budget for index in active}
+        left_chars = {index: chars for index in active}
+        for item, seen in queue:
+            view = self._ranks[item.index]
+            if view.capped:
+                continue
+            count = item.count - seen
+            take = min(count, left[item.index], self.live_lines - view.shown)
+            lines = item.last(take)
+            shown = []
+            for line in reversed(lines):  # the most recent lines win the character budget
+                text = self._line(item.index, item.stream, line)
+                if left_chars[item.index] < len(text) and shown:
+                    break
+                left_chars[item.index] -= len(text)
+                shown.append(text)
+            shown.reverse()
+            label = self.state.ranks[item.index].label
+            if count > len(shown):
+                out.append(prefix(label, OUT, self.width) + f"… {count - len(shown)} lines not shown (they are in the log)")
+            out.extend(shown)
+            left[item.index] -= len(shown)
+            view.shown += len(shown)
+            if view.shown >= self.live_lines:
+                view.capped = True
+                out.append(
+                    prefix(label, OUT, self.width)
+                    + f"… more output not shown live; the last {FINAL_TAIL} lines come at the end"
+                    + (f" (full log: {self.state.log_path})" if self.state.log_path else "")
+                )
+        out.extend(self._partials(now))
+        if not out:
+            return ""
+        self._tokens -= 1.0
+        self.writes += 1
+        return "\n".join(out) + "\n"
+
+    def _line(self, index: int, stream: str, line: str) -> str:
+        return prefix(self.state.ranks[index].label, stream, self.width) + clip(line)
+
+    def _partials(self, now: float) -> list[str]:
+        """Lines still without a newline (prompts, \\r progress bars), shown as they stand."""
+        out = []
+        for index, rank in enumerate(self.state.ranks):
+            view = self._ranks[index]
+            if view.capped:
+                continue
+            for stream in (OUT, ERR):
+                text = visible(rank.pending[stream])
+                if not text or text == view.partial[stream]:
+                    continue
+                if view.since[stream] is None:
+                    view.since[stream] = now
+                if now - view.since[stream] < PARTIAL_AFTER:
+                    continue
+                if view.partial[stream] and now - view.partial_at < PARTIAL_EVERY:
+                    continue
+                view.partial[stream] = text
+                view.partial_at = now
+                out.append(self._line(index, stream, text))
+        return out
+
+    def finish(self) -> str:
+        """Text after the run: pending lines, tails of capped ranks (and nothing else)."""
+        text = self.flush(0.0, force=True) if self.live else ""
+        extra = []
+        for index, rank in enumerate(self.state.ranks):
+            if self.live and self._ranks[index].capped:
+                tail = list(rank.lines)[-FINAL_TAIL:]
+                extra.append(prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:")
+                extra.extend(self._line(index, stream, line) for stream, line in tail)
+        if extra:
+            text += "\n".join(extra) + "\n"
+        return text
+
+
+def group_text(state: RunState) -> str:
+    """``clush -b`` style: identical outputs once, under the ranks that produced them."""
+    groups: dict[tuple, list] = {}
+    for rank in state.ranks:
+        key = (tuple(rank.lines), rank.status, rank.returncode, max(0, rank.total_lines - len(rank.lines)))
+        groups.setdefault(key, []).append(rank)
+    out = []
+    for (lines, status, returncode, truncated), members in groups.items():
+        names = ", ".join(m.label for m in members)
+        header = f"{names} ({len(members)})"
+        if status != "ok":
+            header += f" · {status.replace('_', ' ')}"
+            if returncode is not None:
+                header += f", rc {returncode}"
+        out.append(f"---------------- {header} ----------------")
+        if truncated:
+            out.append(f"… {truncated} earlier lines are in the log")
+        for stream, line in lines:
+            out.append(clip(line) if stream == OUT else "[err] " + clip(line))
+    return "\n".join(out) + ("\n" if out else "")

@@ -1,0 +1,424 @@
+"""Drive ``%%remote`` runs on the session's one event loop.
+
+:class:`RemoteRunner` keeps one warm :class:`~.actor.RemoteActor` mesh per
+(allocation, mesh, per-host shape), respawned when the allocation changes or a
+rank was lost. :meth:`RemoteRunner.start` opens a Channel, broadcasts the
+command and consumes the ranks' chunks on the loop: it spools every line to a
+log file and hands model events (:mod:`.model`) to the kernel thread through a
+thread-safe queue. It also enforces ``--timeout``, stops the run on request
+(interrupt), and declares a rank lost when its worker dies or stops answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as _dt
+import itertools
+import os
+import queue
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import _faults, _introspect, _quiet
+from ..errors import MonarchJupyterError
+from .args import RemoteArgs
+from .model import (
+    ERR,
+    OUT,
+    Exited,
+    Finished,
+    Lost,
+    Output,
+    RankState,
+    Started,
+    Stopping,
+)
+from .spool import Spool
+
+HEARTBEAT_LOST = 5.0  # a running rank silent this long is lost (its actor heartbeats every 0.5 s)
+FAULT_LOST = 1.5  # … this long once Monarch reported a fault
+STOP_WAIT = 2.5  # after a stop request, ranks get this long to report their exit
+SPAWN_TIMEOUT = 120.0
+KEEP_LOGS = 200
+MAX_WARM = 3  # warm proc meshes kept per allocation (each --per-host shape is one); LRU ones are stopped
+ACTOR_NAME = "monarch_jupyter_remote"
+
+
+class RemoteError(MonarchJupyterError):
+    """A ``%%remote`` run failed (non-zero return codes, lost workers, bad target).
+
+    Raised from the cell it shows as one line (no traceback) but still as an
+    error, so nbval / papermill / nbclient runs fail.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class RemoteInterrupted(KeyboardInterrupt):
+    """The cell was interrupted (or Stop was pressed): the remote processes were
+    stopped and the output so far kept. A KeyboardInterrupt, so "run all" stops
+    here, shown as one line instead of a traceback through the magic."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: %%remote stopped on every rank; {self}"]
+
+
+# ── plans ──────────────────────────────────────────────────────────────
+@dataclass
+class _Warm:
+    procs: Any
+    actors: Any
+    sizes: dict[str, int]
+    host_dims: tuple[str, ...]
+
+
+@dataclass
+class _Target:
+    mesh: str
+    actors: Any  # the (sliced) actor mesh to broadcast to
+    indices: dict[int, int]  # flat rank → index in RunState.ranks
+
+
+@dataclass
+class Plan:
+    ranks: list[RankState]
+    targets: list[_Target]
+    target: str
+    local_pids: dict[int, int | None] = field(default_factory=dict)  # rank index → worker pid
+
+
+def _points(sizes: dict[str, int]) -> list[dict[str, int]]:
+    """Row-major points of an extent (flat rank = position)."""
+    names = list(sizes)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(range(sizes[n]) for n in names))]
+
+
+def _label(point: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in point.items())
+
+
+# ── the runner ─────────────────────────────────────────────────────────
+class RemoteRunner:
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._warm: dict[tuple, _Warm] = {}
+
+    # kernel thread ─────────────────────────────────────────────────────
+    def plan(self, args: RemoteArgs) -> Plan:
+        """Resolve targets against the running job, spawning actors when needed."""
+        session = self.session
+        meshes = session.host_meshes()
+        job = session.job()
+        apply_id = getattr(job, "apply_id", None)
+        self._check_health(job)
+        if not meshes:
+            raise RemoteError("the job has no host meshes")
+        if args.all_meshes:
+            names = list(meshes)
+        elif args.mesh:
+            if args.mesh not in meshes:
+                raise RemoteError(f"no mesh {args.mesh!r} in the job; it has: {', '.join(meshes)}")
+            names = [args.mesh]
+        else:
+            names = [next(iter(meshes))]
+        per_host = tuple(args.per_host or ())
+        for key in [k for k in self._warm if k[0] != apply_id]:
+            del self._warm[key]
+        pids = _introspect.worker_pids(job)
+        ranks: list[RankState] = []
+        targets: list[_Target] = []
+        local_pids: dict[int, int | None] = {}
+        several = len(names) > 1
+        for name in names:
+            key = (apply_id, name, per_host)
+            warm = self._warm.pop(key, None)
+            if warm is None:
+                self._evict(keep=MAX_WARM - 1)
+                warm = self._spawn(meshes[name], name, per_host)
+            self._warm[key] = warm  # most recently used last
+            points = _points(warm.sizes)
+            chosen = self._select(args, warm, points, name)
+            indices: dict[int, int] = {}
+            for flat in chosen:
+                point = points[flat]
+                label = _label(point)
+                indices[flat] = len(ranks)
+                if pids:
+                    host_sizes = {d: warm.sizes[d] for d in warm.host_dims}
+                    host_flat = _points(host_sizes).index({d: point[d] for d in warm.host_dims}) if host_sizes else 0
+                    local_pids[len(ranks)] = pids.get(f"{name}_{host_flat}")
+                ranks.append(RankState(label=f"{name}/{label}" if several else label, mesh=name, point=point, rank=flat))
+            if args.point is not None:
+                targets.append(_Target(name, warm.actors.slice(**dict(args.point)), indices))
+            elif args.ranks is not None:
+                for flat in chosen:
+                    targets.append(_Target(name, warm.actors.slice(**points[flat]), {flat: indices[flat]}))
+            else:
+                targets.append(_Target(name, warm.actors, indices))
+        what = ("meshes " + ", ".join(names)) if several else f"mesh {names[0]}"
+        if args.point is not None:
+            what += f" at {_label(dict(args.point))}"
+        elif args.ranks is not None:
+            what += " rank " + ",".join(map(str, args.ranks))
+        if args.per_host:
+            what += f" per host {_label(dict(args.per_host))}"
+        target = f"{what} ({len(ranks)} rank{'s' if len(ranks) != 1 else ''})"
+        return Plan(ranks, targets, target, local_pids)
+
+    def _select(self, args: RemoteArgs, warm: _Warm, points: list[dict], name: str) -> list[int]:
+        if args.point is not None:
+            for dim, value in args.point:
+                if dim not in warm.sizes:
+                    raise RemoteError(f"--point: mesh {name} has no dimension {dim!r} (it has {_label(warm.sizes)})")
+                if value >= warm.sizes[dim]:
+                    raise RemoteError(f"--point: {dim}={value} is out of range (size {warm.sizes[dim]})")
+            wanted = dict(args.point)
+            return [i for i, p in enumerate(points) if all(p[d] == v for d, v in wanted.items())]
+        if args.ranks is not None:
+            for rank in args.ranks:
+                if rank >= len(points):
+                    raise RemoteError(f"--rank {rank} is out of range: mesh {name} has {len(points)} ranks (0–{len(points) - 1})")
+            return list(args.ranks)
+        return list(range(len(points)))
+
+    def _check_health(self, job: Any) -> None:
+        pids = _introspect.worker_pids(job)
+        dead = [f"{key} (pid {pid})" for key, pid in pids.items() if not _introspect.pid_alive(pid)]
+        if dead:
+            self._warm.clear()
+            raise RemoteError(
+                f"the job is not healthy: worker {', '.join(dead)} is dead; "
+                "run %job kill then %job apply to start it again"
+            )
+
+    def _spawn(self, host_mesh: Any, name: str, per_host: tuple) -> _Warm:
+        from .actor import RemoteActor
+
+        async def spawn() -> _Warm:
+            procs = host_mesh.spawn_procs(per_host=dict(per_host) or None, name=f"remote_{name}")
+            actors = procs.spawn(ACTOR_NAME, RemoteActor)
+            await actors.ping.call()
+            sizes = {k: int(v) for k, v in actors.sizes.items()}
+            return _Warm(procs, actors, sizes, tuple(host_mesh.sizes))
+
+        _quiet.start_client_context()
+        try:
+            return self.session.loop.run(spawn(), timeout=SPAWN_TIMEOUT)
+        except (KeyboardInterrupt, MonarchJupyterError):
+            raise
+        except Exception as error:
+            raise RemoteError(f"could not start the remote actors on mesh {name}: {type(error).__name__}: {error}") from None
+
+    def _evict(self, keep: int) -> None:
+        """Stop the least recently used warm proc meshes beyond ``keep`` (in the background)."""
+        while len(self._warm) > keep:
+            key = next(iter(self._warm))
+            warm = self._warm.pop(key)
+
+            async def stop(procs: Any = warm.procs) -> None:
+                try:
+                    await asyncio.wait_for(procs.stop(), 10)
+                except BaseException:
+                    pass
+
+            self.session.loop.submit(stop())
+
+    def forget(self, mesh: str | None = None) -> None:
+        """Drop warm actors (all, or one mesh's) so the next run respawns them."""
+        for key in list(self._warm):
+            if mesh is None or key[1] == mesh:
+                del self._warm[key]
+
+    def log_path(self) -> Path:
+        folder = self.session.layout.dir / self.session.context / "runs"
+        self._runs_made = getattr(self, "_runs_made", 0) + 1
+        if self._runs_made % 50 == 1:  # prune now and then, not on every run
+            folder.mkdir(parents=True, exist_ok=True)
+            for stale in sorted(folder.glob("*.log"))[:-KEEP_LOGS]:
+                try:
+                    stale.unlink()
+                except OSError:
+                    pass
+        elif not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        return folder / f"{stamp}-{uuid.uuid4().hex[:6]}.log"
+
+    def start(self, args: RemoteArgs, plan: Plan, sink: queue.SimpleQueue, log_path: Path,
+              handle: RunHandle | None = None) -> RunHandle:
+        """Start the run on the loop; events go to ``sink`` (ending with Finished)."""
+        run_id = uuid.uuid4().hex
+        spec = {
+            "mode": args.mode,
+            "command": args.command,
+            "env": dict(args.env),
+            "workdir": args.workdir,
+            "client_cwd": str(self.session.root),
+            "output_dir": args.output_dir,
+        }
+        handle = handle or RunHandle(self.session.loop)
+        drive = _Drive(self, run_id, spec, plan, sink, log_path, args.timeout, handle)
+        handle.future = self.session.loop.submit(drive.run())
+        return handle
+
+
+class RunHandle:
+    """The kernel thread's grip on a running drive."""
+
+    def __init__(self, loop_thread: Any) -> None:
+        self._loop_thread = loop_thread
+        self.future: concurrent.futures.Future | None = None
+        self.stop_reason: str | None = None
+
+    def stop(self, reason: str = "interrupted") -> None:
+        """Ask the drive to stop every rank (thread-safe, idempotent)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+
+# ── the loop side ──────────────────────────────────────────────────────
+class _Drive:
+    def __init__(self, runner: RemoteRunner, run_id: str, spec: dict, plan: Plan, sink: Any,
+                 log_path: Path, timeout: float | None, handle: RunHandle) -> None:
+        self.runner = runner
+        self.run_id = run_id
+        self.spec = spec
+        self.plan = plan
+        self.sink = sink
+        self.log_path = log_path
+        self.timeout = timeout
+        self.handle = handle
+        self.index = {(t.mesh, flat): i for t in plan.targets for flat, i in t.indices.items()}
+        self.pgids: dict[int, int] = {}
+
+    async def run(self) -> None:
+        from monarch.actor import Channel
+
+        sink = self.sink
+        spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
+        spool.note(f"%%remote {self.spec['mode']} on {self.plan.target}: {self.spec['command'][:200]!r}")
+        error = None
+        remaining = set(range(len(self.plan.ranks)))
+        try:
+            port, receiver = Channel.open()
+            for target in self.plan.targets:
+                target.actors.run.broadcast(self.run_id, target.mesh, self.spec, port)
+            start = time.monotonic()
+            heard = {i: start for i in remaining}
+            deadline = start + self.timeout if self.timeout else None
+            faults_before = len(_faults.faults)
+            stop_at = None
+            pending_recv = None
+            last_pid_check = start
+            while remaining:
+                now = time.monotonic()
+                if stop_at is None:
+                    reason = self.handle.stop_reason
+                    if reason is None and deadline is not None and now >= deadline:
+                        reason = self.handle.stop_reason = "timed_out"
+                    if reason is not None:
+                        stop_at = now
+                        sink.put(Stopping(reason))
+                        spool.note(f"stopping: {reason}")
+                        for target in self.plan.targets:
+                            target.actors.cancel.broadcast(self.run_id)
+                elif now - stop_at > STOP_WAIT:
+                    for i in sorted(remaining):
+                        self._lost(i, "did not stop in time", spool)
+                    remaining.clear()
+                    break
+                limit = FAULT_LOST if len(_faults.faults) > faults_before else HEARTBEAT_LOST
+                if now - last_pid_check > 0.25:
+                    last_pid_check = now
+                    for i in sorted(remaining):
+                        pid = self.plan.local_pids.get(i)
+                        if pid is not None and not _introspect.pid_alive(pid):
+                            self._lost(i, f"worker process {pid} died", spool)
+                            remaining.discard(i)
+                for i in sorted(remaining):
+                    if now - heard[i] > limit:
+                        self._lost(i, f"worker stopped answering ({limit:g} s)", spool)
+                        remaining.discard(i)
+                if not remaining:
+                    break
+                if pending_recv is None:
+                    pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
+                done, _ = await asyncio.wait({pending_recv}, timeout=0.05)
+                if not done:
+                    continue
+                message = pending_recv.result()
+                pending_recv = None
+                self._handle(message, heard, remaining, spool)
+                # drain whatever else is ready without waiting
+                while remaining:
+                    pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
+                    await asyncio.sleep(0)
+                    if not pending_recv.done():
+                        break
+                    message = pending_recv.result()
+                    pending_recv = None
+                    self._handle(message, heard, remaining, spool)
+                spool.maybe_flush()
+            if pending_recv is not None:
+                pending_recv.cancel()
+        except asyncio.CancelledError:
+            error = "cancelled"
+            self._cancel_all()
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self._cancel_all()
+        finally:
+            try:
+                spool.close()
+            except Exception:
+                pass
+            sink.put(Finished(error))
+
+    def _cancel_all(self) -> None:
+        for target in self.plan.targets:
+            try:
+                target.actors.cancel.broadcast(self.run_id)
+            except Exception:
+                pass
+
+    def _lost(self, index: int, why: str, spool: Spool) -> None:
+        rank = self.plan.ranks[index]
+        self.sink.put(Lost(index, why))
+        spool.note(f"{rank.label}: {why}")
+        self.runner.forget(rank.mesh)
+        pgid = self.pgids.get(index)
+        if pgid and self.plan.local_pids:  # a local job: the process group is on this machine
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def _handle(self, message: tuple, heard: dict, remaining: set, spool: Spool) -> None:
+        kind, run_id, key, rank = message[:4]
+        if run_id != self.run_id:
+            return
+        index = self.index.get((key, rank))
+        if index is None or index not in remaining:
+            return
+        heard[index] = time.monotonic()
+        pid = message[4]
+        if index not in self.pgids and pid:
+            self.pgids[index] = pid
+            self.sink.put(Started(index, pid))
+        if kind in ("data", "exit"):
+            for stream, text in message[5]:
+                spool.write(index, stream, text)
+                self.sink.put(Output(index, OUT if stream == "out" else ERR, text))
+        if kind == "exit":
+            returncode, duration, error = message[6], message[7], message[8]
+            remaining.discard(index)
+            if error:
+                spool.note(f"{self.plan.ranks[index].label}: {error}")
+            self.sink.put(Exited(index, returncode, duration, error))

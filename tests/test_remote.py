@@ -1,0 +1,292 @@
+"""%%remote against a real kernel and real workers (``--local hosts=2,aux=1``).
+
+One kernel and job are shared by the module's tests (spawning is the slow
+part); tests that kill workers use their own kernel. Streaming is proven by
+the arrival times of IOPub messages, interrupts by counting the processes
+that carry the test's tag.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from harness import Kernel, new_tag, reap, tagged_pids, worker_pids
+
+from monarch_jupyter.remote.spool import read_log
+
+MIME = "application/vnd.monarch.remote+json"
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("remote") / "nb"
+    folder.mkdir()
+    tag = new_tag()
+    kernel = Kernel(folder, tag)
+    try:
+        kernel.ok("%load_ext monarch_jupyter")
+        kernel.ok("%job apply --local hosts=2,aux=1")
+        kernel.ok("%remote true")  # warm the actors
+        yield kernel
+    finally:
+        try:
+            kernel.execute("%job kill", timeout=30)
+        except Exception:
+            pass
+        try:
+            kernel.shutdown()
+        finally:
+            reap(tag)
+
+
+def bundle(result):
+    for o in result.outputs:
+        if o.msg_type == "display_data" and MIME in o.content["data"]:
+            return o.content["data"][MIME]
+    raise AssertionError(f"no {MIME} output in {result.text!r}")
+
+
+def lines(result):
+    return result.stream("stdout").splitlines()
+
+
+def commands(pid_list):
+    out = []
+    for pid in pid_list:
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return out
+
+
+def test_streams_lines_as_they_are_printed(shared):
+    r = shared.ok("%%remote\necho first; sleep 1.2; echo second >&2")
+    stamps = {o.content["text"]: o.t for o in r.outputs if o.msg_type == "stream"}
+    first = next(t for text, t in stamps.items() if "first" in text)
+    second = next(t for text, t in stamps.items() if "second" in text)
+    assert second - first > 0.8, stamps
+    text = r.stream("stdout")
+    assert "[hosts=0] first" in text and "[hosts=1] first" in text
+    assert "[hosts=0:err] second" in text and "[hosts=1:err] second" in text
+    assert "aux" not in text  # default: the first mesh only
+    b = bundle(r)
+    assert b["summary"]["ok"] == 2 and b["target"] == "mesh hosts (2 ranks)"
+    assert b["ranks"][1]["lines"] == [["out", "first"], ["err", "second"]]
+    log = read_log(Path(shared.cwd, b["log_path"]))
+    assert log["hosts=1"] == ["first"] and log["hosts=1:err"] == ["second"]
+    assert "mesh hosts (2 ranks)" in log["#"][0]
+
+
+def test_partial_lines_progress_bars_and_utf8(shared):
+    r = shared.ok(
+        "%%remote python --rank 0\n"
+        "import sys, time\n"
+        "sys.stdout.write('loading 10%\\r'); sys.stdout.flush(); time.sleep(0.6)\n"
+        "sys.stdout.write('loading 60%\\r'); sys.stdout.flush(); time.sleep(1.2)\n"
+        "sys.stdout.buffer.write(b'caf\\xc3'); sys.stdout.flush(); time.sleep(0.3)\n"
+        "sys.stdout.buffer.write(b'\\xa9 done\\n'); sys.stdout.flush()\n"
+    )
+    outs = [(o.t, o.content["text"]) for o in r.outputs if o.msg_type == "stream"]
+    t10 = next(t for t, text in outs if "loading 10%" in text)
+    t60 = next(t for t, text in outs if "loading 60%" in text)
+    tend = next(t for t, text in outs if "café done" in text)
+    assert t10 < t60 < tend and tend - t10 > 1.5, outs
+    assert "\ufffd" not in r.stream()
+    assert bundle(r)["ranks"][0]["lines"][-1] == ["out", ["loading 60%", "café done"][-1]]
+
+
+def test_per_rank_order_and_targets(shared):
+    r = shared.ok("%remote --all seq 1 300")
+    text = r.stream("stdout")
+    for label in ("hosts=0", "hosts=1"):
+        got = [int(l.split()[-1]) for l in text.splitlines() if l.startswith(f"[hosts/{label}]")]
+        assert got == list(range(1, 301)), label
+    assert re.search(r"^\[aux/hosts=0\] +300$", text, re.MULTILINE)
+    assert bundle(r)["target"] == "meshes hosts, aux (3 ranks)"
+
+    r = shared.ok("%remote --point hosts=1 echo P $MONARCH_RANK_hosts")
+    assert lines(r) == ["[hosts=1] P 1"]
+    r = shared.ok("%remote --rank 0 echo R")
+    assert lines(r) == ["[hosts=0] R"]
+    r = shared.ok("%remote --mesh aux echo M $MONARCH_SIZE_hosts")
+    assert lines(r) == ["[hosts=0] M 1"]
+    bad = shared.execute("%remote --mesh nope true")
+    assert "no mesh 'nope'" in bad.text and "hosts, aux" in bad.text
+    bad = shared.execute("%remote --rank 7 true")
+    assert "out of range" in bad.text
+
+
+def test_per_host_env_and_python(shared):
+    r = shared.ok(
+        "%%remote --per-host gpu=2 python --group\n"
+        "import os\n"
+        "print(os.environ['MONARCH_SIZE_hosts'], os.environ['MONARCH_SIZE_gpu'])\n"
+    )
+    assert "hosts=0,gpu=0, hosts=0,gpu=1, hosts=1,gpu=0, hosts=1,gpu=1 (4)" in r.stream()
+    assert "\n2 2\n" in r.stream()
+    r = shared.ok("%remote --per-host gpu=2 --point gpu=1 -e X=a --env Y=b echo $X$Y $MONARCH_RANK_hosts$MONARCH_RANK_gpu")
+    assert sorted(lines(r)) == ["[hosts=0,gpu=1] ab 01", "[hosts=1,gpu=1] ab 11"]
+
+
+def test_workdir_output_dir_save_and_group(shared, tmp_path):
+    r = shared.ok("%remote --rank 0 pwd")
+    assert lines(r) == [f"[hosts=0] {shared.cwd}"]
+    r = shared.ok(f"%remote --rank 0 --workdir {tmp_path} pwd")
+    assert lines(r) == [f"[hosts=0] {tmp_path}"]
+    r = shared.execute(f"%remote --workdir {tmp_path}/missing pwd")
+    assert r.error and "does not exist" in r.error["evalue"]
+
+    shared.ok(f"%remote --output-dir {tmp_path}/out/$SUBDIR echo to file; echo e >&2")
+    assert (tmp_path / "out/hosts_1/stdout.txt").read_text() == "to file\n"
+    assert (tmp_path / "out/hosts_0/stderr.txt").read_text() == "e\n"
+
+    r = shared.ok("%%remote --save res --quiet --no-raise\necho out $MONARCH_RANK_hosts; echo err >&2; exit $MONARCH_RANK_hosts")
+    assert "[hosts" not in r.stream("stdout")
+    check = shared.ok("print([(x.label, x.returncode, x.stdout, x.stderr, x.status) for x in res])")
+    assert check.stream() == "[('hosts=0', 0, 'out 0\\n', 'err\\n', 'ok'), ('hosts=1', 1, 'out 1\\n', 'err\\n', 'failed')]\n"
+
+    r = shared.ok("%%remote --group --no-raise\necho same; [ $MONARCH_RANK_hosts = 1 ] && echo extra && exit 4; true")
+    assert "---------------- hosts=0 (1) ----------------\nsame\n" in r.stream()
+    assert "---------------- hosts=1 (1) · failed, rc 4 ----------------\nsame\nextra\n" in r.stream()
+
+
+def test_quiet_and_failures(shared):
+    r = shared.execute("%remote --quiet --rank 1 echo hidden; exit 3")
+    assert "hidden" not in r.stream()
+    assert r.error["ename"] == "RemoteError"
+    assert r.error["evalue"] == "%%remote: 1 of 1 ranks did not succeed: hosts=1 (rc 3)"
+    assert r.error["traceback"] == ["RemoteError: %%remote: 1 of 1 ranks did not succeed: hosts=1 (rc 3)"]
+    r = shared.ok("%remote --no-raise exit 2")
+    assert bundle(r)["summary"]["failed"] == 2
+    r = shared.execute("%remote --bogus true")
+    assert "UsageError" in r.text and "unknown flag" in r.text
+
+
+def test_timeout_stops_every_rank(shared):
+    start = time.monotonic()
+    r = shared.execute("%%remote --timeout 1\necho go; sleep 30 & sleep 40; echo never")
+    took = time.monotonic() - start
+    assert took < 4, took
+    assert "[hosts=0] go" in r.stream() and "never" not in r.stream()
+    assert r.error and "timed out" in r.error["evalue"] and "hosts=0" in r.error["evalue"]
+    assert bundle(r)["summary"]["timed_out"] == 2
+    time.sleep(0.3)
+    assert not [c for c in commands(tagged_pids(shared.tag)) if "sleep" in c]
+
+
+def test_interrupt_stops_remote_processes_and_next_cell_is_clean(shared):
+    outputs = []
+    fut_start = time.monotonic()
+    import threading
+
+    def interrupt_later():
+        time.sleep(1.5)
+        shared.interrupt()
+
+    threading.Thread(target=interrupt_later, daemon=True).start()
+    r = shared.execute(
+        "%%remote\necho started; trap '' INT; sleep 50 & sleep 60; echo unreachable",
+        on_output=outputs.append,
+    )
+    took = time.monotonic() - fut_start
+    assert took < 3.5, took
+    assert "[hosts=1] started" in r.stream() and "unreachable" not in r.stream()
+    assert r.error and r.error["ename"] == "RemoteInterrupted"
+    assert r.error["traceback"] == [r.error["traceback"][0]] and "KeyboardInterrupt: %%remote stopped" in r.error["traceback"][0]
+    assert bundle(r)["summary"]["interrupted"] == 2
+    sleeping = [c for c in commands(tagged_pids(shared.tag)) if "sleep" in c]
+    assert not sleeping, sleeping
+    nxt = shared.ok("%remote echo next")
+    assert sorted(lines(nxt)) == ["[hosts=0] next", "[hosts=1] next"]
+    assert "started" not in nxt.text
+
+
+def test_flood_is_coalesced_and_spooled(shared):
+    r = shared.ok("%remote seq 1 200000", timeout=60)
+    times = sorted(o.t for o in r.outputs if o.msg_type == "stream")
+    most = max(sum(1 for u in times if t <= u < t + 1.0) for t in times)
+    assert most <= 20 + 1, times  # 20 in any second, plus the final write
+    assert len(r.stream()) < 400_000
+    b = bundle(r)
+    log = read_log(Path(shared.cwd, b["log_path"]))
+    assert log["hosts=0"] == log["hosts=1"] == [str(i) for i in range(1, 200001)]
+    assert b["ranks"][0]["truncated"] == 200000 - 200
+
+
+def test_worker_killed_mid_run(start_kernel, tag):
+    k = start_kernel()
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=2")
+    k.ok("%remote true")
+    victim = None
+
+    def on_output(out):
+        nonlocal victim
+        if victim is None and out.msg_type == "stream" and "tick 2" in out.content.get("text", ""):
+            pids = sorted(worker_pids(tag))
+            victim = pids[-1]
+            os.kill(victim, 9)
+
+    start = time.monotonic()
+    r = k.execute("%%remote\nfor i in 1 2 3 4 5 6; do echo tick $i; sleep 0.4; done", on_output=on_output)
+    assert victim is not None
+    assert time.monotonic() - start < 8
+    assert r.error and r.error["ename"] == "RemoteError"
+    assert re.search(r"hosts=\d \(worker process \d+ died\)", r.error["evalue"]), r.error["evalue"]
+    b = bundle(r)
+    assert b["summary"] == {"ok": 1, "failed": 1, "timed_out": 0, "skipped": 0, "interrupted": 0}
+    ok = next(x for x in b["ranks"] if x["status"] == "ok")
+    assert ok["lines"][-1] == ["out", "tick 6"]
+    # the kernel is usable and the next run says clearly what is wrong
+    assert k.ok("1 + 1").outputs
+    again = k.execute("%remote true")
+    assert "not healthy" in again.text and "%job apply" in again.text
+
+
+def test_large_cells_run_from_a_file(shared):
+    padding = "#" + "x" * 150_000 + "\n"
+    r = shared.ok("%%remote --rank 0 --save big python\n" + padding + "print('big-ok')\n")
+    assert lines(r) == ["[hosts=0] big-ok"]
+    r = shared.ok("%%remote --rank 0\n" + padding + "echo big-bash")
+    assert lines(r) == ["[hosts=0] big-bash"]
+
+
+def test_observers_and_last_run_for_views(shared):
+    shared.ok(
+        "import monarch_jupyter.remote as _r\n"
+        "class _Seen:\n"
+        "    def __init__(self): self.kinds = []\n"
+        "    def on_event(self, state, event): self.kinds.append(type(event).__name__)\n"
+        "_seen = _Seen(); _r.observers.append(_seen)"
+    )
+    try:
+        shared.ok("%remote --rank 1 echo watched")
+        r = shared.ok("print(_seen.kinds[0], _seen.kinds[-1], 'Output' in _seen.kinds, _r.last_run().ranks[0].status)")
+        assert r.stream() == "Started Finished True ok\n"
+    finally:
+        shared.ok("_r.observers.remove(_seen)")
+
+
+def test_background_children_end_with_the_command(shared):
+    r = shared.ok("%remote echo a; (sleep 20; echo never) & echo b")
+    assert sorted(lines(r)) == ["[hosts=0] a", "[hosts=0] b", "[hosts=1] a", "[hosts=1] b"]
+    assert r.duration < 3
+    time.sleep(0.2)
+    assert not [c for c in commands(tagged_pids(shared.tag)) if "sleep" in c]
+
+
+def test_steady_stream_is_coalesced_to_20_messages_a_second(shared):
+    r = shared.ok("%%remote python\nimport time\nfor i in range(300):\n    print('line', i, flush=True); time.sleep(0.006)\n")
+    times = sorted(o.t for o in r.outputs if o.msg_type == "stream")
+    assert times[-1] - times[0] > 1.2
+    most = max(sum(1 for u in times if t <= u < t + 1.0) for t in times)
+    assert most <= 20 + 1, most
+    text = r.stream()
+    for rank in (0, 1):
+        got = [int(l.split()[-1]) for l in text.splitlines() if l.startswith(f"[hosts={rank}] line")]
+        assert got == list(range(300))  # coalesced, not dropped: 300 lines stay under the live budget

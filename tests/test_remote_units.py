@@ -1,0 +1,309 @@
+"""Pure tests of %%remote's flag parsing, run model and rendering (no kernel, no Monarch)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from monarch_jupyter.errors import MonarchJupyterError
+from monarch_jupyter.remote.args import ArgsError, parse_cell, parse_line
+from monarch_jupyter.remote.model import (
+    ERR,
+    OUT,
+    TAIL_LINES,
+    Exited,
+    Finished,
+    Lost,
+    Output,
+    RankState,
+    RemoteResults,
+    RunState,
+    Started,
+    Stopping,
+    visible,
+)
+from monarch_jupyter.remote.render import TextRenderer, group_text
+
+
+# ── args ──
+def test_flags_before_and_after_mode():
+    a = parse_cell("--quiet bash --rank 0,2 -e A=1 --env=B=x=y --timeout 2.5", "echo hi\n")
+    assert (a.mode, a.quiet, a.ranks, a.env, a.timeout, a.command) == (
+        "bash", True, (0, 2), (("A", "1"), ("B", "x=y")), 2.5, "echo hi\n")
+    b = parse_cell("python --point hosts=1,gpu=0 --per-host gpu=2 --save res --group", "print(1)")
+    assert b.mode == "python" and b.point == (("hosts", 1), ("gpu", 0)) and b.per_host == (("gpu", 2),)
+    assert b.save == "res" and b.group and not b.live
+    assert parse_cell("", "x").mode == "bash"
+
+
+def test_line_keeps_the_command_verbatim():
+    a = parse_line("--rank 1 --workdir /tmp echo $HOME 'a  b' | wc -c  # c")
+    assert a.ranks == (1,) and a.workdir == "/tmp"
+    assert a.command == "echo $HOME 'a  b' | wc -c  # c"
+    assert parse_line("-- --not-a-flag").command == "--not-a-flag"
+    assert parse_line("ls -la").command == "ls -la"
+    with pytest.raises(ArgsError, match="unknown flag"):
+        parse_line("--bogus true")
+
+
+@pytest.mark.parametrize(
+    "line, cell, message",
+    [
+        ("--bogus", "x", "unknown flag"),
+        ("--rank", "x", "needs a value"),
+        ("--rank a", "x", "--rank wants"),
+        ("--point hosts", "x", "DIM=N"),
+        ("--point hosts=1 --rank 0", "x", "exclude"),
+        ("--all --mesh a", "x", "exclude"),
+        ("--per-host gpu=0", "x", "≥ 1"),
+        ("-e 1A=b", "x", "KEY=VALUE"),
+        ("--timeout 0", "x", "> 0"),
+        ("--save 1x", "x", "variable name"),
+        ("bash python", "x", "unexpected"),
+        ("", "  \n", "empty"),
+        ("--mesh a --mesh b", "x", "twice"),
+        ("--quiet=1", "x", "takes no value"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(line, cell, message):
+    with pytest.raises(ArgsError) as info:
+        parse_cell(line, cell)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert isinstance(info.value, MonarchJupyterError)
+
+
+def test_line_needs_a_command():
+    with pytest.raises(ArgsError, match="no command"):
+        parse_line("--rank 0")
+
+
+# ── model ──
+def _state(n=2, labels=None):
+    labels = labels or [f"hosts={i}" for i in range(n)]
+    ranks = [RankState(label=l, mesh="hosts", point={"hosts": i}, rank=i) for i, l in enumerate(labels)]
+    return RunState(command="echo hi", mode="bash", target=f"mesh hosts ({n} ranks)", ranks=ranks, started=0.0,
+                    log_path=".monarch/default/runs/x.log")
+
+
+def test_partial_lines_and_carriage_returns():
+    s = _state(1)
+    assert s.apply(Output(0, OUT, "hel")) == []
+    assert s.ranks[0].pending[OUT] == "hel"
+    fed = s.apply(Output(0, OUT, "lo\nbar 10%\rbar 50%\rbar 100%\n"))
+    assert fed[0].last(10) == ["hello", "bar 100%"] and fed[0].last(1) == ["bar 100%"]
+    assert (fed[0].stream, fed[0].count) == (OUT, 2)
+    s.apply(Output(0, ERR, "no newline"))
+    fed = s.apply(Exited(0, 0, 0.5))
+    assert (fed[0].stream, fed[0].last(5)) == (ERR, ["no newline"])
+    assert list(s.ranks[0].lines)[-1] == (ERR, "no newline")
+    assert s.ranks[0].status == "ok" and s.ranks[0].counts == {OUT: 2, ERR: 1}
+    assert visible("a\rb\r") == "b" and visible("x\r\n".rstrip("\n")) == "x"
+
+
+def test_tail_is_bounded_and_counts_everything():
+    s = _state(1)
+    s.apply(Output(0, OUT, "".join(f"{i}\n" for i in range(100000))))
+    r = s.ranks[0]
+    assert r.counts[OUT] == 100000 and len(r.lines) == TAIL_LINES
+    assert list(r.lines)[-1] == (OUT, "99999")
+    s.apply(Exited(0, 0, 1.0))
+    s.apply(Finished())
+    mime = s.to_mime()
+    assert mime["ranks"][0]["truncated"] == 100000 - TAIL_LINES
+    json.dumps(mime)
+
+
+def test_statuses_summary_and_failure_message():
+    s = _state(4)
+    s.apply(Started(0, 11))
+    s.apply(Exited(0, 0, 0.1))
+    s.apply(Exited(1, 3, 0.1))
+    s.apply(Lost(2, "worker process 99 died"))
+    s.apply(Stopping("timed_out"))
+    s.apply(Exited(3, -2, 1.0))
+    s.apply(Finished())
+    assert [r.status for r in s.ranks] == ["ok", "failed", "failed", "timed_out"]
+    assert s.counts() == {"ok": 1, "failed": 2, "timed_out": 1, "skipped": 0, "interrupted": 0}
+    line = s.summary_line()
+    assert "1 ok" in line and "hosts=1 (rc 3)" in line and "worker process 99 died" in line
+    assert "1 timed out: hosts=3" in line and "log .monarch/default/runs/x.log" in line
+    msg = s.failure_message()
+    assert "3 of 4" in msg and "hosts=1" in msg and "hosts=0" not in msg
+    mime = s.to_mime()
+    assert mime["version"] == 1 and mime["summary"]["timed_out"] == 1
+    assert set(mime["ranks"][0]) >= {"label", "mesh", "point", "rank", "status", "returncode", "duration", "lines", "truncated"}
+    bundle = s.mime_bundle()
+    assert set(bundle) == {"application/vnd.monarch.remote+json", "text/plain", "text/html"}
+
+
+def test_interrupt_marks_running_ranks():
+    s = _state(2)
+    s.apply(Output(0, OUT, "x\n"))
+    s.apply(Exited(1, 0, 0.1))
+    s.apply(Stopping("interrupted"))
+    s.apply(Finished())
+    assert [r.status for r in s.ranks] == ["interrupted", "ok"]
+
+
+def test_saved_results():
+    s = _state(2)
+    for r in s.ranks:
+        r.full = {OUT: [], ERR: []}
+    s.apply(Output(0, OUT, "a\nb"))
+    s.apply(Output(0, ERR, "e\n"))
+    s.apply(Exited(0, 0, 0.2))
+    s.apply(Exited(1, 1, 0.3))
+    s.apply(Finished())
+    res = RemoteResults.from_state(s)
+    assert res[0].stdout == "a\nb" and res[0].stderr == "e\n" and res["hosts=1"].returncode == 1
+    assert res.returncodes == {"hosts=0": 0, "hosts=1": 1} and not res.ok
+
+
+class _Observer:
+    def __init__(self):
+        self.seen = []
+
+    def on_event(self, state, event):
+        self.seen.append(type(event).__name__)
+
+
+def test_observers_see_every_event():
+    s = _state(1)
+    obs = _Observer()
+    s.observers.append(obs)
+    s.apply(Output(0, OUT, "x\n"))
+    s.apply(Exited(0, 0, 0.1))
+    s.apply(Finished())
+    assert obs.seen == ["Output", "Exited", "Finished"]
+
+
+# ── render ──
+def test_renderer_coalesces_to_20_writes_a_second():
+    s = _state(8)
+    r = TextRenderer(s)
+    writes = []
+    t = 0.0
+    for step in range(2000):  # 2 s of 1 ms ticks, every rank printing every tick
+        t = step / 1000
+        for i in range(8):
+            r.add(s.apply(Output(i, OUT, f"line {step}\n")))
+        text = r.flush(t)
+        if text:
+            writes.append((t, text))
+    assert 15 <= len(writes) <= 2 * 20  # then every rank hit its live budget
+    for start, _ in writes:  # never more than 20 writes in any second (3 back to back at most)
+        assert sum(1 for t, _ in writes if start <= t < start + 1.0) <= 20
+    assert sum(1 for t, _ in writes if t < 0.05) <= 3
+    total = "".join(text for _, text in writes)
+    assert total.count("\n") < 8 * 1000 + 200  # bounded per rank
+    assert "[hosts=3] line 0\n" in total and "more output not shown live" in total
+
+
+def test_renderer_labels_stderr_and_shows_partials():
+    s = _state(1)
+    r = TextRenderer(s)
+    r.add(s.apply(Output(0, OUT, "hello\n")))
+    r.add(s.apply(Output(0, ERR, "oops\n")))
+    r.add(s.apply(Output(0, OUT, "50%|####")))
+    text = r.flush(0.0)
+    assert text == "[hosts=0] hello\n[hosts=0:err] oops\n"  # an unfinished line waits 0.2 s
+    assert r.flush(0.1) == ""
+    assert r.flush(0.25) == "[hosts=0] 50%|####\n"
+    r.add(s.apply(Output(0, OUT, "\r60%|#####")))
+    assert r.flush(0.5) == ""  # a partial line is re-shown at most once a second
+    assert r.flush(1.3) == "[hosts=0] 60%|#####\n"
+    r.add(s.apply(Output(0, OUT, "\r100%\n")))
+    assert r.flush(1.4) == "[hosts=0] 100%\n"
+    r.add(s.apply(Output(0, OUT, "almost")))
+    assert r.flush(1.45) == ""
+    assert r.flush(1.7) == "[hosts=0] almost\n"
+    r.add(s.apply(Output(0, OUT, "\nnext\n")))
+    assert r.flush(1.8) == "[hosts=0] next\n"  # the finished line was already shown
+    r.add(s.apply(Output(0, OUT, "split li")))
+    assert r.flush(1.85) == ""
+    r.add(s.apply(Output(0, OUT, "ne\n")))
+    assert r.flush(1.9) == "[hosts=0] split line\n"  # chunk boundaries never show fragments
+
+
+def test_renderer_shows_the_latest_lines_of_a_burst():
+    s = _state(2)
+    r = TextRenderer(s, write_lines=100)
+    r.add(s.apply(Output(0, OUT, "".join(f"{i}\n" for i in range(5000)))))
+    text = r.flush(0.0)
+    assert text.startswith("[hosts=0] … 4900 lines not shown (they are in the log)\n[hosts=0] 4900\n")
+    assert text.endswith("[hosts=0] 4999\n") and text.count("\n") == 101
+
+
+def test_renderer_caps_live_lines_and_shows_the_tail():
+    s = _state(1)
+    r = TextRenderer(s, live_lines=50)
+    t = 0.0
+    out = []
+    for chunk in range(20):
+        r.add(s.apply(Output(0, OUT, "".join(f"{chunk}-{i}\n" for i in range(10)))))
+        t += 0.1
+        out.append(r.flush(t))
+    s.apply(Exited(0, 0, 1.0))
+    out.append(r.finish())
+    text = "".join(out)
+    assert "more output not shown live" in text
+    assert text.rstrip().endswith("[hosts=0] 19-9")
+    assert text.count("\n") < 80
+
+
+def test_quiet_renderer_writes_nothing():
+    s = _state(1)
+    r = TextRenderer(s, live=False)
+    r.add(s.apply(Output(0, OUT, "x\n")))
+    assert r.flush(10.0) == "" and r.finish() == ""
+
+
+def test_group_text_like_clush():
+    s = _state(3)
+    s.apply(Output(0, OUT, "same\n"))
+    s.apply(Output(1, OUT, "same\n"))
+    s.apply(Output(2, OUT, "other\n"))
+    s.apply(Output(2, ERR, "bad\n"))
+    s.apply(Exited(0, 0, 0.1))
+    s.apply(Exited(1, 0, 0.1))
+    s.apply(Exited(2, 2, 0.1))
+    s.apply(Finished())
+    assert group_text(s) == (
+        "---------------- hosts=0, hosts=1 (2) ----------------\nsame\n"
+        "---------------- hosts=2 (1) · failed, rc 2 ----------------\nother\n[err] bad\n"
+    )
+
+
+# ── spool ──
+def test_spool_frames_ranks_and_keeps_lines_whole(tmp_path):
+    from monarch_jupyter.remote.spool import Spool, read_log
+
+    path = tmp_path / "run.log"
+    spool = Spool(path, ["hosts=0", "hosts=1"])
+    spool.note("%%remote bash on mesh hosts (2 ranks): 'x'")
+    spool.write(0, OUT, "a\npart")
+    spool.write(1, ERR, "warn\n")
+    spool.write(0, OUT, "ial\n# not a note\n")
+    spool.write(1, OUT, "tail without newline")
+    spool.note("hosts=1: worker process 9 died")
+    spool.close()
+    log = read_log(path)
+    assert log == {
+        "#": ["%%remote bash on mesh hosts (2 ranks): 'x'", "hosts=1: worker process 9 died"],
+        "hosts=0": ["a", "partial", "# not a note"],
+        "hosts=1:err": ["warn"],
+        "hosts=1": ["tail without newline"],
+    }
+    assert path.read_text().startswith("==> [#] <==\n%%remote bash")
+
+
+def test_help_documents_every_flag():
+    from monarch_jupyter.remote.args import _FLAGS
+    from monarch_jupyter.remote.magic import RemoteMagics
+
+    doc = RemoteMagics.remote.__doc__
+    for flag in _FLAGS:
+        assert flag in doc, flag
+    for word in ("%%remote", "%remote", "bash", "python", "RemoteError", ".monarch/"):
+        assert word in doc
