@@ -1,0 +1,309 @@
+"""The whole notebook experience in a real JupyterLab, driven in Debian's Chromium.
+
+One scenario, as a user would do it: open a notebook, wait for its kernel, load
+the extension, apply a local two-host job, look at the ``%job`` widget, kill the
+job from the widget (with its confirmation step), check the workers are gone
+and the "Monarch" sidebar agrees, save, reload, and check that a saved
+``%%remote`` result re-renders through our MIME renderer.
+
+Screenshots land in ``test-artifacts/browser/`` (gitignored).
+Needs /usr/bin/chromium (``apt-get install chromium``; scripts/setup.sh does it
+when MONARCH_JUPYTER_BROWSER_TESTS=1) and the ``playwright`` wheel — never
+``playwright install``: we use Debian's browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from browser_util import CHROMIUM, CHROMIUM_ARGS, LabServer
+from harness import TAG_VAR, worker_pids
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+NOTEBOOK = "monarch_browser.ipynb"
+
+pytestmark = [
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+    pytest.mark.timeout(180),
+]
+
+# A saved %%remote result, in the format of labextension/src/model.ts (version 1).
+REMOTE_RESULT = {
+    "version": 1,
+    "command": "echo hello from $MONARCH_RANK_hosts",
+    "mode": "bash",
+    "target": "hosts (2 ranks)",
+    "started": "2026-11-30T15:00:00Z",
+    "duration": 0.42,
+    "log_path": ".monarch/default/runs/saved.log",
+    "summary": {"ok": 1, "failed": 1, "timed_out": 0, "skipped": 0, "interrupted": 0},
+    "ranks": [
+        {"label": "hosts=0", "mesh": "hosts", "point": {"hosts": 0}, "rank": 0, "status": "ok",
+         "returncode": 0, "duration": 0.21, "lines": [["out", "hello from 0"]], "truncated": 0},
+        {"label": "hosts=1", "mesh": "hosts", "point": {"hosts": 1}, "rank": 1, "status": "failed",
+         "returncode": 3, "duration": 0.4, "lines": [["out", "hello from 1"], ["err", "boom"]],
+         "truncated": 0},
+    ],
+}
+
+
+# rank 1 fails at once; rank 0 ticks for up to 60 s until Stop interrupts it
+REMOTE_CELL = """%%remote --quiet
+if [ "$MONARCH_RANK_hosts" = 1 ]; then echo "bad input" >&2; exit 3; fi
+for i in $(seq 1200); do echo "tick $i"; sleep 0.05; done"""
+
+
+def _code(source: str, outputs: list | None = None) -> dict:
+    return {"cell_type": "code", "execution_count": None, "id": os.urandom(4).hex(),
+            "metadata": {}, "outputs": outputs or [], "source": source}
+
+
+def _notebook() -> dict:
+    saved_remote = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {
+            "application/vnd.monarch.remote+json": REMOTE_RESULT,
+            "text/plain": "remote hosts (2 ranks): 1 ok (rc 0), 1 failed: hosts=1 (rc 3) · 0.42 s",
+        },
+    }
+    return {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": [
+            _code("%load_ext monarch_jupyter"),
+            _code("%job apply --local hosts=2"),
+            _code("%job"),
+            _code(REMOTE_CELL),
+            _code("# a %%remote result saved earlier (re-rendered by the MIME renderer)",
+                  [saved_remote]),
+        ],
+    }
+
+
+class Shots:
+    def __init__(self, page) -> None:
+        self.page = page
+        self.n = 0
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for old in ARTIFACTS.glob("*.png"):
+            old.unlink()
+
+    def __call__(self, name: str) -> None:
+        self.n += 1
+        self.page.screenshot(path=str(ARTIFACTS / f"{self.n:02d}-{name}.png"))
+
+
+def _wait(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _wait_kernel_idle(server: LabServer, page, timeout: float = 60) -> None:
+    """The session's kernel is idle per the REST API *and* JupyterLab shows it idle."""
+    _wait(lambda: server.kernel_state(NOTEBOOK) == "idle", timeout, "the kernel to be idle (api/sessions)", 0.25)
+    # JupyterLab's own view of it: the toolbar's execution indicator and the status
+    # bar ("Python 3 (ipykernel) | Idle") — both read the session context's kernel.
+    page.wait_for_function(
+        """() => {
+            const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+            const bar = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent);
+            return indicator && indicator.dataset.status === 'idle' && bar.some(t => /\\| Idle$/.test(t));
+        }""",
+        timeout=timeout * 1000,
+    )
+
+
+def _run_cell(page, index: int, timeout: float = 60, wait: bool = True) -> None:
+    """Select cell ``index``, run it with Shift+Enter and wait for its execution count."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Shift+Enter")
+    if wait:
+        _wait_prompt(cell, index, timeout)
+
+
+def _wait_prompt(cell, index: int, timeout: float) -> None:
+    prompt = cell.locator(".jp-InputArea-prompt")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"cell {index} did not finish in {timeout} s: prompt {prompt.inner_text()!r}")
+
+
+def _cell_text(page, index: int) -> str:
+    return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea").inner_text()
+
+
+def test_browser_scenario(tmp_path: Path, tag: str) -> None:
+    # The `test` extra installs the playwright wheel; its driver ships inside it.
+    # We never run `playwright install`: the browser is Debian's.
+    from playwright import sync_api
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
+    (root / NOTEBOOK).write_text(json.dumps(_notebook(), indent=1))
+    server = LabServer(root, tmp_path / "lab", tag)
+    try:
+        server.wait_ready()
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+                env={**os.environ, TAG_VAR: tag},  # reaped with the test's processes if anything leaks
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(30_000)
+                shot = Shots(page)
+                _scenario(server, page, shot, root, tag)
+            except Exception:
+                try:
+                    shot("failure")
+                except Exception:
+                    pass
+                raise
+            finally:
+                browser.close()
+    except Exception:
+        print("---- jupyterlab log ----\n" + server.log())
+        raise
+    finally:
+        server.stop()
+
+
+def _scenario(server: LabServer, page, shot, root: Path, tag: str) -> None:
+    page.goto(f"{server.url}/lab/tree/{NOTEBOOK}?token={server.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    _wait_kernel_idle(server, page)
+
+    # ── load, apply, %job ──
+    _run_cell(page, 0)
+    assert "monarch_jupyter" in _cell_text(page, 0)
+    _run_cell(page, 1)
+    assert "applied: context 'default'" in _cell_text(page, 1), _cell_text(page, 1)
+    assert len(worker_pids(tag)) == 2
+    _run_cell(page, 2)
+    widget = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".monarch-job-widget")
+    widget.wait_for()
+    state = widget.locator(".monarch-job-state")
+    assert state.inner_text() == "running"
+    assert widget.locator(".monarch-job-context").inner_text() == "default"
+    mesh = widget.locator("tr.monarch-job-mesh[data-mesh='hosts']")
+    assert mesh.locator(".monarch-job-hosts").inner_text() == "2"
+    assert mesh.locator(".monarch-job-live").inner_text() == "2"
+    assert widget.locator(".monarch-job-class").inner_text() == "ProcessJob"
+
+    # ── the Monarch sidebar lists the context as running ──
+    page.locator(".jp-SideBar [data-id='monarch-jupyter-sidebar']").click()
+    item = page.locator(".jp-MonarchPanel-item").filter(has=page.locator(".jp-MonarchPanel-name", has_text="default"))
+    item.locator(".jp-MonarchPanel-state", has_text="running").wait_for(timeout=10_000)
+    assert "hosts ×2" in item.locator(".jp-MonarchPanel-meshes").inner_text()
+    shot("job-running")
+
+    # ── LIVE RUN GRID: %%remote on both ranks, one tile each, Stop interrupts ──
+    _run_cell(page, 3, wait=False)
+    grid = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-run-widget")
+    grid.wait_for()
+    tile0 = grid.locator(".monarch-run-tile[data-rank='0']")
+    tile1 = grid.locator(".monarch-run-tile[data-rank='1']")
+    grid.locator(".monarch-run-tile[data-rank='1'][data-status='failed']").wait_for(timeout=20_000)
+    assert "rc 3" in tile1.locator(".monarch-run-status").inner_text()
+    grid.locator(".monarch-run-tile[data-rank='0'][data-status='running']").wait_for()
+    page.wait_for_function(  # live lines reach the tile while the cell runs
+        "() => /tick \\d+/.test(document.querySelector(\".monarch-run-tile[data-rank='0'] .monarch-run-last\")?.textContent || '')",
+        timeout=10_000,
+    )
+    first = tile0.locator(".monarch-run-last").inner_text()
+    tile0.click()  # shows that rank's output, while the cell still runs
+    grid.locator(".monarch-run-output .monarch-run-line", has_text="tick 1").first.wait_for()
+    _wait(lambda: tile0.locator(".monarch-run-last").inner_text() != first, 5, "more live lines")
+    grid.locator(".monarch-run-filter input").check()  # failing only
+    assert grid.locator(".monarch-run-tile").count() == 1 and tile1.is_visible()
+    grid.locator(".monarch-run-filter input").uncheck()
+    grid.scroll_into_view_if_needed()
+    shot("run-grid-live")
+    grid.locator(".monarch-run-stop").click()
+    grid.locator(".monarch-run-tile[data-rank='0'][data-status='interrupted']").wait_for(timeout=20_000)
+    _wait_prompt(page.locator(".jp-Notebook .jp-Cell").nth(3), 3, 20)
+    assert "KeyboardInterrupt: %%remote stopped on every rank" in _cell_text(page, 3)
+    assert "Traceback" not in _cell_text(page, 3)
+    assert len(worker_pids(tag)) == 2  # Stop ends the command, not the job
+    shot("run-grid-stopped")
+
+    # ── Kill asks first; Cancel keeps the job ──
+    widget.scroll_into_view_if_needed()
+    widget.locator(".monarch-job-kill").click()
+    confirm = widget.locator(".monarch-job-confirm")
+    confirm.wait_for(state="visible")
+    shot("kill-confirm")
+    widget.locator(".monarch-job-cancel").click()
+    confirm.wait_for(state="hidden")
+    assert state.inner_text() == "running" and len(worker_pids(tag)) == 2
+
+    widget.locator(".monarch-job-kill").click()
+    confirm.click()
+    widget.locator(".monarch-job-state[data-state='no job']").wait_for(timeout=30_000)
+    _wait(lambda: not worker_pids(tag), 15, "the workers to be reaped")
+    assert "killed the job of context 'default'" in widget.inner_text()
+    item.locator(".jp-MonarchPanel-state", has_text="no job").wait_for(timeout=10_000)
+    shot("job-killed")
+
+    # ── save, and what the file keeps for non-widget readers ──
+    page.locator(".jp-Notebook").click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+
+    def saved_job_output():
+        cells = json.loads((root / NOTEBOOK).read_text())["cells"]
+        outputs = cells[2].get("outputs", [])
+        return outputs[0]["data"] if outputs else None
+
+    data = _wait(saved_job_output, 15, "the notebook to be saved with the %job output")
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "Monarch job, context 'default'" in "".join(data["text/plain"])
+    # the fallbacks are a snapshot taken when %job ran, like any output
+    assert "state     running" in "".join(data["text/plain"]), data["text/plain"]
+    assert "<table>" in "".join(data["text/html"])
+
+    # ── reload: the saved run result re-renders through the MIME renderer ──
+    page.reload()
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    _wait_kernel_idle(server, page)
+    job_cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
+    job_cell.scroll_into_view_if_needed()
+    _wait(lambda: "Monarch job" in job_cell.locator(".jp-OutputArea").inner_text(), 15, "the reloaded %job output")
+    shot("reloaded-job")
+    # the real %%remote run's result, saved with the notebook, re-renders too
+    real = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-MonarchRun")
+    real.wait_for()
+    assert real.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=0", "hosts=1"]
+    assert real.locator(".jp-MonarchRun-badge-failed").all_inner_texts() == ["rc=-2", "rc=3"]  # interrupted, failed
+    run = page.locator(".jp-Notebook .jp-Cell").nth(4).locator(".jp-MonarchRun")
+    run.wait_for()
+    assert run.locator(".jp-MonarchRun-command").inner_text() == REMOTE_RESULT["command"]
+    assert "1 ok, 1 failed" in run.locator(".jp-MonarchRun-meta").inner_text()
+    labels = run.locator(".jp-MonarchRun-label").all_inner_texts()
+    assert labels == ["hosts=0", "hosts=1"]
+    assert run.locator(".jp-MonarchRun-badge-failed").inner_text() == "rc=3"
+    run.locator(".jp-MonarchRun-filter input").check()
+    assert run.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=1"]
+    run.scroll_into_view_if_needed()
+    shot("reloaded-run-result")
