@@ -344,7 +344,7 @@ def test_remote_observer_adapts_run_state_events():
     """The %%remote RunState observer interface, with the real model classes."""
     model = pytest.importorskip("monarch_jupyter.remote.model")
     shown = []
-    observer = RemoteRunObserver(show=shown.append, start_timer=False)
+    observer = RemoteRunObserver(show=shown.append, placeholder=lambda text: None, show_after=0, start_timer=False)
     ranks = [model.RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(2)]
     state = model.RunState(command="echo", mode="bash", target="hosts", ranks=ranks, started=time.time(),
                            observers=[observer])
@@ -383,3 +383,50 @@ def test_widgets_only_where_there_is_a_kernel():
 
     assert not in_widget_kernel(Terminal())
     assert in_widget_kernel(KernelShell())
+
+
+@needs_anywidget
+def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
+    model = pytest.importorskip("monarch_jupyter.remote.model")
+    now = [0.0]
+    placeholders, updates = [], []
+
+    class Handle:
+        def update(self, obj):
+            updates.append(obj)
+
+    def placeholder(text):
+        placeholders.append(text)
+        return Handle()
+
+    observer = RemoteRunObserver(placeholder=placeholder, clock=lambda: now[0], start_timer=False)
+    ranks = [model.RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(2)]
+    state = model.RunState(command="echo", mode="bash", target="mesh hosts (2 ranks)", ranks=ranks,
+                           started=time.time(), observers=[observer])
+    state.apply(model.Started(0))
+    state.apply(model.Output(0, model.OUT, "early\n"))
+    assert placeholders == ["%%remote mesh hosts (2 ranks): live rank grid"]
+    assert observer.widget is None and updates == []
+    now[0] = 0.31
+    observer.on_tick(state)  # a silent run still gets its grid
+    widget = observer.widget
+    assert updates == [widget]
+    bundle = widget._repr_mimebundle_()
+    bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert bundle["text/plain"] == placeholders[0]
+    assert widget.view.output(0) == [("out", "early")]
+    state.apply(model.Exited(0, 0, 0.4))
+    assert widget.view.tiles[0].status == "ok"
+    widget.close()
+
+
+@needs_anywidget
+def test_fast_runs_never_build_the_widget():
+    model = pytest.importorskip("monarch_jupyter.remote.model")
+    observer = RemoteRunObserver(placeholder=lambda text: None, clock=lambda: 0.0, start_timer=False)
+    ranks = [model.RankState(label="hosts=0", mesh="hosts", point={"hosts": 0}, rank=0)]
+    state = model.RunState(command="true", mode="bash", target="hosts", ranks=ranks, started=time.time(),
+                           observers=[observer])
+    for event in (model.Started(0), model.Exited(0, 0, 0.01), model.Finished()):
+        state.apply(event)
+    assert observer.widget is None

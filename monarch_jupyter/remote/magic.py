@@ -155,6 +155,10 @@ class RemoteMagics(Magics):
                     except queue.Empty:
                         event = None
                 self._write(renderer.flush(time.monotonic()))
+                for observer in state.observers:
+                    tick = getattr(observer, "on_tick", None)
+                    if tick is not None:
+                        tick(state)
                 if give_up_at is not None and time.monotonic() > give_up_at:
                     state.apply(Finished("stopped waiting after a second interrupt"))
             except KeyboardInterrupt:

@@ -169,7 +169,7 @@ class RunWidget(anywidget.AnyWidget):
         data = super()._repr_mimebundle_(**kwargs)
         # A stable fallback: the run's result follows as its own output (text and
         # application/vnd.monarch.remote+json), so nothing here needs updating later.
-        text = f"{self.view.title or '%%remote'}: live rank grid"
+        text = fallback_text(self.view.title)
         if isinstance(data, tuple):  # (data, metadata)
             data[0]["text/plain"] = text
         elif isinstance(data, dict):
@@ -177,48 +177,115 @@ class RunWidget(anywidget.AnyWidget):
         return data
 
 
+#: A run shorter than this stays plain text: building and opening the widget costs
+#: ~8 ms, most of a warm ``%remote true``, and a grid that flashes once tells nothing.
+SHOW_AFTER = 0.3
+
+
+class _PendingView:
+    """Takes the RunWidget calls on a bare RunView until the widget is worth showing."""
+
+    def __init__(self, view: RunView) -> None:
+        self.view = view
+
+    def rank_started(self, rank: int, label: str | None = None) -> None:
+        self.view.rank_started(rank, label)
+
+    def lines(self, rank: int, lines: Iterable[tuple[str, str]]) -> None:
+        self.view.lines(rank, lines)
+
+    def rank_finished(self, rank: int, status: str, returncode: int | None, duration: float | None,
+                      error: str | None = None) -> None:
+        self.view.rank_finished(rank, status, returncode, duration, error)
+
+    def stop_requested(self, reason: str = "interrupted") -> None:
+        self.view.stopping(reason)
+
+    def finish(self, summary: str | None = None) -> None:
+        self.view.finish(summary)
+
+
 class RemoteRunObserver:
-    """``%%remote`` observer: shows a RunWidget for each run and feeds it.
+    """``%%remote`` observer: shows a RunWidget for each run that lasts and feeds it.
 
     ``on_event(state, event)`` is the ``RunState`` observer interface
     (``monarch_jupyter/remote/model.py``); events are told apart by class name
     (Started, Output, Exited, Lost, Stopping, Finished), lines are read from the
-    rank's state after the model applied the event.
+    rank's state after the model applied the event. ``on_tick(state)`` is called
+    by the magic between events, so a silent run still gets its grid.
+
+    At the start of a run it displays a one-line placeholder; once the run has
+    lasted ``show_after`` seconds the placeholder is replaced in place by the
+    widget, which starts from everything seen so far. Both carry the same
+    text/plain, so saved notebooks and nbval read the same line either way.
     """
 
-    def __init__(self, show: Callable[[RunWidget], Any] | None = None, **widget_options: Any) -> None:
-        self._show = show or _display
+    def __init__(
+        self,
+        show: Callable[[RunWidget], Any] | None = None,
+        placeholder: Callable[[str], Any] | None = None,
+        show_after: float = SHOW_AFTER,
+        clock: Callable[[], float] = time.monotonic,
+        **widget_options: Any,
+    ) -> None:
+        self._show = show
+        self._placeholder = placeholder or _display_placeholder
+        self._show_after = show_after
+        self._clock = clock
         self._options = widget_options
         self._state: Any = None
         self._seen: list[int] = []
+        self._began = 0.0
+        self._title = ""
+        self._handle: Any = None
+        self._target: Any = None
         self.widget: RunWidget | None = None
 
     def on_event(self, state: Any, event: Any) -> None:
         if state is not self._state:
             self._begin(state)
-        widget = self.widget
         kind = type(event).__name__
+        if kind != "Finished":
+            self.on_tick(state)
+        target = self._target
         index = getattr(event, "index", None)
         if kind == "Started":
-            widget.rank_started(index, state.ranks[index].label)
+            target.rank_started(index, state.ranks[index].label)
         elif kind == "Output":
             self._new_lines(state, index)
         elif kind in ("Exited", "Lost"):
             self._new_lines(state, index)
             self._final(state, index)
         elif kind == "Stopping":
-            widget.stop_requested(event.reason)
+            target.stop_requested(event.reason)
         elif kind == "Finished":
             for i in range(len(state.ranks)):
                 self._new_lines(state, i)
                 self._final(state, i)
-            widget.finish(state.summary_line())
+            target.finish(state.summary_line())
+
+    def on_tick(self, state: Any) -> None:
+        """Swap the placeholder for the live widget once the run has lasted."""
+        if state is not self._state or self.widget is not None:
+            return
+        if self._clock() - self._began < self._show_after:
+            return
+        self.widget = RunWidget(title=self._title, view=self._target.view, **self._options)
+        self._target = self.widget
+        if self._show is not None:
+            self._show(self.widget)
+        elif self._handle is not None:
+            self._handle.update(self.widget)
 
     def _begin(self, state: Any) -> None:
         self._state = state
         self._seen = [0] * len(state.ranks)
-        self.widget = RunWidget([r.label for r in state.ranks], title=f"%%remote {state.target}", **self._options)
-        self._show(self.widget)
+        self._began = self._clock()
+        self._title = f"%%remote {state.target}"
+        self._target = _PendingView(RunView([r.label for r in state.ranks], self._title))
+        self.widget = None
+        self._handle = self._placeholder(fallback_text(self._title))
+        self.on_tick(state)
 
     def _new_lines(self, state: Any, index: int) -> None:
         rank = state.ranks[index]
@@ -227,18 +294,23 @@ class RemoteRunObserver:
             return
         self._seen[index] = rank.total_lines
         kept = list(rank.lines)
-        self.widget.lines(index, kept[-min(new, len(kept)):] if kept else [])
+        self._target.lines(index, kept[-min(new, len(kept)):] if kept else [])
 
     def _final(self, state: Any, index: int) -> None:
         rank = state.ranks[index]
         if rank.done:
-            self.widget.rank_finished(index, rank.status, rank.returncode, rank.duration, rank.error)
+            self._target.rank_finished(index, rank.status, rank.returncode, rank.duration, rank.error)
 
 
-def _display(widget: RunWidget) -> None:
+def fallback_text(title: str) -> str:
+    """The text/plain of the grid and of its placeholder (the result follows as its own output)."""
+    return f"{title or '%%remote'}: live rank grid"
+
+
+def _display_placeholder(text: str) -> Any:
     from IPython.display import display
 
-    display(widget)
+    return display({"text/plain": text}, raw=True, display_id=True)
 
 
 def install(ipython: Any) -> RemoteRunObserver | None:
