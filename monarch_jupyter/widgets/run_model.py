@@ -20,14 +20,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-PENDING = "pending"
-RUNNING = "running"
-OK = "ok"
-FAILED = "failed"
-TIMED_OUT = "timed_out"
-SKIPPED = "skipped"
-INTERRUPTED = "interrupted"
-FINAL = (OK, FAILED, TIMED_OUT, SKIPPED, INTERRUPTED)
+from ..remote.model import FAILED, INTERRUPTED, OK, PENDING, RUNNING, SKIPPED, TIMED_OUT
+from ..remote.model import STATUSES as FINAL
+
 FAILING = (FAILED, TIMED_OUT, INTERRUPTED)
 ORDER = (RUNNING, OK, FAILED, TIMED_OUT, INTERRUPTED, SKIPPED, PENDING)
 
