@@ -333,7 +333,7 @@ def test_run_widget_bundle_and_stop_message():
     data = widget._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
     assert data[WIDGET_MIME]["model_id"] == widget.model_id
-    assert data["text/plain"] == "%%remote: live rank grid"  # stable: the run result follows as its own output
+    assert data["text/plain"] == "%%remote"  # stable: the run result follows as its own output
     widget._on_front_end_msg(widget, {"kind": "stop"}, [])
     assert stops == [1]
     widget.close()
@@ -405,7 +405,7 @@ def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
                            started=time.time(), observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "early\n"))
-    assert placeholders == ["%%remote mesh hosts (2 ranks): live rank grid"]
+    assert placeholders == ["%%remote mesh hosts (2 ranks)"]
     assert observer.widget is None and updates == []
     now[0] = 0.31
     observer.on_tick(state)  # a silent run still gets its grid

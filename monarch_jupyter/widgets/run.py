@@ -303,8 +303,9 @@ class RemoteRunObserver:
 
 
 def fallback_text(title: str) -> str:
-    """The text/plain of the grid and of its placeholder (the result follows as its own output)."""
-    return f"{title or '%%remote'}: live rank grid"
+    """The text/plain of the grid and of its placeholder: a header line for the streamed
+    lines in text front ends (the run's result follows as its own output)."""
+    return title or "%%remote"
 
 
 def _display_placeholder(text: str) -> Any:
