@@ -415,6 +415,7 @@ def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
     bundle = bundle[0] if isinstance(bundle, tuple) else bundle
     assert bundle["text/plain"] == placeholders[0]
     assert widget.view.output(0) == [("out", "early")]
+    assert widget.tails == {"0": [["out", "early"]]}  # what a view rendered now starts from
     state.apply(model.Exited(0, 0, 0.4))
     assert widget.view.tiles[0].status == "ok"
     widget.close()

@@ -82,6 +82,8 @@ class RunWidget(anywidget.AnyWidget):
         self.batches = 0  # flushes so far (tests and benchmarks read it)
         super().__init__(title=self.view.title, kernel_id=kernel_id())
         self.on_msg(self._on_front_end_msg)
+        if view is not None:  # shown late: the front end starts from what came before
+            self.tails = self.view.tails()
         self.flush()
 
     # ── the RunView protocol ──
