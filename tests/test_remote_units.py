@@ -307,3 +307,19 @@ def test_help_documents_every_flag():
         assert flag in doc, flag
     for word in ("%%remote", "%remote", "bash", "python", "RemoteError", ".monarch/"):
         assert word in doc
+
+
+def test_saved_results_display_as_a_table():
+    from monarch_jupyter.remote.model import RankResult, RemoteResults
+
+    results = RemoteResults([
+        RankResult("hosts=0", "hosts", {"hosts": 0}, 0, "ok", 0, "a\nlast <b>\n", "", 0.5),
+        RankResult("hosts=1", "hosts", {"hosts": 1}, 1, "timed_out", None, "", "", None),
+    ])
+    bundle = results._repr_mimebundle_()
+    lines = bundle["text/plain"].splitlines()
+    assert lines[0].split() == ["rank", "status", "rc", "time", "last", "stdout", "line"]
+    assert lines[1].split() == ["hosts=0", "ok", "0", "0.50", "s", "last", "<b>"]
+    assert lines[2].split() == ["hosts=1", "timed", "out"]
+    assert "last &lt;b&gt;" in bundle["text/html"]
+    assert results["hosts=1"].status == "timed_out" and results.returncodes == {"hosts=0": 0, "hosts=1": None}

@@ -334,6 +334,7 @@ def test_run_widget_bundle_and_stop_message():
     data = data[0] if isinstance(data, tuple) else data
     assert data[WIDGET_MIME]["model_id"] == widget.model_id
     assert data["text/plain"] == "%%remote"  # stable: the run result follows as its own output
+    assert data["text/html"] == "<b>%%remote</b>"
     widget._on_front_end_msg(widget, {"kind": "stop"}, [])
     assert stops == [1]
     widget.close()

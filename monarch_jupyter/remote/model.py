@@ -388,6 +388,27 @@ class RemoteResults(list):
     def ok(self) -> bool:
         return all(r.status == OK for r in self if r.status != SKIPPED)
 
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
+        return [
+            (r.label, r.status.replace("_", " "), "" if r.returncode is None else str(r.returncode),
+             "" if r.duration is None else f"{r.duration:.2f} s",
+             (r.stdout.strip().splitlines() or [""])[-1][:80])
+            for r in self
+        ]
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        head = ("rank", "status", "rc", "time", "last stdout line")
+        rows = self._rows()
+        widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+        text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                         for row in [head, *rows])
+        cells = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+        )
+        table = ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+                 + cells + "</tbody></table>")
+        return {"text/plain": text, "text/html": table}
+
     @classmethod
     def from_state(cls, state: RunState) -> RemoteResults:
         return cls(

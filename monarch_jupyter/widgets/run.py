@@ -19,6 +19,7 @@ as the toolbar's interrupt button does.
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 import time
@@ -171,11 +172,8 @@ class RunWidget(anywidget.AnyWidget):
         data = super()._repr_mimebundle_(**kwargs)
         # A stable fallback: the run's result follows as its own output (text and
         # application/vnd.monarch.remote+json), so nothing here needs updating later.
-        text = fallback_text(self.view.title)
-        if isinstance(data, tuple):  # (data, metadata)
-            data[0]["text/plain"] = text
-        elif isinstance(data, dict):
-            data["text/plain"] = text
+        bundle = data[0] if isinstance(data, tuple) else data  # (data, metadata) or data
+        bundle.update(fallback_bundle(self.view.title))
         return data
 
 
@@ -286,7 +284,7 @@ class RemoteRunObserver:
         self._title = f"%%remote {state.target}"
         self._target = _PendingView(RunView([r.label for r in state.ranks], self._title))
         self.widget = None
-        self._handle = self._placeholder(fallback_text(self._title))
+        self._handle = self._placeholder(self._title)
         self.on_tick(state)
 
     def _new_lines(self, state: Any, index: int) -> None:
@@ -310,10 +308,16 @@ def fallback_text(title: str) -> str:
     return title or "%%remote"
 
 
-def _display_placeholder(text: str) -> Any:
+def fallback_bundle(title: str) -> dict[str, str]:
+    """text/plain and text/html of the grid and of its placeholder."""
+    text = fallback_text(title)
+    return {"text/plain": text, "text/html": f"<b>{html.escape(text)}</b>"}
+
+
+def _display_placeholder(title: str) -> Any:
     from IPython.display import display
 
-    return display({"text/plain": text}, raw=True, display_id=True)
+    return display(fallback_bundle(title), raw=True, display_id=True)
 
 
 def install(ipython: Any) -> RemoteRunObserver | None:
