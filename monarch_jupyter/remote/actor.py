@@ -8,12 +8,20 @@ batched per rank (at most one message every ``FLUSH_EVERY`` seconds, plus a
 heartbeat every ``HEARTBEAT`` seconds while quiet). ``cancel`` escalates SIGINT →
 SIGTERM → SIGKILL on the group; ``__cleanup__`` kills every group still alive.
 
+A bash command runs in a warm shell when one is ready: a ``bash`` started after the
+previous run with the same environment, working directory, pipes and session, waiting to
+read its script from a pipe; the command then skips bash's exec and start-up (~2–4 ms
+on the path of a short command). Otherwise, and for Python, it starts cold as before.
+
 Messages on the port (plain tuples, cheap to pickle; ``pid`` is the process
 group's leader, None when it could not start)::
 
-    ("data", run_id, key, rank, pid, [(stream, text), ...])   # stream "out" / "err"
+    ("data", run_id, key, rank, pid, [(stream, text, newlines), ...])   # stream "out" / "err"
     ("hb",   run_id, key, rank, pid)
-    ("exit", run_id, key, rank, pid, [(stream, text), ...], returncode, duration, error_or_None)
+    ("exit", run_id, key, rank, pid, [(stream, text, newlines), ...], returncode, duration, error_or_None)
+
+``newlines`` is the number of ``\n`` in ``text``, counted here on the bytes as they are
+read, so the client (one process for every rank) does not scan floods to count lines.
 
 A command that ends quickly costs one message per rank.
 """
@@ -24,6 +32,8 @@ import asyncio
 import codecs
 import fcntl
 import os
+import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -42,6 +52,11 @@ MAX_INLINE = 100_000  # bytes of command passed with -c; longer ones go through 
 QUICK_WAIT = 0.004  # a command that ends this fast is answered inline, in one message
 GRACE = 0.3  # seconds between SIGINT, SIGTERM and SIGKILL
 DRAIN_AFTER_EXIT = 0.5  # background children holding the pipes get this long
+PREWARM_DELAY = 0.003  # after a run's last message went out (sooner delays it), before the next run
+WARM_MAX = 60_000  # bytes of script handed to a warm shell (more: a cold start, as before)
+# A warm shell sources its script from a pipe (read whole, then that fd is closed) and evals it,
+# so it runs as with ``bash -c`` ($0, $LINENO, exit codes, error messages but "eval:" for syntax).
+WARM_PROLOGUE = '. /dev/fd/{fd}; eval "unset __monarch_cmd; $__monarch_cmd"'
 
 
 def _killpg(pgid: int, sig: int) -> bool:
@@ -61,8 +76,32 @@ def _rank_env() -> tuple[dict[str, str], dict[str, int], int]:
     return env, point, int(rank.rank)
 
 
+def _grow_pipes(proc: Any) -> None:
+    """Bigger pipes from the start, so a flooding command does not block while the actor waits."""
+    for pipe in (proc.stdout, proc.stderr):
+        try:
+            fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
+        except OSError:
+            pass
+
+
 def _quick_wait(proc: Any, limit: float) -> int | None:
     """The return code if ``proc`` ends within ``limit`` seconds (blocks the actor that long, at most)."""
+    returncode = proc.poll()
+    if returncode is not None:
+        return returncode
+    try:  # woken the moment it exits, instead of at the next poll
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is not None:
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            poller.poll(limit * 1000)
+        finally:
+            os.close(pidfd)
+        return proc.poll()
     deadline = time.monotonic() + limit
     delay = 0.0001
     while True:
@@ -99,7 +138,9 @@ def _drain(proc: Any) -> tuple[list, bool]:
     if complete:
         proc.stdout.close()
         proc.stderr.close()
-    return [(name, data.decode("utf-8", errors="replace")) for name, data in items] if complete else items, complete
+    if not complete:
+        return items, False
+    return [(name, data.decode("utf-8", errors="replace"), data.count(b"\n")) for name, data in items], True
 
 
 def _close(files: list) -> None:
@@ -149,9 +190,69 @@ class _Run:
             self.exited.set_result(returncode)
 
 
+class _WarmShell:
+    """A bash already started with the next run's likely env and cwd, waiting for its script.
+
+    Started by the same Popen as a cold run (same env, cwd, pipes, session), so a run that
+    takes it differs only in not paying bash's exec and start-up (~2–4 ms) on its path.
+    """
+
+    def __init__(self, env: dict, workdir: str | None) -> None:
+        self.env = env
+        self.workdir = workdir
+        read_fd, self.write_fd = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                ["bash", "-c", WARM_PROLOGUE.format(fd=read_fd)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=workdir,
+                start_new_session=True,
+                pass_fds=(read_fd,),
+            )
+            _grow_pipes(self.proc)
+        except BaseException:
+            os.close(self.write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        self.fd = read_fd
+
+    def take(self, command: str) -> Any | None:
+        """Hand ``command`` to the shell; its Popen, or None when it cannot run it (then discarded)."""
+        payload = f"exec {self.fd}<&-\n__monarch_cmd={shlex.quote(command)}\n".encode("utf-8", "surrogateescape")
+        try:
+            if len(payload) > WARM_MAX or "\0" in command or self.proc.poll() is not None:
+                raise OSError("not usable")
+            os.write(self.write_fd, payload)  # fits the empty pipe, and the shell is reading it
+        except OSError:
+            self.discard()
+            return None
+        os.close(self.write_fd)
+        self.write_fd = -1
+        return self.proc
+
+    def discard(self) -> None:
+        if self.write_fd >= 0:
+            os.close(self.write_fd)  # the shell reads an empty script and exits
+            self.write_fd = -1
+        if self.proc.returncode is None:  # not reaped yet: its pid is still its own
+            _killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        try:
+            self.proc.wait(0.5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 class RemoteActor(Actor):
     def __init__(self) -> None:
         self._runs: dict[str, _Run] = {}
+        self._warm: _WarmShell | None = None
+        self._warming: asyncio.Handle | None = None
 
     @endpoint
     async def ping(self) -> int:
@@ -215,34 +316,64 @@ class RemoteActor(Actor):
                     output_dir = os.path.join(workdir, output_dir)
                 os.makedirs(output_dir, exist_ok=True)
                 files[:2] = [open(os.path.join(output_dir, name), "wb") for name in ("stdout.txt", "stderr.txt")]
-            # Plain Popen + loop readers (no asyncio child watcher thread): ~3 ms less per run.
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=workdir,
-                start_new_session=True,
-            )
+            proc = None
+            if spec["mode"] != "python" and not script:
+                proc = self._take_warm(env, workdir, command)
+            if proc is None:
+                # Plain Popen + loop readers (no asyncio child watcher thread): ~3 ms less per run.
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    cwd=workdir,
+                    start_new_session=True,
+                )
+                _grow_pipes(proc)
         except BaseException:
             _close(files)
             raise
         return proc, files
+
+    def _take_warm(self, env: dict, workdir: str | None, command: str) -> Any | None:
+        """The warm shell running ``command`` if it was started with this env and cwd; else None.
+
+        Either way a new warm shell for this env and cwd is started once the run is under way.
+        """
+        warm, self._warm = self._warm, None
+        proc = None
+        if warm is not None:
+            if warm.env == env and warm.workdir == workdir:
+                proc = warm.take(command)
+            else:
+                warm.discard()
+        if self._warming is not None:
+            self._warming.cancel()
+        self._warming = asyncio.get_running_loop().call_later(PREWARM_DELAY, self._prewarm, env, workdir)
+        return proc
+
+    def _prewarm(self, env: dict, workdir: str | None) -> None:
+        self._warming = None
+        if self._warm is None:
+            try:
+                self._warm = _WarmShell(env, workdir)
+            except Exception:  # no warm shell: the next run starts cold
+                self._warm = None
 
     async def _pump(self, run_id: str, key: str, rank: int, run: _Run, port: Any, files: list, started: float,
                     early: list | None = None) -> None:
         loop = asyncio.get_running_loop()
         proc = run.proc
         pid = run.pgid
-        batch: list[tuple[str, list[str]]] = []
+        batch: list[list] = []  # [stream, [text, ...], newlines]
         size = 0
         wake = asyncio.Event()
         error = None
 
         def take() -> list:
             nonlocal batch, size
-            items = [(s, "".join(parts)) for s, parts in batch]
+            items = [(s, "".join(parts), n) for s, parts, n in batch]
             batch, size = [], 0
             return items
 
@@ -254,16 +385,12 @@ class RemoteActor(Actor):
             nonlocal size
             fd = pipe.fileno()
             os.set_blocking(fd, False)
-            try:
-                fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
-            except OSError:
-                pass
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             for stream, data in early or ():  # bytes read by _drain before the pump started
                 if stream == name:
                     text = decoder.decode(data)
                     if text:
-                        batch.append((name, [text]))
+                        batch.append([name, [text], data.count(b"\n")])
                         size += len(text)
                         wake.set()
             done = loop.create_future()
@@ -280,10 +407,12 @@ class RemoteActor(Actor):
                     sink.write(data)
                 text = decoder.decode(data, final=not data)
                 if text:
+                    newlines = data.count(b"\n")
                     if batch and batch[-1][0] == name:
                         batch[-1][1].append(text)
+                        batch[-1][2] += newlines
                     else:
-                        batch.append((name, [text]))
+                        batch.append([name, [text], newlines])
                     size += len(text)
                     wake.set()
                 if not data:
@@ -368,6 +497,11 @@ class RemoteActor(Actor):
         _killpg(run.pgid, signal.SIGKILL)
 
     async def __cleanup__(self, exc: Any) -> None:
+        if self._warming is not None:
+            self._warming.cancel()
+        if self._warm is not None:
+            self._warm.discard()
+            self._warm = None
         for run in list(self._runs.values()):
             _killpg(run.pgid, signal.SIGKILL)
         self._runs.clear()

@@ -41,6 +41,7 @@ class Output:
     index: int
     stream: str  # OUT or ERR
     text: str
+    newlines: int | None = None  # text.count("\n") when the sender counted them already
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,11 @@ class RankState:
     def total_lines(self) -> int:
         return self.counts[OUT] + self.counts[ERR]
 
-    def feed(self, stream: str, text: str, index: int = 0) -> Fed | None:
-        """Add a decoded chunk; returns its complete lines (None when it completed none)."""
+    def feed(self, stream: str, text: str, index: int = 0, newlines: int | None = None) -> Fed | None:
+        """Add a decoded chunk; returns its complete lines (None when it completed none).
+
+        ``newlines``: ``text.count("\\n")`` if known (the actor counts them as it reads).
+        """
         self.nbytes += len(text)
         if self.full is not None and self.nbytes <= self.full_limit:
             self.full[stream].append(text)
@@ -151,7 +155,8 @@ class RankState:
             self.pending[stream] = text
             return None
         head, self.pending[stream] = text[:cut], text[cut + 1:]
-        fed = Fed(index, stream, head, head.count("\n") + 1)
+        # the pending part has no newline: the lines completed are the newlines of text
+        fed = Fed(index, stream, head, newlines if newlines else head.count("\n") + 1)
         self.counts[stream] += fed.count
         self.lines.extend((stream, line) for line in fed.last(TAIL_LINES))
         return fed
@@ -207,7 +212,7 @@ class RunState:
             rank = self.ranks[event.index]
             if rank.status == PENDING:
                 rank.status = RUNNING
-            item = rank.feed(event.stream, event.text, event.index)
+            item = rank.feed(event.stream, event.text, event.index, event.newlines)
             if item is not None:
                 fed.append(item)
         elif isinstance(event, Started):

@@ -301,8 +301,7 @@ class _Drive:
         from monarch.actor import Channel
 
         sink = self.sink
-        spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
-        spool.note(f"%%remote {self.spec['mode']} on {self.plan.target}: {self.spec['command'][:200]!r}")
+        spool = None
         error = None
         remaining = set(range(len(self.plan.ranks)))
         try:
@@ -310,6 +309,9 @@ class _Drive:
             for target in self.plan.targets:
                 target.actors.run.broadcast(self.run_id, target.mesh, self.spec, port)
             start = time.monotonic()
+            # the log is opened while the ranks start (off the path of a short command)
+            spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
+            spool.note(f"%%remote {self.spec['mode']} on {self.plan.target}: {self.spec['command'][:200]!r}")
             heard = {i: start for i in remaining}
             deadline = start + self.timeout if self.timeout else None
             faults_before = len(_faults.faults)
@@ -376,7 +378,8 @@ class _Drive:
             self._cancel_all()
         finally:
             try:
-                spool.close()
+                if spool is not None:
+                    spool.close()
             except Exception:
                 pass
             sink.put(Finished(error))
@@ -413,9 +416,10 @@ class _Drive:
             self.pgids[index] = pid
             self.sink.put(Started(index, pid))
         if kind in ("data", "exit"):
-            for stream, text in message[5]:
+            for item in message[5]:
+                stream, text = item[0], item[1]
                 spool.write(index, stream, text)
-                self.sink.put(Output(index, OUT if stream == "out" else ERR, text))
+                self.sink.put(Output(index, OUT if stream == "out" else ERR, text, item[2] if len(item) > 2 else None))
         if kind == "exit":
             returncode, duration, error = message[6], message[7], message[8]
             remaining.discard(index)

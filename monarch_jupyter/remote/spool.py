@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from .model import OUT
 
@@ -35,42 +36,50 @@ FLUSH_EVERY = 0.5  # seconds: keep `tail -f` on the log useful
 
 
 class Spool:
+    """Writes bytes: each chunk is encoded once and its complete lines written as a slice
+    (no joining with the previous partial line, no cut copies)."""
+
     def __init__(self, path: str | os.PathLike, labels: list[str]) -> None:
-        self.file = open(path, "w", encoding="utf-8", errors="replace", buffering=1 << 20)
+        self.file = open(path, "wb", buffering=1 << 20)
         self.headers = [
-            (HEADER.format(label) + "\n", HEADER.format(label + ":err") + "\n") for label in labels
+            ((HEADER.format(label) + "\n").encode("utf-8", "replace"),
+             (HEADER.format(label + ":err") + "\n").encode("utf-8", "replace"))
+            for label in labels
         ]
-        self.partial: dict[tuple[int, str], str] = {}
+        self.partial: dict[tuple[int, str], bytes] = {}
         self.current: tuple[int, str] | None = None
         self.flushed = time.monotonic()
 
-    def write(self, index: int, stream: str, text: str) -> None:
+    def write(self, index: int, stream: str, text: str | bytes) -> None:
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
         key = (index, stream)
-        if key in self.partial:
-            text = self.partial.pop(key) + text
-        cut = text.rfind("\n")
+        cut = data.rfind(b"\n")
         if cut < 0:
-            if len(text) < 1 << 16:
-                self.partial[key] = text
-                return
-            cut = len(text)  # a huge line without newline: write it as it stands
-            text += "\n"
-        elif cut + 1 < len(text):
-            self.partial[key] = text[cut + 1:]
-        self._emit(key, text[:cut + 1])
+            data = self.partial.pop(key, b"") + data  # only unfinished lines are joined
+            if len(data) < 1 << 16:
+                self.partial[key] = data
+            else:  # a huge line without newline: write it as it stands
+                self._emit(key, b"", data, b"\n")
+            return
+        view = memoryview(data)
+        self._emit(key, self.partial.pop(key, b""), view[:cut + 1])
+        if cut + 1 < len(data):
+            self.partial[key] = bytes(view[cut + 1:])
 
-    def _emit(self, key: tuple[int, str], block: str) -> None:
+    def _emit(self, key: tuple[int, str], *blocks: Any) -> None:
         if key != self.current:
             self.current = key
             self.file.write(self.headers[key[0]][0 if key[1] == OUT else 1])
-        self.file.write(block)
+        for block in blocks:
+            if block:
+                self.file.write(block)
 
     def note(self, line: str) -> None:
         """A line from us (not a rank): run header, stops, lost workers."""
         if self.current != NOTE:
             self.current = NOTE
-            self.file.write(HEADER.format("#") + "\n")
-        self.file.write(line.replace("\n", " ") + "\n")
+            self.file.write((HEADER.format("#") + "\n").encode())
+        self.file.write((line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
 
     def maybe_flush(self) -> None:
         now = time.monotonic()
@@ -79,8 +88,8 @@ class Spool:
             self.flushed = now
 
     def close(self) -> None:
-        for key, text in sorted(self.partial.items()):
-            self._emit(key, text + "\n")
+        for key, rest in sorted(self.partial.items()):
+            self._emit(key, rest, b"\n")
         self.partial.clear()
         self.file.close()
 
