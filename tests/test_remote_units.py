@@ -323,3 +323,19 @@ def test_saved_results_display_as_a_table():
     assert lines[2].split() == ["hosts=1", "timed", "out"]
     assert "last &lt;b&gt;" in bundle["text/html"]
     assert results["hosts=1"].status == "timed_out" and results.returncodes == {"hosts=0": 0, "hosts=1": None}
+
+
+def test_fed_lines_are_cut_only_where_shown():
+    from monarch_jupyter.remote.model import OUT, RankState
+
+    rank = RankState(label="hosts=0", mesh="hosts", point={"hosts": 0}, rank=0)
+    assert rank.feed(OUT, "par") is None
+    fed = rank.feed(OUT, "tial\nb\nc\rC\nrest")
+    assert fed.count == 3 and rank.pending[OUT] == "rest"
+    assert fed.first() == "partial"
+    assert fed.last(1) == ["C"] and fed.last(2) == ["b", "C"]
+    assert fed.last(3) == fed.last(10) == ["partial", "b", "C"]
+    assert list(rank.lines) == [(OUT, "partial"), (OUT, "b"), (OUT, "C")]
+    big = rank.feed(OUT, "\n" + "".join(f"{i}\n" for i in range(100_000)), newlines=100_001)
+    assert big.first() == "rest" and big.last(2) == ["99998", "99999"]
+    assert rank.counts[OUT] == 3 + 100_001

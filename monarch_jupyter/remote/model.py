@@ -94,25 +94,39 @@ def visible(line: str) -> str:
 
 @dataclass
 class Fed:
-    """Complete lines one event added to one rank's stream, kept as one block.
+    """Complete lines one event added to one rank's stream, kept as the chunk they came in.
 
-    Splitting millions of lines into Python strings is what makes a flood slow,
-    so consumers take only the lines they show: :meth:`last`.
+    The lines are ``(prefix + text[:end]).split("\n")``: ``prefix`` is the rank's
+    unfinished line before this chunk, ``end`` the position of the chunk's last
+    newline. Splitting (or even copying) millions of lines is what makes a flood
+    slow, so consumers take only the lines they show: :meth:`last`, :meth:`first`.
     """
 
     index: int
     stream: str
-    block: str  # the complete lines, joined by "\n", without the final newline
+    prefix: str
+    text: str
+    end: int
     count: int
 
     def last(self, n: int) -> list[str]:
         """The last ``n`` lines as a terminal shows them (``\r`` applied)."""
         if n <= 0 or self.count <= 0:
             return []
-        lines = self.block.rsplit("\n", n)[1:] if n < self.count else self.block.split("\n")
-        if "\r" in self.block:
-            lines = [visible(line) for line in lines]
-        return lines
+        if n >= self.count:
+            lines = (self.prefix + self.text[: self.end]).split("\n")
+        else:  # n < count: the last n lines all lie in text (n newlines back from end)
+            start = self.end
+            for _ in range(n):
+                start = self.text.rfind("\n", 0, start)
+            lines = self.text[start + 1 : self.end].split("\n")
+        return [visible(line) if "\r" in line else line for line in lines]
+
+    def first(self) -> str:
+        """The first line as a terminal shows it."""
+        cut = self.text.find("\n", 0, self.end)
+        line = self.prefix + self.text[: cut if cut >= 0 else self.end]
+        return visible(line) if "\r" in line else line
 
 
 @dataclass
@@ -149,14 +163,14 @@ class RankState:
         self.nbytes += len(text)
         if self.full is not None and self.nbytes <= self.full_limit:
             self.full[stream].append(text)
-        text = self.pending[stream] + text
+        prefix = self.pending[stream]
         cut = text.rfind("\n")
         if cut < 0:
-            self.pending[stream] = text
+            self.pending[stream] = prefix + text
             return None
-        head, self.pending[stream] = text[:cut], text[cut + 1:]
+        self.pending[stream] = text[cut + 1:]
         # the pending part has no newline: the lines completed are the newlines of text
-        fed = Fed(index, stream, head, newlines if newlines else head.count("\n") + 1)
+        fed = Fed(index, stream, prefix, text, cut, newlines if newlines else text.count("\n", 0, cut) + 1)
         self.counts[stream] += fed.count
         self.lines.extend((stream, line) for line in fed.last(TAIL_LINES))
         return fed
@@ -170,7 +184,7 @@ class RankState:
                 self.pending[stream] = ""
                 self.counts[stream] += 1
                 self.lines.append((stream, visible(rest)))
-                closed.append(Fed(index, stream, rest, 1))
+                closed.append(Fed(index, stream, "", rest, len(rest), 1))
         return closed
 
     def text(self, stream: str) -> str:

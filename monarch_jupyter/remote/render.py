@@ -83,7 +83,7 @@ class TextRenderer:
             view.since[item.stream] = None
             if not view.capped:
                 # a line shown while unfinished is not repeated when its newline comes
-                seen = bool(shown) and visible(item.block.split("\n", 1)[0]) == shown
+                seen = bool(shown) and item.first() == shown
                 self._queue.append((item, seen))
 
     # ── output ──
