@@ -11,14 +11,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
+from jupyter_client import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 DIM, BOLD, RED, RESET = "\033[2m", "\033[1m", "\033[31m", "\033[0m"
+
+
+class IPCKernelManager(KernelManager):
+    """A local kernel on IPC sockets in a private temp folder: no TCP ports, and no
+    "Kernel is running over TCP without encryption" warning in the terminal."""
+
+    def __init__(self, **kwargs) -> None:
+        self._socket_dir = tempfile.TemporaryDirectory(prefix="monarch-nb-")
+        kwargs.setdefault("transport", "ipc")
+        kwargs.setdefault("ip", f"{self._socket_dir.name}/kernel")
+        super().__init__(**kwargs)
 
 
 class EchoingClient(NotebookClient):
@@ -67,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         notebook,
         timeout=args.timeout,
         kernel_name="python3",
+        kernel_manager_class=IPCKernelManager,
         resources={"metadata": {"path": str(args.notebook.parent.resolve())}},
         colour=sys.stdout.isatty(),
     )
