@@ -106,6 +106,17 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Proce
     return Process(_popen(argv, env, cwd))
 
 
+class _Pending:
+    """Text of one stream read since the last batch (consecutive reads of a stream merged)."""
+
+    __slots__ = ("stream", "texts", "newlines")
+
+    def __init__(self, stream: str, text: str, newlines: int) -> None:
+        self.stream = stream
+        self.texts = [text]
+        self.newlines = newlines
+
+
 class _Pipe:
     """One of the command's output pipes and where its bytes go."""
 
@@ -133,7 +144,7 @@ class Process:
         self.pid = popen.pid
         self._pipes = [_Pipe(OUT, popen.stdout), _Pipe(ERR, popen.stderr)]
         self._open = list(self._pipes)
-        self._batch: list[list] = []  # [stream, [text, ...], newlines], consecutive texts of a stream merged
+        self._batch: list[_Pending] = []
         self._size = 0
         self._wake = asyncio.Event()
         self._exited: asyncio.Future | None = None
@@ -147,8 +158,9 @@ class Process:
 
     def tee(self, out: IO[bytes] | None, err: IO[bytes] | None) -> None:
         """Also write the raw bytes of stdout / stderr to these files (not closed here)."""
-        self._pipes[0].sink = out
-        self._pipes[1].sink = err
+        out_pipe, err_pipe = self._pipes
+        out_pipe.sink = out
+        err_pipe.sink = err
 
     # ── reading ─────────────────────────────────────────────────────────
     def _feed(self, pipe: _Pipe, data: bytes) -> None:
@@ -158,11 +170,12 @@ class Process:
         if text:
             newlines = data.count(b"\n")
             batch = self._batch
-            if batch and batch[-1][0] == pipe.stream:
-                batch[-1][1].append(text)
-                batch[-1][2] += newlines
+            last = batch[-1] if batch else None
+            if last is not None and last.stream == pipe.stream:
+                last.texts.append(text)
+                last.newlines += newlines
             else:
-                batch.append([pipe.stream, [text], newlines])
+                batch.append(_Pending(pipe.stream, text, newlines))
             self._size += len(text)
             self._wake.set()
 
@@ -206,7 +219,7 @@ class Process:
         """The output read since the last batch (and forget it)."""
         if not self._batch:
             return []
-        chunks = [Chunk(stream, "".join(texts), newlines) for stream, texts, newlines in self._batch]
+        chunks = [Chunk(p.stream, "".join(p.texts), p.newlines) for p in self._batch]
         self._batch, self._size = [], 0
         return chunks
 

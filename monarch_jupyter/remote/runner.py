@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _faults, _introspect, _quiet
 from ..errors import MonarchJupyterError
@@ -70,6 +70,12 @@ class RemoteInterrupted(KeyboardInterrupt):
 
 
 # ── plans ──────────────────────────────────────────────────────────────
+class _WarmKey(NamedTuple):
+    apply_id: Any  # the allocation the actors run in
+    mesh: str
+    per_host: tuple  # ((dim, size), ...) of --per-host
+
+
 @dataclass
 class _Warm:
     procs: Any
@@ -113,7 +119,7 @@ def _label(point: dict[str, int]) -> str:
 class RemoteRunner:
     def __init__(self, session: Any) -> None:
         self.session = session
-        self._warm: dict[tuple, _Warm] = {}
+        self._warm: dict[_WarmKey, _Warm] = {}
 
     # kernel thread ─────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
@@ -134,7 +140,7 @@ class RemoteRunner:
         else:
             names = [next(iter(meshes))]
         per_host = tuple(args.per_host or ())
-        for key in [k for k in self._warm if k[0] != apply_id]:
+        for key in [k for k in self._warm if k.apply_id != apply_id]:
             del self._warm[key]
         pids = _introspect.worker_pids(job)
         ranks: list[RankState] = []
@@ -142,7 +148,7 @@ class RemoteRunner:
         local_pids: dict[int, int | None] = {}
         several = len(names) > 1
         for name in names:
-            key = (apply_id, name, per_host)
+            key = _WarmKey(apply_id, name, per_host)
             warm = self._warm.pop(key, None)
             if warm is None:
                 self._evict(keep=MAX_WARM - 1)
@@ -227,7 +233,7 @@ class RemoteRunner:
             key = next(iter(self._warm))
             warm = self._warm.pop(key)
 
-            async def stop(procs: Any = warm.procs, mesh: str = key[1]) -> None:
+            async def stop(procs: Any = warm.procs, mesh: str = key.mesh) -> None:
                 try:
                     await asyncio.wait_for(procs.stop(), 10)
                 except asyncio.TimeoutError:
@@ -243,7 +249,7 @@ class RemoteRunner:
     def forget(self, mesh: str | None = None) -> None:
         """Drop warm actors (all, or one mesh's) so the next run respawns them."""
         for key in list(self._warm):
-            if mesh is None or key[1] == mesh:
+            if mesh is None or key.mesh == mesh:
                 del self._warm[key]
 
     def log_path(self) -> Path:
