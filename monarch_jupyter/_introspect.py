@@ -21,7 +21,8 @@ def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | 
     """Mesh name → host count, from the ProcessJob spec or the connected meshes."""
     meshes = getattr(running_job(job) or job, "_meshes", None)
     if isinstance(meshes, dict):
-        return {str(k): int(v) for k, v in meshes.items()}
+        # ProcessJob: mesh → count; SSHJob (LoginJob): mesh → list of host names
+        return {str(k): len(v) if isinstance(v, (list, tuple)) else int(v) for k, v in meshes.items()}
     sizes: dict[str, int | None] = {}
     for name, mesh in (host_meshes or {}).items():
         try:
@@ -32,11 +33,19 @@ def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | 
 
 
 def worker_pids(job: Any) -> dict[str, int]:
-    """Host key (``<mesh>_<i>``) → worker PID, for local ProcessJobs; else {}."""
+    """Host key → local PID: ``<mesh>_<i>`` → worker for ProcessJob, host name → ssh
+    client for SSHJob (Monarch keys those by host); else {}."""
     table = getattr(running_job(job) or job, "_host_to_pid", None)
     if not isinstance(table, dict):
         return {}
     return {key: getattr(value, "pid", None) for key, value in table.items() if getattr(value, "pid", None)}
+
+
+def workers_are_local(job: Any) -> bool:
+    """Whether the PIDs of :func:`worker_pids` are the workers themselves (ProcessJob), not ssh clients."""
+    from . import ssh
+
+    return not ssh.is_ssh_job(running_job(job) or job)
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -61,6 +70,10 @@ def live_workers(job: Any, sizes: dict[str, int | None]) -> dict[str, int | None
     pids = worker_pids(job)
     if not pids:
         return {name: None for name in sizes}
+    from . import ssh  # SSHJob: a host is live while its ssh client (-tt: its worker) is
+
+    if ssh.is_ssh_job(running_job(job) or job):
+        return {name: ssh.live_per_mesh(running_job(job) or job).get(name) for name in sizes}
     return {
         name: sum(1 for i in range(size or 0) if pid_alive(pids.get(f"{name}_{i}")))
         for name, size in sizes.items()

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import _introspect, _quiet, cache
+from . import _introspect, _quiet, cache, engines
 from ._loop import EventLoopThread, shared_loop
 from .contexts import Layout, check_name
 from .errors import MonarchJupyterError, NoJobError, SpecError
@@ -153,7 +153,9 @@ class JobSession:
         if not path.exists():
             return None
         _quiet.install()
-        return cache.load_job(path)
+        job = cache.load_job(path)
+        engines.after_load(job)  # engines: e.g. an unpickled SSHJob's transport
+        return job
 
     # ── attach / status ─────────────────────────────────────────────────
     @property
@@ -280,6 +282,7 @@ class JobSession:
         """
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
+        notes = engines.prepare(job)  # engines: fix the spec before can_run is asked
         self._forget_if_moved()
         old = self._job if self._job is not None else self._load_cached()  # CacheError: one line, nothing touched
         if old is not None and _introspect.is_alive(old) and _can_run(old, job):
@@ -289,23 +292,42 @@ class JobSession:
             self._spec_label = label
             return ApplyResult(self.status(), changed=False)
 
+        # ── engines: checks before, a log for the workers' output, readiness after ──
+        log = engines.apply_log(self.layout.dir / name, job)
+        engines.before_start(job, log)  # one line per failure; nothing started yet
+
         def start() -> Any:
-            _quiet.start_client_context()
             try:
-                return job.state(cached_path=None)
+                # ssh clients inherit fds 1 and 2: their text goes to the log, not to later cells
+                if not engines.captures_output(job):
+                    _quiet.start_client_context()
+                    return job.state(cached_path=None)
+                with _quiet.quietly(str(log)):
+                    _quiet.start_client_context()
+                    return job.state(cached_path=None)
             except BaseException:
                 _kill_quietly(job)
                 raise
 
         try:
             state = self.loop.call(start)
-        except MonarchJupyterError:
+            engines.after_start(job, log)
+        except KeyboardInterrupt:
+            self.loop.call(_kill_quietly, job)
             raise
-        except Exception as error:
+        except MonarchJupyterError:
+            self.loop.call(_kill_quietly, job)
+            raise
+        except BaseException as error:  # Monarch's PanicException derives from BaseException
+            if isinstance(error, (SystemExit, GeneratorExit)):
+                raise
+            self.loop.call(_kill_quietly, job)
+            line = engines.explain(job, error, log) or f"{type(error).__name__}: {error}"
             raise MonarchJupyterError(
-                f"applying {label} failed: {type(error).__name__}: {error}; "
+                f"applying {label} failed: {line}; "
                 "the previous job and its cache were left as they were"
             ) from None
+        # ── end engines ──
 
         replaced = None
         if old is not None and _introspect.running_job(old) is not None:
@@ -317,9 +339,9 @@ class JobSession:
         self._save_spec(name, saved_path)
         self._remember(job, state)
         self._spec_label = label
-        note = None
         if saved_path is None:
-            note = "this spec lives only in this kernel; the CLI and a bare %job apply cannot re-create it"
+            notes.append("this spec lives only in this kernel; the CLI and a bare %job apply cannot re-create it")
+        note = "\nnote: ".join(notes) or None
         return ApplyResult(self.status(), changed=True, replaced_apply_id=replaced, note=note)
 
     def _save_spec(self, name: str, saved_path: str | None) -> None:

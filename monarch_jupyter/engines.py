@@ -1,0 +1,87 @@
+"""Engine-specific steps around ``%job apply`` and re-attach, in one place.
+
+``JobSession`` calls these hooks for every job; each does nothing for engines it
+does not know (``ProcessJob``), so the session stays engine-agnostic:
+
+- :func:`prepare` — fix the spec before ``can_run`` is asked (SSH: add ``-tt``);
+- :func:`before_start` — checks that start nothing (SSH: transport, preflight);
+- :func:`after_start` — wait until the workers are really up (SSH);
+- :func:`explain` — one line for an exception from ``state()`` (incl. Monarch's
+  ``PanicException``, a BaseException);
+- :func:`after_load` — fix a freshly unpickled job (SSH: its transport).
+
+Progress lines go to stdout, i.e. the apply cell.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+from typing import Any
+
+from . import ssh
+
+
+def progress(text: str) -> None:
+    print(f"monarch_jupyter: {text}", flush=True)
+
+
+def apply_log(context_dir: Path, job: Any) -> Path:
+    """``.monarch/<context>/apply-<UTC stamp>.log``: the apply's and its workers' full text."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    return context_dir / f"apply-{stamp}.log"
+
+
+def captures_output(job: Any) -> bool:
+    """Whether the processes ``state()`` starts should write to the apply log (SSH clients do
+    inherit the kernel's fds 1 and 2, and would print into whichever cell runs next)."""
+    if ssh.is_ssh_job(job):
+        return True
+    return False
+
+
+def prepare(job: Any) -> list[str]:
+    if ssh.is_ssh_job(job):
+        return ssh.prepare(job)
+    return []
+
+
+def before_start(job: Any, log: Path) -> None:
+    if ssh.is_ssh_job(job):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        ssh.choose_transport(job)
+        ssh.preflight(job, log, progress=progress)
+
+
+def after_start(job: Any, log: Path) -> None:
+    if ssh.is_ssh_job(job):
+        ssh.wait_ready(job, log, progress=progress)
+
+
+def explain(job: Any, error: BaseException, log: Path | None) -> str | None:
+    """One line for a failure of ``state()``, or None for the generic message."""
+    text = str(error)
+    where = f" (log: {os.path.relpath(log)})" if log is not None and log.exists() else ""
+    if "resolved to no non-loopback" in text:
+        return (
+            "this machine's hostname resolves only to loopback: call "
+            f"{ssh.LOOPBACK_FIX} (with an address the hosts can reach) after building the job{where}"
+        )
+    return None
+
+
+def after_load(job: Any) -> None:
+    ssh.restore(job)
+
+
+def send_by_value(module: Any) -> None:
+    """Pickle ``module``'s code by value, so workers need only torchmonarch.
+
+    Monarch pickles actor classes with cloudpickle, by reference when their module is
+    importable here; a worker without monarch_jupyter could not import it. The module
+    must import nothing but the standard library and monarch.
+    """
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
