@@ -108,3 +108,97 @@ def test_ssh_job_end_to_end(sshd, start_kernel, tag, workdir):
     killed = kernel.ok("%job kill", timeout=60)
     assert "killed the job of context 'default'" in killed.text, killed.text
     assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10), (remote_workers(tag), ssh_clients(tag))
+
+
+def one_line_error(result) -> str:
+    text = result.text
+    assert "Traceback" not in text and "PanicException" not in text, text
+    errors = [l for l in text.splitlines() if l.startswith("UsageError: ")]
+    assert len(errors) == 1, text
+    return errors[0]
+
+
+def log_named(line: str, workdir: Path) -> str:
+    match = re.search(r"\(log: (\S+?)\)", line)
+    assert match, line
+    path = Path(match.group(1))
+    path = path if path.is_absolute() else workdir / path
+    assert path.is_file() and path.parent.parent.name == ".monarch", path
+    return path.read_text()
+
+
+def test_worker_python_without_monarch_jupyter(sshd, start_kernel, tag, workdir, tmp_path):
+    """%%remote works where only torchmonarch is installed: our actor travels by value."""
+    shadow = tmp_path / "shadow" / "monarch_jupyter"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'monarch_jupyter'\", name='monarch_jupyter')\n"
+    )
+    wrapper = tmp_path / "python-no-mj"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={shadow.parent} exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    write_jobs(workdir, sshd, python=str(wrapper))
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok("%job apply jobs.ssh2", timeout=120)
+    proof = kernel.ok(f"%%remote bash\n{wrapper} -c 'import monarch_jupyter' 2>&1 | tail -1", timeout=120)
+    assert "No module named 'monarch_jupyter'" in proof.text, proof.text
+    run = kernel.ok("%%remote python\nimport os; print('pid', os.getpid())", timeout=120)
+    assert run.text.count("pid ") == 2, run.text
+    kernel.ok("%job kill", timeout=60)
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
+
+
+def test_apply_failures_are_one_line_and_leave_nothing(sshd, start_kernel, tag, workdir, tmp_path):
+    write_jobs(workdir, sshd)
+    write_jobs(workdir, sshd, python="/usr/bin/python3", name="nomonarch")
+    strict = sshd.client_config(tmp_path / "strict_config", strict=True)
+    write_jobs(workdir, sshd, name="hostkey", config=strict)
+    (workdir / "unreachable.py").write_text(
+        "from monarch._src.job.job import SSHJob\n"
+        f"ssh2 = SSHJob(python_exe={sys.executable!r}, ssh_args=('-tt', '-F', {str(sshd.ssh_config)!r}), monarch_port={free_port()})\n"
+        "ssh2.add_mesh('hosts', ['127.0.0.2', '127.0.0.4'])\n"
+    )
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok("%job apply jobs.ssh2", timeout=120)
+    cache = workdir / ".monarch/default/state.pkl"
+    before = cache.read_bytes()
+    workers = sorted(remote_workers(tag))
+    assert len(workers) == 2
+
+    failed = kernel.execute("%job apply nomonarch.ssh2", timeout=120)
+    line = one_line_error(failed)
+    assert "127.0.0.2" in line and "/usr/bin/python3" in line and "cannot import monarch" in line, line
+    assert "ModuleNotFoundError" in log_named(line, workdir)
+
+    failed = kernel.execute("%job apply hostkey.ssh2", timeout=120)
+    line = one_line_error(failed)
+    assert "ssh to 127.0.0.2 failed" in line and "host key" in line, line
+    assert "Host key verification failed" in log_named(line, workdir)
+
+    failed = kernel.execute("%job apply unreachable.ssh2", timeout=120)
+    line = one_line_error(failed)
+    assert "ssh to 127.0.0.4 failed" in line and "unreachable" in line, line
+
+    # nothing of the failed applies is left; the running job and its cache are untouched
+    assert sorted(remote_workers(tag)) == workers
+    assert len(ssh_clients(tag)) == 2
+    assert cache.read_bytes() == before
+    status = kernel.ok("%job")
+    assert "hosts: 2 hosts, 2 live workers" in status.text, status.text
+    kernel.ok("%job kill", timeout=60)
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
+
+
+def test_missing_tty_is_added(sshd, start_kernel, tag, workdir):
+    write_jobs(workdir, sshd, tty=False)
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    applied = kernel.ok("%job apply jobs.ssh2", timeout=120)
+    assert "added -tt to ssh_args" in applied.text, applied.text
+    assert len(remote_workers(tag)) == 2
+    again = kernel.ok("%job apply jobs.ssh2", timeout=120)
+    assert "already running, nothing applied" in again.text, again.text
+    kernel.ok("%job kill", timeout=60)
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10), remote_workers(tag)
