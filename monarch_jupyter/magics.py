@@ -29,6 +29,9 @@ class JobMagics(Magics):
         %job [status [CONTEXT]]     show the job: class, apply id, state, meshes, URLs
         %job apply --local MESH=N[,MESH=N...]
                                     start a local job: one worker process per host
+        %job apply --ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]
+                                    start an SSHJob on hosts of your ssh config (workers
+                                    need torchmonarch of this version on that Python)
         %job apply module.attr      apply a JobTrait importable from the notebook's folder
         %job apply NAME             apply the JobTrait held by notebook variable NAME
         %job apply                  re-apply the context's saved spec

@@ -262,7 +262,7 @@ class JobSession:
 
             return ProcessJob(dict(spec.meshes)), spec.path, spec.describe()
         if isinstance(spec, ModuleSpec):
-            return _import_job(spec.path, self.root), spec.path, spec.path
+            return _import_job(spec.path, self.root), spec.path, spec.describe()
         if isinstance(spec, VariableSpec):
             if namespace is None or spec.name not in namespace:
                 raise SpecError(

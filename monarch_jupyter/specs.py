@@ -112,6 +112,10 @@ def parse_apply(line: str) -> Spec | None:
     if not words:
         return None
     first, rest = words[0], words[1:]
+    if first == "--ssh" or first.startswith("--ssh="):  # SSH: see ssh_specs
+        from .ssh_specs import parse as parse_ssh
+
+        return parse_ssh(words)
     if first == "--local" or first.startswith("--local="):
         value = first.partition("=")[2] if "=" in first else " ".join(rest)
         if first == "--local":
@@ -121,7 +125,7 @@ def parse_apply(line: str) -> Spec | None:
         return parse_meshes(value)
     if first.startswith("-"):
         raise SpecError(
-            f"unknown option {first!r}: %job apply takes --local MESH=N, module.attr or a variable name"
+            f"unknown option {first!r}: %job apply takes --local MESH=N, --ssh MESH=HOSTS, module.attr or a variable name"
         )
     if rest:
         raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
@@ -140,6 +144,13 @@ def spec_from_saved(text: str) -> Spec:
     if text.startswith(prefix):
         try:
             return LocalSpec(tuple(parse_local_attr(text[len(prefix):]).items()))
+        except AttributeError:
+            pass
+    if text.startswith("monarch_jupyter.ssh_jobs."):  # SSH: see ssh_specs
+        from .ssh_specs import from_attr
+
+        try:
+            return from_attr(text.rpartition(".")[2])
         except AttributeError:
             pass
     if not _DOTTED.match(text):

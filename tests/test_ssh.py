@@ -8,6 +8,7 @@ reaped like local ones. Real kernels drive %job and %%remote.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -202,3 +203,37 @@ def test_missing_tty_is_added(sshd, start_kernel, tag, workdir):
     assert "already running, nothing applied" in again.text, again.text
     kernel.ok("%job kill", timeout=60)
     assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10), remote_workers(tag)
+
+
+def test_ssh_convenience_form_is_saved_and_recreated(sshd, start_kernel, tag, workdir):
+    port = free_port()
+    sshd.ports_used.add(port)
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    line = (f"%job apply --ssh hosts={','.join(HOSTS)} --python {sys.executable} "
+            f"--port {port} --config {sshd.ssh_config}")
+    applied = kernel.ok(line, timeout=120)
+    assert "applied: context 'default': SSHJob hosts×2 (2 live)" in applied.text, applied.text
+    saved = (workdir / ".monarch/default/spec").read_text()
+    assert saved.startswith("monarch_jupyter.ssh_jobs.ssh__"), saved
+    # another process (as the monarch CLI does) re-creates an equal job from the saved path
+    check = subprocess.run(
+        [sys.executable, "-c",
+         "import importlib, pickle, sys\n"
+         f"mod, _, attr = {saved!r}.rpartition('.')\n"
+         "job = getattr(importlib.import_module(mod), attr)\n"
+         "cached = pickle.load(open('.monarch/default/state.pkl', 'rb'))\n"
+         "print('CAN_RUN', cached._running._meshes == job._meshes and cached._running._ssh_args == job._ssh_args"
+         " and cached._running._port == job._port and cached._running._python_exe == job._python_exe)"],
+        cwd=workdir, capture_output=True, text=True, timeout=60,
+    )
+    assert "CAN_RUN True" in check.stdout, check.stdout + check.stderr
+    status = kernel.ok("%job")
+    assert saved in status.text and "2 live workers" in status.text, status.text
+    kernel.ok("%job kill", timeout=60)
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
+    # a bare apply re-creates it from the saved spec
+    again = kernel.ok("%job apply", timeout=120)
+    assert "applied: context 'default': SSHJob hosts×2 (2 live)" in again.text, again.text
+    kernel.ok("%job kill", timeout=60)
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
