@@ -50,13 +50,22 @@ def prepare(job: Any) -> list[str]:
 def before_start(job: Any, log: Path) -> None:
     if ssh.is_ssh_job(job):
         log.parent.mkdir(parents=True, exist_ok=True)
+        ssh.check_addresses(job)
         ssh.choose_transport(job)
         ssh.preflight(job, log, progress=progress)
 
 
 def after_start(job: Any, log: Path) -> None:
     if ssh.is_ssh_job(job):
+        ssh.remember_addresses(job)  # even if not ready: this process has dialled them
         ssh.wait_ready(job, log, progress=progress)
+
+
+def after_connect(job: Any) -> None:
+    """A cached job was re-attached in this process."""
+    running = getattr(job, "_running", None) or job
+    if ssh.is_ssh_job(running):
+        ssh.remember_addresses(running)
 
 
 def explain(job: Any, error: BaseException, log: Path | None) -> str | None:

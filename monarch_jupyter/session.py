@@ -185,6 +185,7 @@ class JobSession:
             return job.state(cached_path=None)
 
         self._remember(job, self.loop.call(connect))
+        engines.after_connect(job)  # engines: e.g. SSH worker addresses now used by this process
 
     def status(self, context: str | None = None, job_override: Any = None) -> JobStatus:
         """Snapshot of a context's job (default: current). Never applies anything."""

@@ -138,10 +138,34 @@ def restore(job: Any) -> None:
         pass  # re-attaching then fails with Monarch's own message; apply explains it
 
 
+# ── worker addresses this process has connected to ──────────────────────
+# Monarch 0.7 cannot connect one client to a new worker at an address it already
+# used (host:port): the connection fails after ~60 s ("config push failed").
+_used: set[tuple[str, int]] = set()
+
+
+def remember_addresses(job: Any) -> None:
+    """Note the job's worker addresses as used by this process (after start or re-attach)."""
+    port = int(getattr(job, "_port", 0) or 0)
+    _used.update((host, port) for host in all_hosts(job))
+
+
+def check_addresses(job: Any) -> None:
+    """ApplyFailed at once, instead of a failure ~60 s later, for a host:port used before here."""
+    port = int(getattr(job, "_port", 0) or 0)
+    reused = [host for host in all_hosts(job) if (host, port) in _used]
+    if reused:
+        raise ApplyFailed(
+            f"{reused[0]}:{port} already served an earlier job in this kernel and Monarch cannot connect to "
+            "a new worker there from the same process: restart the kernel (the job cache survives it), "
+            "or use another port (SSHJob monarch_port=…, or --port)"
+        )
+
+
 # ── preflight: one login per host ───────────────────────────────────────
-def _plain_args(job: Any) -> list[str]:
-    """ssh_args without tty requests (a probe wants clean output and no pty)."""
-    return [a for a in (getattr(job, "_ssh_args", ()) or ()) if a not in ("-t", "-tt")]
+def _probe_args(job: Any) -> list[str]:
+    """The job's ssh_args (with ``-tt``: killing an interrupted probe ends its remote side too)."""
+    return list(getattr(job, "_ssh_args", ()) or ())
 
 
 def _summary(text: str) -> str:
@@ -170,7 +194,7 @@ def preflight(job: Any, log: Path, expect_version: str | None = None,
             outputs[host] = out
             with open(out, "wb") as sink:
                 probes[host] = subprocess.Popen(
-                    ["ssh", *_plain_args(job), host, "-n", command],
+                    ["ssh", *_probe_args(job), host, "-n", command],
                     stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )

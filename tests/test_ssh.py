@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from daemons import free_port
 from harness import tagged_pids
 
@@ -237,3 +239,62 @@ def test_ssh_convenience_form_is_saved_and_recreated(sshd, start_kernel, tag, wo
     assert "applied: context 'default': SSHJob hosts×2 (2 live)" in again.text, again.text
     kernel.ok("%job kill", timeout=60)
     assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
+
+
+def test_reapply_same_port_in_one_kernel(sshd, start_kernel, tag, workdir):
+    write_jobs(workdir, sshd)
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok("%job apply jobs.ssh2", timeout=120)
+    kernel.ok("%%remote bash\necho one", timeout=120)
+    kernel.ok("%job kill", timeout=60)
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
+    # Monarch 0.7 fails ~60 s later on a host:port this process used: say so at once
+    again = kernel.execute("%job apply jobs.ssh2", timeout=150)
+    line = one_line_error(again)
+    assert again.duration < 5 and "restart the kernel" in line and "another port" in line, line
+    assert not remote_workers(tag) and not ssh_clients(tag)
+    # after a restart the same port works
+    kernel.km.restart_kernel(now=True)
+    kernel.kc.wait_for_ready(timeout=60)
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok("%job apply jobs.ssh2", timeout=120)
+    run = kernel.ok("%%remote bash\necho two", timeout=120)
+    assert run.text.count("two") == 2, run.text
+    kernel.ok("%job kill", timeout=60)
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
+
+
+@pytest.mark.parametrize("when", ["preflight", "workers"])
+def test_interrupted_apply_leaves_nothing(sshd, start_kernel, tag, workdir, tmp_path, when):
+    """Ctrl-C while the hosts are probed, or while the workers start: nothing is left anywhere."""
+    slow = tmp_path / "slow-python"
+    only = 'case "$2" in *run_worker_loop_forever*) sleep 30;; esac' if when == "workers" else "sleep 30"
+    slow.write_text(f"#!/bin/sh\n{only}\nexec {sys.executable} \"$@\"\n")
+    slow.chmod(0o755)
+    write_jobs(workdir, sshd, python=str(slow))
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    seen = {}
+
+    def interrupt_when_remote_sleeps():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            sleeping = [p for p in tagged_pids(tag)
+                        if Path(f"/proc/{p}/cmdline").exists() and b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            if len(sleeping) >= 2:
+                seen["t"] = time.monotonic()
+                kernel.interrupt()
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=interrupt_when_remote_sleeps)
+    watcher.start()
+    result = kernel.execute("%job apply jobs.ssh2", timeout=60)
+    watcher.join()
+    assert "t" in seen, "the remote side never started"
+    assert result.error is not None and result.error["ename"] == "KeyboardInterrupt", result.text
+    assert time.monotonic() - seen["t"] < 5
+    assert wait_for(lambda: not [p for p in tagged_pids(tag) if b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()]
+                    and not ssh_clients(tag), 2.5), tagged_pids(tag)
+    assert not (workdir / ".monarch/default/state.pkl").exists()
