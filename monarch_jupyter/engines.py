@@ -47,7 +47,15 @@ def prepare(job: Any) -> list[str]:
     return []
 
 
+def _is_our_slurm(job: Any) -> bool:
+    return any(cls.__module__ == "monarch_jupyter.slurm" for cls in type(job).__mro__)
+
+
 def before_start(job: Any, log: Path) -> None:
+    if _is_our_slurm(job):
+        from . import slurm
+
+        slurm.progress = progress
     if ssh.is_ssh_job(job):
         log.parent.mkdir(parents=True, exist_ok=True)
         ssh.check_addresses(job)
@@ -66,6 +74,13 @@ def after_connect(job: Any) -> None:
     running = getattr(job, "_running", None) or job
     if ssh.is_ssh_job(running):
         ssh.remember_addresses(running)
+
+
+def interrupt(job: Any) -> None:
+    """Ctrl-C during apply, on the kernel thread, before the job is killed: stop what
+    blocks the start (a pending Slurm allocation is scancel-ed at once)."""
+    if _is_our_slurm(job):
+        job.cancel()
 
 
 def explain(job: Any, error: BaseException, log: Path | None) -> str | None:

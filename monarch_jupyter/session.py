@@ -314,6 +314,7 @@ class JobSession:
             state = self.loop.call(start)
             engines.after_start(job, log)
         except KeyboardInterrupt:
+            engines.interrupt(job)  # engines: unblock the start (e.g. scancel a pending allocation)
             self.loop.call(_kill_quietly, job)
             raise
         except MonarchJupyterError:
