@@ -97,10 +97,16 @@ def _loopback_only(name: str) -> bool:
 
 
 def _is_loopback_host(host: str) -> bool:
+    """Whether ``host`` is this machine's loopback (an address, or a name resolving only there)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return host == "localhost"
+        pass
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False  # unknown here; it may be an alias in the user's ssh config
+    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
 
 
 def choose_transport(job: Any) -> str | None:

@@ -8,6 +8,7 @@ reaped like local ones. Real kernels drive %job and %%remote.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -183,6 +184,47 @@ def test_apply_failures_are_one_line_and_leave_nothing(sshd, start_kernel, tag, 
     failed = kernel.execute("%job apply unreachable.ssh2", timeout=120)
     line = one_line_error(failed)
     assert "ssh to 127.0.0.4 failed" in line and "unreachable" in line, line
+
+    skew = tmp_path / "skew"
+    skew.mkdir()
+    (skew / "sitecustomize.py").write_text(
+        "import importlib.metadata as m\n"
+        "_real = m.version\n"
+        "m.version = lambda name: '0.0.1' if name == 'torchmonarch' else _real(name)\n"
+    )
+    skewed = tmp_path / "python-skew"
+    skewed.write_text(f"#!/bin/sh\nPYTHONPATH={skew} exec {sys.executable} \"$@\"\n")
+    skewed.chmod(0o755)
+    write_jobs(workdir, sshd, python=str(skewed), name="skewed")
+    failed = kernel.execute("%job apply skewed.ssh2", timeout=120)
+    line = one_line_error(failed)
+    assert "127.0.0.2" in line and str(skewed) in line and "torchmonarch 0.0.1" in line, line
+
+    dying = tmp_path / "python-dies"
+    dying.write_text(
+        "#!/bin/sh\ncase \"$2\" in *run_worker_loop_forever*) echo 'worker boom' >&2; exit 3;; esac\n"
+        f"exec {sys.executable} \"$@\"\n"
+    )
+    dying.chmod(0o755)
+    write_jobs(workdir, sshd, python=str(dying), name="dying")
+    failed = kernel.execute("%job apply dying.ssh2", timeout=120)
+    line = one_line_error(failed)
+    assert "ssh client for 127.0.0.2 exited" in line or "ssh client for 127.0.0.3 exited" in line, line
+    assert "worker boom" in line and "worker boom" in log_named(line, workdir)
+
+    (workdir / "faraway.py").write_text(
+        "from monarch._src.job.job import SSHJob\n"
+        f"ssh2 = SSHJob(python_exe={sys.executable!r}, ssh_args=('-tt', '-F', {str(sshd.ssh_config)!r}), monarch_port={free_port()})\n"
+        "ssh2.add_mesh('hosts', ['127.0.0.2', '203.0.113.5'])\n"  # TEST-NET: never contacted
+    )
+    failed = kernel.execute("%job apply faraway.ssh2", timeout=60)
+    line = one_line_error(failed)
+    from monarch_jupyter.ssh import _loopback_only
+
+    if _loopback_only(socket.gethostname()):  # as on the CI machines: say which configure() call to add
+        assert 'monarch.config.configure(default_transport="tcp://ADDRESS:0")' in line, line
+    else:  # a routable hostname: the unreachable host is named
+        assert "203.0.113.5" in line, line
 
     # nothing of the failed applies is left; the running job and its cache are untouched
     assert sorted(remote_workers(tag)) == workers
