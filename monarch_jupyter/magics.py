@@ -8,7 +8,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
-from . import formatting
+from . import batch, formatting
 from .errors import MonarchJupyterError
 from .session import JobSession
 from .specs import parse_apply
@@ -36,6 +36,11 @@ class JobMagics(Magics):
         %job apply NAME             apply the JobTrait held by notebook variable NAME
         %job apply                  re-apply the context's saved spec
         %job kill [CONTEXT]         reap the workers and remove the state file
+        %job batch SCRIPT           run a client script detached, as Monarch's batch mode
+                                    does, in its own folder (never touches the job cache)
+        %job logs ID [--follow]     print a batch run's output (--follow: live; Ctrl-C
+                                    stops following, not the script)
+        %job kill ID                stop a batch run (its process group)
         %job reconnect              drop connections and re-attach from the cache
         %job context ls             list contexts (* marks the active one)
         %job context use NAME       switch the active context (attaches to its job)
@@ -55,7 +60,7 @@ class JobMagics(Magics):
         handler = getattr(self, f"_do_{verb}", None)
         if handler is None:
             raise UsageError(
-                f"%job: unknown subcommand {verb!r}; use status, apply, kill, reconnect or context (see %job?)"
+                f"%job: unknown subcommand {verb!r}; use status, apply, kill, batch, logs, reconnect or context (see %job?)"
             )
         try:
             handler(args, line.strip()[len(verb):].strip())
@@ -80,6 +85,9 @@ class JobMagics(Magics):
             display(JobWidget(self.session, status))
         else:
             display(formatting.StatusView(status))
+        runs = batch.runs(self.session.layout.dir / status.context) if self.session.layout.exists(status.context) else []
+        if runs:
+            print(batch.lines(runs))
 
     def _do_apply(self, _args: list[str], rest: str) -> None:
         result = self.session.apply(parse_apply(rest), namespace=self.shell.user_ns)
@@ -87,8 +95,43 @@ class JobMagics(Magics):
 
     def _do_kill(self, args: list[str], _rest: str) -> None:
         if len(args) > 1:
-            raise UsageError("%job kill takes at most one CONTEXT")
+            raise UsageError("%job kill takes at most one CONTEXT or batch ID")
+        if args and batch.is_id(args[0]):  # batch runs: see batch.py
+            run = batch.kill(self._context_dir(), args[0])
+            print(f"batch run {run.id}: {run.state}")
+            return
         print(formatting.kill_line(self.session.kill(args[0] if args else None)))
+
+    # ── batch runs (batch.py) ───────────────────────────────────────────
+    def _context_dir(self):
+        return self.session.layout.dir / self.session.context
+
+    def _do_batch(self, args: list[str], _rest: str) -> None:
+        if len(args) != 1:
+            raise UsageError("%job batch takes one SCRIPT")
+        run = batch.start(self._context_dir(), args[0], self.session.root)
+        print(f"batch run {run.id} started: {args[0]} (pid {run.pid}); "
+              f"%job logs {run.id} --follow streams {run.log.relative_to(self.session.root)}")
+
+    def _do_logs(self, args: list[str], _rest: str) -> None:
+        follow = "--follow" in args or "-f" in args
+        ids = [a for a in args if a not in ("--follow", "-f")]
+        if len(ids) != 1:
+            raise UsageError("%job logs takes one batch ID and optionally --follow")
+        if not follow:
+            run = batch.load(self._context_dir(), ids[0])
+            size = run.log.stat().st_size if run.log.exists() else 0
+            text, _ = batch.read_log(run, max(0, size - batch.TAIL_BYTES))
+            print(text, end="")
+            print(f"[batch run {run.id}: {run.state}]")
+            return
+        try:
+            for text in batch.follow(self._context_dir(), ids[0]):
+                print(text, end="", flush=True)
+        except KeyboardInterrupt:
+            print(f"\n[stopped following {ids[0]}; the script keeps running: %job kill {ids[0]} stops it]")
+            return
+        print(f"[batch run {ids[0]}: {batch.load(self._context_dir(), ids[0]).state}]")
 
     def _do_reconnect(self, args: list[str], _rest: str) -> None:
         if args:
