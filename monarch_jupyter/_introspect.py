@@ -21,8 +21,7 @@ def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | 
     """Mesh name → host count, from the ProcessJob spec or the connected meshes."""
     meshes = getattr(running_job(job) or job, "_meshes", None)
     if isinstance(meshes, dict):
-        # ProcessJob: mesh → count; SSHJob (LoginJob): mesh → list of host names
-        return {str(k): len(v) if isinstance(v, (list, tuple)) else int(v) for k, v in meshes.items()}
+        return {str(k): _host_count(v) for k, v in meshes.items()}
     sizes: dict[str, int | None] = {}
     for name, mesh in (host_meshes or {}).items():
         try:
@@ -30,6 +29,19 @@ def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | 
         except Exception:
             sizes[name] = None
     return sizes
+
+
+def _host_count(value: Any) -> int | None:
+    """ProcessJob/SlurmJob: a count; SSHJob (LoginJob): a list of host names;
+    KubernetesJob: a mesh config dict with ``num_replicas``."""
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    if isinstance(value, dict):
+        value = value.get("num_replicas")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def worker_pids(job: Any) -> dict[str, int]:
