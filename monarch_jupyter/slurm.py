@@ -161,7 +161,12 @@ class SlurmJob(_MonarchSlurmJob):
                 now = time.monotonic()
                 if progress is not None and (noted is None or now - noted >= PROGRESS_EVERY):
                     reason = info.get("state_reason") or "-"
-                    progress(f"queued as Slurm job {job_id} ({'/'.join(states).lower()}: {reason}, {int(now - start)} s)")
+                    hint = ""
+                    if reason == "Resources" and noted is not None:
+                        hint = ("; if your previous job holds the nodes: Ctrl-C (it is scancel-ed), "
+                                "%job kill, then apply again")
+                    progress(f"queued as Slurm job {job_id} ({'/'.join(states).lower()}: {reason}, "
+                             f"{int(now - start)} s){hint}")
                     noted = now
                 self._cancel.wait(POLL)
             raise RuntimeError(f"Slurm job {job_id} did not start within {timeout} s")

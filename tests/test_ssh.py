@@ -276,7 +276,10 @@ def test_ssh_convenience_form_is_saved_and_recreated(sshd, start_kernel, tag, wo
     assert saved in status.text and "2 live workers" in status.text, status.text
     kernel.ok("%job kill", timeout=60)
     assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)
-    # a bare apply re-creates it from the saved spec
+    # a bare apply in a new kernel re-creates it from the saved spec (this kernel used the port)
+    kernel.km.restart_kernel(now=True)
+    kernel.kc.wait_for_ready(timeout=60)
+    kernel.ok("%load_ext monarch_jupyter", timeout=120)
     again = kernel.ok("%job apply", timeout=120)
     assert "applied: context 'default': SSHJob hosts×2 (2 live)" in again.text, again.text
     kernel.ok("%job kill", timeout=60)
