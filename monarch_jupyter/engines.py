@@ -8,7 +8,8 @@ does not know (``ProcessJob``), so the session stays engine-agnostic:
 - :func:`after_start` — wait until the workers are really up (SSH);
 - :func:`explain` — one line for an exception from ``state()`` (incl. Monarch's
   ``PanicException``, a BaseException);
-- :func:`after_load` — fix a freshly unpickled job (SSH: its transport).
+- :func:`before_connect` — before re-attaching to a cached job (SSH: its transport);
+- :func:`after_connect` — after re-attaching (SSH: note the addresses used).
 
 Progress lines go to stdout, i.e. the apply cell.
 """
@@ -95,8 +96,10 @@ def explain(job: Any, error: BaseException, log: Path | None) -> str | None:
     return None
 
 
-def after_load(job: Any) -> None:
-    ssh.restore(job)
+def before_connect(job: Any) -> None:
+    """Before re-attaching to a cached job (not on every read of a cache: the transport is
+    process-wide)."""
+    ssh.restore(getattr(job, "_running", None) or job)
 
 
 def send_by_value(module: Any) -> None:

@@ -153,9 +153,7 @@ class JobSession:
         if not path.exists():
             return None
         _quiet.install()
-        job = cache.load_job(path)
-        engines.after_load(job)  # engines: e.g. an unpickled SSHJob's transport
-        return job
+        return cache.load_job(path)
 
     # ── attach / status ─────────────────────────────────────────────────
     @property
@@ -179,6 +177,7 @@ class JobSession:
 
     def _connect(self, job: Any) -> None:
         def connect() -> Any:
+            engines.before_connect(job)  # engines: e.g. an unpickled SSHJob's transport
             _quiet.start_client_context()
             # The cached job's status is "running": state() connects to it and
             # never applies; cached_path=None keeps Monarch off our cache file.
