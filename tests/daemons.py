@@ -128,6 +128,21 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def env_pids(key: str, value: str) -> list[int]:
+    """PIDs whose environment has ``key=value`` (slurmstepd and job steps inherit SLURM_CONF)."""
+    needle = f"{key}={value}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def _pidfile(path: Path) -> int | None:
     try:
         return int(path.read_text().split()[0])
@@ -380,7 +395,10 @@ class Slurm:
             pid = _pidfile(pidfile)
             if pid:
                 pids += descendants(pid) + [pid]
+        # slurmstepd daemonizes (no longer our descendant) and, like the job's processes,
+        # carries our SLURM_CONF: reap those too, after the daemons.
         kill_pids(pids + [p.pid for p in self.procs])
+        kill_pids(env_pids("SLURM_CONF", str(self.conf)))
         for proc in self.procs:
             try:
                 proc.wait(5)
