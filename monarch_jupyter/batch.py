@@ -50,10 +50,14 @@ class BatchRun:
     pid: int | None
     started: float
     folder: Path
-    state: str  # running / exited 0 / failed (rc N) / killed / unknown
+    state: str  # running / exited 0 / failed (rc N) / killed / unknown; Slurm: pending / running / ended
+    slurm_job_id: str | None = None
 
     @property
     def log(self) -> Path:
+        if self.slurm_job_id:  # Slurm writes the client's output next to its workers'
+            found = sorted(self.folder.glob(f"slurm_{self.slurm_job_id}_*.out"))
+            return found[0] if found else self.folder / f"slurm_{self.slurm_job_id}.out"
         return self.folder / "output.log"
 
 
@@ -65,8 +69,30 @@ def _folder(context_dir: Path) -> Path:
     return context_dir / BATCH_DIR
 
 
-def start(context_dir: Path, script: str, root: Path, hosts: tuple[str, ...] = ("hosts",)) -> BatchRun:
-    """Start ``script`` detached in its own folder; returns at once."""
+# Run in a child process whose working directory is the run folder, so that Monarch's
+# batch mode writes its BatchJob there. SlurmJob shlex-splits the client command inside
+# the allocation: give it the job's Python and the script's absolute path.
+_SUBMIT = """\
+import importlib, json, shlex, sys
+root, spec, script = sys.argv[1:4]
+sys.path.insert(0, root)
+module, _, attr = spec.rpartition(".")
+job = getattr(importlib.import_module(module), attr)
+if hasattr(job, "_log_dir"):
+    job._log_dir = "."  # Slurm's output files in the run folder, where %job logs finds them
+python = getattr(job, "_python_exe", sys.executable)
+job.apply(client_script=f"{shlex.quote(python)} {shlex.quote(script)}")
+print("MJ-SUBMITTED " + json.dumps({"slurm_job_id": getattr(job, "_slurm_job_id", None)}))
+"""
+
+
+def start(context_dir: Path, script: str, root: Path, spec: str | None = None,
+          hosts: tuple[str, ...] = ("hosts",)) -> BatchRun:
+    """Start ``script`` detached in its own folder; returns at once.
+
+    Without ``spec`` the script runs here (LocalJob); with a ``module.attr`` SlurmJob spec
+    it is submitted from the run folder, with its ``log_dir`` set there.
+    """
     path = Path(script)
     path = path if path.is_absolute() else (root / path)
     if not path.is_file():
@@ -75,6 +101,8 @@ def start(context_dir: Path, script: str, root: Path, hosts: tuple[str, ...] = (
     run_id = f"b{stamp}-{uuid.uuid4().hex[:4]}"
     folder = _folder(context_dir) / run_id
     (folder / ".monarch").mkdir(parents=True)
+    if spec is not None:
+        return _submit(folder, run_id, path, root, spec)
     from monarch._src.job.job import BatchJob  # not exported; what LocalJob's batch mode writes
     from monarch.job import LocalJob
 
@@ -90,6 +118,34 @@ def start(context_dir: Path, script: str, root: Path, hosts: tuple[str, ...] = (
     (folder / "run.json").write_text(json.dumps({"id": run_id, "script": str(path), "pid": proc.pid,
                                                  "started": started}))
     return BatchRun(run_id, str(path), proc.pid, started, folder, "running")
+
+
+def _submit(folder: Path, run_id: str, path: Path, root: Path, spec: str) -> BatchRun:
+    env = {**os.environ, "MONARCH_JUPYTER_NOTEBOOK_DIR": str(root)}
+    try:
+        done = subprocess.run([sys.executable, "-c", _SUBMIT, str(root), spec, str(path)], cwd=folder, env=env,
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise MonarchJupyterError(f"submitting {spec} did not finish in 120 s") from None
+    (folder / "submit.log").write_text(done.stdout + done.stderr)
+    found = [line for line in done.stdout.splitlines() if line.startswith("MJ-SUBMITTED ")]
+    job_id = json.loads(found[-1].split(" ", 1)[1]).get("slurm_job_id") if found else None
+    if done.returncode != 0 or not job_id:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise MonarchJupyterError(f"submitting {spec} failed: {last} (log: {os.path.relpath(folder / 'submit.log')})")
+    started = time.time()
+    (folder / "run.json").write_text(json.dumps({"id": run_id, "script": str(path), "pid": None,
+                                                 "started": started, "slurm_job_id": str(job_id)}))
+    return BatchRun(run_id, str(path), None, started, folder, "pending", str(job_id))
+
+
+def _slurm_state(job_id: str) -> str:
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    state = out.stdout.strip().lower()
+    return state if out.returncode == 0 and state else "ended"
 
 
 def _read_small(path: Path, limit: int = 65536) -> str | None:
@@ -129,6 +185,11 @@ def load(context_dir: Path, run_id: str) -> BatchRun:
     if not isinstance(data, dict):
         raise MonarchJupyterError(f"no batch run {run_id} in this context: %job lists them")
     pid = data.get("pid") if isinstance(data.get("pid"), int) else None
+    slurm_id = str(data["slurm_job_id"]) if data.get("slurm_job_id") else None
+    if slurm_id:
+        state = "killed" if (folder / "killed").exists() else _slurm_state(slurm_id)
+        return BatchRun(run_id, str(data.get("script")), None, float(data.get("started") or 0), folder, state,
+                        slurm_id)
     if (folder / "killed").exists():
         state = "killed"
     elif _ours(pid, folder):
@@ -157,6 +218,12 @@ def runs(context_dir: Path) -> list[BatchRun]:
 def kill(context_dir: Path, run_id: str, grace: float = 1.0) -> BatchRun:
     """Stop a batch run's process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
     run = load(context_dir, run_id)
+    if run.slurm_job_id:
+        if run.state not in ("ended", "killed"):
+            (run.folder / "killed").write_text(str(time.time()))
+            subprocess.run(["scancel", run.slurm_job_id], capture_output=True, text=True, timeout=20)
+            run.state = "killed"
+        return run
     if run.state != "running":
         return run
     (run.folder / "killed").write_text(str(time.time()))
@@ -200,7 +267,7 @@ def follow(context_dir: Path, run_id: str, poll: float = 0.1) -> Iterator[str]:
         if text:
             yield text
             continue
-        if load(context_dir, run_id).state != "running":
+        if load(context_dir, run_id).state not in ("running", "pending", "configuring", "completing"):
             text, offset = read_log(run, offset)
             if text:
                 yield text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from IPython.core.error import UsageError
@@ -36,8 +37,10 @@ class JobMagics(Magics):
         %job apply NAME             apply the JobTrait held by notebook variable NAME
         %job apply                  re-apply the context's saved spec
         %job kill [CONTEXT]         reap the workers and remove the state file
-        %job batch SCRIPT           run a client script detached, as Monarch's batch mode
-                                    does, in its own folder (never touches the job cache)
+        %job batch SCRIPT [module.attr]
+                                    run a client script detached, as Monarch's batch mode
+                                    does, in its own folder (never touches the job cache);
+                                    with a SlurmJob spec, inside a Slurm allocation
         %job logs ID [--follow]     print a batch run's output (--follow: live; Ctrl-C
                                     stops following, not the script)
         %job kill ID                stop a batch run (its process group)
@@ -107,11 +110,12 @@ class JobMagics(Magics):
         return self.session.layout.dir / self.session.context
 
     def _do_batch(self, args: list[str], _rest: str) -> None:
-        if len(args) != 1:
-            raise UsageError("%job batch takes one SCRIPT")
-        run = batch.start(self._context_dir(), args[0], self.session.root)
-        print(f"batch run {run.id} started: {args[0]} (pid {run.pid}); "
-              f"%job logs {run.id} --follow streams {run.log.relative_to(self.session.root)}")
+        if len(args) not in (1, 2):
+            raise UsageError("%job batch takes one SCRIPT and optionally a module.attr SlurmJob spec")
+        run = batch.start(self._context_dir(), args[0], self.session.root, args[1] if len(args) == 2 else None)
+        where = f"Slurm job {run.slurm_job_id}" if run.slurm_job_id else f"pid {run.pid}"
+        print(f"batch run {run.id} started: {args[0]} ({where}); "
+              f"%job logs {run.id} --follow streams {os.path.relpath(run.log, self.session.root)}")
 
     def _do_logs(self, args: list[str], _rest: str) -> None:
         follow = "--follow" in args or "-f" in args

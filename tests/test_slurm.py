@@ -87,3 +87,50 @@ def test_interrupted_pending_apply_leaves_empty_queue(slurm, start_kernel, tag, 
     assert ids == [blocker_id], slurm.queue()
     assert not (workdir / ".monarch/default/state.pkl").exists()
     assert not worker_pids(tag)
+
+
+CLIENT = """\
+import os, sys, time
+from monarch.job import job_load
+job = job_load(".monarch/job_state.pkl")  # the BatchJob Monarch wrote for this allocation
+state = job.state(cached_path=None)
+print("client in", os.environ.get("SLURM_JOB_ID"), "meshes", sorted(state._hosts), flush=True)
+for i in range(int(os.environ.get("STEPS", "3"))):
+    print("step", i, flush=True)
+    time.sleep(0.3)
+"""
+
+
+def test_slurm_batch_script(slurm, start_kernel, tag, workdir):
+    write_jobs(workdir, free_port())
+    (workdir / "client.py").write_text(CLIENT)
+    kernel = start_kernel(env=slurm.env)
+    kernel.ok("%load_ext monarch_jupyter")
+    started = kernel.ok("%job batch client.py sjobs.one", timeout=120)
+    match = re.search(r"batch run (\S+) started: client.py \(Slurm job (\d+)\)", started.text)
+    assert match, started.text
+    run_id, job_id = match.groups()
+    assert not (workdir / ".monarch/job_state.pkl").exists()  # the context's cache was not touched
+    followed = kernel.ok(f"%job logs {run_id} --follow", timeout=180)
+    assert f"client in {job_id} meshes ['hosts']" in followed.text, followed.text + "".join(
+        p.read_text() for p in (workdir / ".monarch/default/batch" / run_id).glob("*.err"))
+    assert "step 2" in followed.text and "ended" in followed.text, followed.text
+    deadline = time.monotonic() + 15
+    while slurm.queue() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert slurm.queue() == []
+
+    # a long one is stopped by %job kill ID: scancel, the queue empties
+    kernel.ok("import os; os.environ['STEPS'] = '600'")
+    long = kernel.ok("%job batch client.py sjobs.one", timeout=120)
+    long_id = re.search(r"batch run (\S+) started", long.text).group(1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "step 1" not in kernel.ok(f"%job logs {long_id}").text:
+        time.sleep(0.5)
+    assert "running" in kernel.ok("%job").text
+    killed = kernel.ok(f"%job kill {long_id}", timeout=60)
+    assert f"batch run {long_id}: killed" in killed.text, killed.text
+    deadline = time.monotonic() + 15
+    while slurm.queue() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert slurm.queue() == []
