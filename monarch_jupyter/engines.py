@@ -103,12 +103,30 @@ def before_connect(job: Any) -> None:
 
 
 def send_by_value(module: Any) -> None:
-    """Pickle ``module``'s code by value, so workers need only torchmonarch.
+    """Pickle ``module``'s code by value, and that of every module of ours it uses, so
+    workers need only torchmonarch.
 
     Monarch pickles actor classes with cloudpickle, by reference when their module is
-    importable here; a worker without monarch_jupyter could not import it. The module
-    must import nothing but the standard library and monarch.
+    importable here; a worker without monarch_jupyter could not import it. These modules
+    must import nothing but the standard library, monarch and each other.
     """
+    import sys
+    import types
+
     import cloudpickle
 
-    cloudpickle.register_pickle_by_value(module)
+    package = __name__.split(".")[0] + "."
+    todo, seen = [module], set()
+    while todo:
+        current = todo.pop()
+        if current.__name__ in seen:
+            continue
+        seen.add(current.__name__)
+        cloudpickle.register_pickle_by_value(current)
+        for value in vars(current).values():
+            if isinstance(value, types.ModuleType):
+                name = value.__name__
+            else:
+                name = getattr(value, "__module__", None) or ""
+            if name.startswith(package) and name not in seen and name in sys.modules:
+                todo.append(sys.modules[name])
