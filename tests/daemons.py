@@ -345,8 +345,9 @@ class Slurm:
         self.procs: list[subprocess.Popen] = []
 
     def _client(self, *argv: str, timeout: float = 20) -> subprocess.CompletedProcess:
+        # cwd: sbatch --wrap writes slurm-N.out there
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **self.env})
+                              env={**os.environ, **self.env}, cwd=self.folder)
 
     def start(self, timeout: float = 30.0) -> "Slurm":
         env = {**os.environ, **self.env}
