@@ -179,7 +179,9 @@ BAD_INPUTS = [
     ("%job kill nosuch", "no context 'nosuch'"),
     ("%job status ../x", "invalid context name"),
     ("%job context frob", "unknown action 'frob'"),
-    ("%job context use", "takes one NAME"),
+    ("%job context use", "%job context use: the following arguments are required: NAME (usage: %job context use NAME)"),
+    ("%job status a b", "%job status: unrecognized arguments: b"),
+    ("%job reconnect now", "%job reconnect: unrecognized arguments: now"),
     ("%job apply", "has no saved spec"),
 ]
 
