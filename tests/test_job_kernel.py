@@ -277,6 +277,7 @@ def test_unsafe_cache_is_refused(start_kernel, workdir):
 def test_help_and_contexts(kernel, workdir):
     text = kernel.ok("print(get_ipython().find_line_magic('job').__doc__)").text
     assert "%job apply --local MESH=N" in text and "%job context rm NAME" in text
+    assert kernel.ok("%job kill -h").text.startswith("usage: %job kill [-h] [CONTEXT]")
     kernel.ok("%job context create exp2")
     assert "context 'exp2' already exists" in kernel.ok("%job context create exp2").text
     kernel.ok("%job context use exp2")
@@ -312,3 +313,71 @@ def test_variable_spec_reconnect_and_cd(kernel, tag, workdir):
     kernel.ok(f"%cd {workdir}")
     assert status_of(kernel)[1] == apply_id
     kernel.ok("%job kill")
+
+
+THREAD_WRITES_DURING_APPLY = """
+import os, sys, threading, time
+_stop = threading.Event()
+_count = [0]
+def _writer():
+    while not _stop.is_set():
+        n = _count[0]
+        os.write(1, b"tick %d\\n" % n)  # at the fd, as C code or a child process writes
+        print(f"print {n}", file=sys.stderr, flush=True)  # through ipykernel's stream
+        _count[0] = n + 1
+        time.sleep(0.002)
+_t = threading.Thread(target=_writer)
+_t.start()
+try:
+    get_ipython().run_line_magic("job", "apply --local hosts=1")
+finally:
+    _stop.set()
+    _t.join()
+print("WROTE", _count[0])
+"""
+
+
+def fd_capturing_kernel(start_kernel, monkeypatch, **kwargs):
+    """A kernel that forwards fds 1/2 into cells, as under Jupyter (ipykernel turns
+    that off when it sees PYTEST_CURRENT_TEST in its environment)."""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    kernel = start_kernel(**kwargs)
+    kernel.ok("%load_ext monarch_jupyter")
+    return kernel
+
+
+def test_other_threads_output_during_apply_is_kept(start_kernel, monkeypatch):
+    """The first apply creates Monarch's client context (whose banner is dropped):
+    everything another thread writes meanwhile still reaches the cell."""
+    kernel = fd_capturing_kernel(start_kernel, monkeypatch)
+    result = kernel.ok(THREAD_WRITES_DURING_APPLY)
+    assert_quiet(result)
+    out, err = result.stream("stdout"), result.stream("stderr")
+    written = int(re.search(r"WROTE (\d+)", out).group(1))
+    assert written > 10, out
+    missing = [n for n in range(written) if f"tick {n}\n" not in out]
+    assert missing == [], f"{len(missing)} of {written} fd writes lost, first {missing[:5]}"
+    missing = [n for n in range(written) if f"print {n}\n" not in err]
+    assert missing == [], f"{len(missing)} of {written} prints lost"
+    kernel.ok("%job kill")
+
+
+def test_failing_apply_shows_the_real_error(start_kernel, workdir, monkeypatch):
+    """What a failing start writes to stderr (a scheduler CLI's message, Monarch's
+    own start-up errors) reaches the cell, and the error line names the failure."""
+    (workdir / "failing.py").write_text(
+        "import subprocess, sys\n"
+        "from monarch.job import ProcessJob\n"
+        "class Failing(ProcessJob):\n"
+        "    def _create(self, client_script):\n"
+        "        subprocess.run(['sh', '-c', 'echo \"sbatch: error: invalid partition gpu\" >&2'])\n"
+        "        raise RuntimeError('sbatch exited with 1')\n"
+        "job = Failing({'hosts': 1})\n"
+    )
+    kernel = fd_capturing_kernel(start_kernel, monkeypatch)
+    result = kernel.execute("%job apply failing.job")
+    lines = [line for line in result.text.splitlines() if line.strip()]
+    assert "Traceback" not in result.text and "Monarch internal logs" not in result.text
+    assert lines[0] == "sbatch: error: invalid partition gpu", result.text
+    assert lines[1].startswith("UsageError: %job apply: applying failing.job failed: RuntimeError: sbatch exited with 1;")
+    assert lines[1].endswith("left as they were") and len(lines) == 2, result.text
