@@ -25,7 +25,7 @@ import select
 import sys
 import threading
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 from . import _faults
 
@@ -65,9 +65,7 @@ def install() -> None:
     for name, level in _CHATTY_LOGGERS.items():
         logging.getLogger(name).addFilter(_AtLeast(level))
     logging.getLogger("monarch._src.actor.telemetry").addFilter(_DropGetInLoop())
-    warnings.filterwarnings(
-        "ignore", message=r"Future\.get\(\) was called from within an active event loop"
-    )
+    warnings.filterwarnings("ignore", message=r"Future\.get\(\) was called from within an active event loop")
 
 
 #: Starts of the lines Monarch writes to fd 1/2 that a notebook should not show.

@@ -8,7 +8,8 @@ call attaches again from the cache. Pure bookkeeping: no Monarch, no files.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 
 class Attachment:

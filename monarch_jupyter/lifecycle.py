@@ -15,8 +15,9 @@ a plain ``lambda fn, *a: fn(*a)`` in unit tests).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import _introspect, _quiet
 from .errors import MonarchJupyterError

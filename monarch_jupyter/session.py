@@ -19,9 +19,10 @@ folder's ``.monarch/``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from . import _introspect, lifecycle
 from ._loop import EventLoopThread, shared_loop
@@ -34,8 +35,8 @@ from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus, MeshS
 from .store import JobStore
 
 __all__ = [
-    "NO_JOB",
     "NOT_RUNNING",
+    "NO_JOB",
     "RUNNING",
     "WORKERS_DEAD",
     "ApplyResult",
@@ -167,7 +168,9 @@ class JobSession:
         name = self.context
         store = self.store
         attachment = self._check_attachment()
-        old = attachment.job if attachment.connected else store.load()  # CacheError: one line, nothing touched
+        old = (
+            attachment.job if attachment.connected else store.load()
+        )  # CacheError: one line, nothing touched
         if lifecycle.reusable(old, job):
             if not attachment.connected:
                 self._remember(old, self.loop.call(lifecycle.connect, old))
@@ -188,7 +191,9 @@ class JobSession:
                 "it may still be running"
             )
         if saved_path is None:
-            notes.append("this spec lives only in this kernel; the CLI and a bare %job apply cannot re-create it")
+            notes.append(
+                "this spec lives only in this kernel; the CLI and a bare %job apply cannot re-create it"
+            )
         return ApplyResult(
             self.status(),
             changed=True,
@@ -274,7 +279,9 @@ class JobSession:
         status = self.attach()
         if not status.attached:
             if status.state == NO_JOB:
-                raise NoJobError(f"no job in context '{status.context}': run %job apply --local hosts=2 first")
+                raise NoJobError(
+                    f"no job in context '{status.context}': run %job apply --local hosts=2 first"
+                )
             raise NoJobError(
                 f"the job in context '{status.context}' is {status.state}: "
                 "run %job apply to start it again (or %job kill to clear it)"

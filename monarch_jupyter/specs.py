@@ -137,9 +137,7 @@ def parse_apply(line: str) -> Spec | None:
         return ModuleSpec(first)
     if _IDENT.match(first):
         return VariableSpec(first)
-    raise SpecError(
-        f"{first!r} is not a spec: give --local MESH=N, module.attr or a variable name"
-    )
+    raise SpecError(f"{first!r} is not a spec: give --local MESH=N, module.attr or a variable name")
 
 
 def spec_from_saved(text: str) -> Spec:
@@ -147,7 +145,7 @@ def spec_from_saved(text: str) -> Spec:
     prefix = LOCAL_JOBS_MODULE + "."
     if text.startswith(prefix):
         try:
-            return LocalSpec(tuple(parse_local_attr(text[len(prefix):]).items()))
+            return LocalSpec(tuple(parse_local_attr(text[len(prefix) :]).items()))
         except AttributeError:
             pass
     if not _DOTTED.match(text):

@@ -12,9 +12,10 @@ import datetime as _dt
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import _introspect
 from .contexts import Layout
@@ -133,6 +134,4 @@ class StatusBoard:
             try:
                 listener(status)
             except Exception as error:  # a view's bug: say so once, keep the others informed
-                _log.warning(
-                    "monarch_jupyter: a status view failed: %s: %s", type(error).__name__, error
-                )
+                _log.warning("monarch_jupyter: a status view failed: %s: %s", type(error).__name__, error)

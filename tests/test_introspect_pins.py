@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-import os
 from importlib.metadata import version
 
 import pytest
@@ -24,8 +23,7 @@ MONARCH = f"torchmonarch {version('torchmonarch')}"
 def pin(obj, field, reader):
     where = obj if isinstance(obj, type) else type(obj)
     assert hasattr(obj, field), (
-        f"{MONARCH}: {where.__module__}.{where.__qualname__} has no '{field}' any more; "
-        f"update {reader}"
+        f"{MONARCH}: {where.__module__}.{where.__qualname__} has no '{field}' any more; update {reader}"
     )
 
 
@@ -41,7 +39,9 @@ def test_process_job_fields():
     assert isinstance(inspect.getattr_static(JobTrait, "_running"), property), (
         f"{MONARCH}: JobTrait._running is no longer a property; update _introspect.running_job"
     )
-    assert _introspect.declared_meshes(job) == {"trainers": 2, "loaders": 1}, "ProcessJob._meshes changed shape"
+    assert _introspect.declared_meshes(job) == {"trainers": 2, "loaders": 1}, (
+        "ProcessJob._meshes changed shape"
+    )
     assert _introspect.worker_env(job) == {"A": "1"}, "ProcessJob._env changed shape"
     assert _introspect.running_job(job) is None and not _introspect.is_alive(job)
     assert isinstance(job._host_to_pid, dict), "ProcessJob._host_to_pid is no longer a dict"
@@ -75,7 +75,9 @@ def test_a_real_process_job_through_introspect(tag, monkeypatch):
     try:
         state = job.state(cached_path=None)
         pids = _introspect.worker_pids(job)
-        assert sorted(pids) == ["hosts_0", "hosts_1"], f"{MONARCH}: ProcessJob._host_to_pid keys changed: {pids}"
+        assert sorted(pids) == ["hosts_0", "hosts_1"], (
+            f"{MONARCH}: ProcessJob._host_to_pid keys changed: {pids}"
+        )
         assert all(_introspect.pid_alive(pid) for pid in pids.values())
         assert _introspect.running_job(job) is job and _introspect.is_alive(job)
         assert list(_introspect.host_meshes(state)) == ["hosts"]
@@ -88,7 +90,7 @@ def test_a_real_process_job_through_introspect(tag, monkeypatch):
     assert not _introspect.is_alive(job)
 
 
-@pytest.mark.parametrize("name", sorted(_quiet._CHATTY_LOGGERS) + ["monarch._src.actor.telemetry"])
+@pytest.mark.parametrize("name", [*sorted(_quiet._CHATTY_LOGGERS), "monarch._src.actor.telemetry"])
 def test_private_loggers_exist(name):
     module = importlib.import_module(name)
     logger = getattr(module, "logger", None)
@@ -102,10 +104,12 @@ def test_get_in_loop_message_and_logger():
     from monarch._src.actor import future, telemetry
 
     source = inspect.getsource(future)
-    assert _quiet._GET_IN_LOOP in source, f"{MONARCH}: the Future.get() in-loop log text changed; update _quiet"
-    assert future._GET_ON_LOOP_WARNING.startswith("Future.get() was called from within an active event loop"), (
-        f"{MONARCH}: the Future.get() in-loop warning changed; update _quiet.install's warnings filter"
+    assert _quiet._GET_IN_LOOP in source, (
+        f"{MONARCH}: the Future.get() in-loop log text changed; update _quiet"
     )
+    assert future._GET_ON_LOOP_WARNING.startswith(
+        "Future.get() was called from within an active event loop"
+    ), f"{MONARCH}: the Future.get() in-loop warning changed; update _quiet.install's warnings filter"
     seen = []
 
     class Keep(logging.Handler):

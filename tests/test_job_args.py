@@ -17,7 +17,10 @@ from monarch_jupyter.job_args import ArgumentsError, HelpRequested, JobCommand, 
         ("context use exp", JobCommand("context use", name="exp")),
         ("context rm 'my ctx'", JobCommand("context rm", name="my ctx")),
         # the spec is kept as typed, for specs.parse_apply
-        ("apply  --local trainers=4, loaders=1 ", JobCommand("apply", spec_text="--local trainers=4, loaders=1")),
+        (
+            "apply  --local trainers=4, loaders=1 ",
+            JobCommand("apply", spec_text="--local trainers=4, loaders=1"),
+        ),
         ("apply", JobCommand("apply")),
     ],
 )
@@ -28,14 +31,20 @@ def test_parse(line, command):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ("bogus", "%job: unknown subcommand 'bogus'; use status, apply, kill, reconnect or context (see %job?)"),
+        (
+            "bogus",
+            "%job: unknown subcommand 'bogus'; use status, apply, kill, reconnect or context (see %job?)",
+        ),
         ("status a b", "%job status: unrecognized arguments: b (usage: %job status [CONTEXT])"),
         ("reconnect now", "%job reconnect: unrecognized arguments: now (usage: %job reconnect)"),
         ("context frob", "%job context: unknown action 'frob'; use ls, use, create or rm"),
-        ("context use", "%job context use: the following arguments are required: NAME (usage: %job context use NAME)"),
+        (
+            "context use",
+            "%job context use: the following arguments are required: NAME (usage: %job context use NAME)",
+        ),
         ("context ls x", "%job context ls: unrecognized arguments: x (usage: %job context ls)"),
         ("kill --force", "%job kill: unrecognized arguments: --force (usage: %job kill [CONTEXT])"),
-        ("status 'x", "%job: No closing quotation in \"status 'x\""),
+        ("status 'x", '%job: No closing quotation in "status \'x"'),
     ],
 )
 def test_bad_lines_are_one_line_with_usage(line, message):

@@ -40,7 +40,7 @@ def usage_error(result) -> str:
     """The single UsageError line a bad %job produces (never a traceback)."""
     text = result.text
     assert "Traceback" not in text, text
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("UsageError: "), text
     return lines[0]
 
@@ -66,7 +66,7 @@ def test_apply_status_kill(kernel, tag, workdir):
     status = kernel.ok("%job")
     assert "running" in status.text and apply_id in status.text
     assert "hosts: 2 hosts, 2 live workers" in status.text
-    html = [o for o in status.outputs if o.msg_type == "display_data"][0].content["data"]["text/html"]
+    html = next(o for o in status.outputs if o.msg_type == "display_data").content["data"]["text/html"]
     assert "running" in html and "<table>" in html
 
     again = kernel.ok("%job apply --local hosts=2")
@@ -179,7 +179,10 @@ BAD_INPUTS = [
     ("%job kill nosuch", "no context 'nosuch'"),
     ("%job status ../x", "invalid context name"),
     ("%job context frob", "unknown action 'frob'"),
-    ("%job context use", "%job context use: the following arguments are required: NAME (usage: %job context use NAME)"),
+    (
+        "%job context use",
+        "%job context use: the following arguments are required: NAME (usage: %job context use NAME)",
+    ),
     ("%job status a b", "%job status: unrecognized arguments: b"),
     ("%job reconnect now", "%job reconnect: unrecognized arguments: now"),
     ("%job apply", "has no saved spec"),
@@ -207,7 +210,9 @@ def test_failed_apply_leaves_previous_job_and_cache(kernel, tag, workdir):
     before = cache.read_bytes()
     line = usage_error(kernel.execute("%job apply broken.job"))
     assert "scheduler said no" in line and "left as they were" in line
-    assert usage_error(kernel.execute("%job apply broken.notajob")).endswith("is a int, not a Monarch JobTrait")
+    assert usage_error(kernel.execute("%job apply broken.notajob")).endswith(
+        "is a int, not a Monarch JobTrait"
+    )
     assert cache.read_bytes() == before
     assert status_of(kernel) == ("running", apply_id, pids)
     assert (workdir / ".monarch/default/spec").read_text() == "monarch_jupyter.local_jobs.hosts_2"
@@ -263,9 +268,7 @@ def test_unsafe_cache_is_refused(start_kernel, workdir):
     state = workdir / ".monarch/default/state.pkl"
     state.parent.mkdir(parents=True)
     (workdir / ".monarch/job_state.pkl").symlink_to("default/state.pkl")
-    state.write_bytes(
-        b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR."
-    )
+    state.write_bytes(b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
     state.chmod(0o666)
     kernel = start_kernel()
     loaded = kernel.ok("%load_ext monarch_jupyter")
@@ -291,7 +294,9 @@ def test_help_and_contexts(kernel, workdir):
 
 def test_load_ext_is_cheap_and_silent_without_a_job(start_kernel):
     kernel = start_kernel()
-    loaded = kernel.ok("%load_ext monarch_jupyter\nimport sys\nprint('MONARCH_LOADED', 'monarch' in sys.modules)")
+    loaded = kernel.ok(
+        "%load_ext monarch_jupyter\nimport sys\nprint('MONARCH_LOADED', 'monarch' in sys.modules)"
+    )
     assert "no job in context 'default' yet" in loaded.text
     assert_quiet(loaded)
 
@@ -299,7 +304,9 @@ def test_load_ext_is_cheap_and_silent_without_a_job(start_kernel):
 def test_variable_spec_reconnect_and_cd(kernel, tag, workdir):
     other = workdir / "elsewhere"
     other.mkdir()
-    applied = kernel.ok("from monarch.job import ProcessJob\nmyjob = ProcessJob({'hosts': 1})\n%job apply myjob")
+    applied = kernel.ok(
+        "from monarch.job import ProcessJob\nmyjob = ProcessJob({'hosts': 1})\n%job apply myjob"
+    )
     assert "applied: context 'default': ProcessJob hosts×1 (1 live)" in applied.text
     # a plain ProcessJob variable is saved as an importable spec, so the CLI can re-apply it
     assert (workdir / ".monarch/default/spec").read_text() == "monarch_jupyter.local_jobs.hosts_1"
@@ -379,5 +386,7 @@ def test_failing_apply_shows_the_real_error(start_kernel, workdir, monkeypatch):
     lines = [line for line in result.text.splitlines() if line.strip()]
     assert "Traceback" not in result.text and "Monarch internal logs" not in result.text
     assert lines[0] == "sbatch: error: invalid partition gpu", result.text
-    assert lines[1].startswith("UsageError: %job apply: applying failing.job failed: RuntimeError: sbatch exited with 1;")
+    assert lines[1].startswith(
+        "UsageError: %job apply: applying failing.job failed: RuntimeError: sbatch exited with 1;"
+    )
     assert lines[1].endswith("left as they were") and len(lines) == 2, result.text

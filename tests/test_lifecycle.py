@@ -11,7 +11,9 @@ from monarch_jupyter.errors import MonarchJupyterError
 class FakeJob:
     """Duck-types what lifecycle and _introspect use of a JobTrait; logs every step."""
 
-    def __init__(self, name, log, *, running=False, alive=True, meshes=(("hosts", 2),), fail=None, kill_fails=None):
+    def __init__(
+        self, name, log, *, running=False, alive=True, meshes=(("hosts", 2),), fail=None, kill_fails=None
+    ):
         self.name, self.log, self.alive, self.meshes = name, log, alive, meshes
         self.fail, self.kill_fails = fail, kill_fails
         self._running = self if running else None
@@ -84,7 +86,9 @@ def test_failed_start_leaves_the_old_job_and_records_nothing(error):
 def test_failed_cleanup_of_a_failed_start_is_said():
     log = []
     new = FakeJob("new", log, fail=RuntimeError("no"), kill_fails=OSError("scancel missing"))
-    with pytest.raises(MonarchJupyterError, match="reaping what it started also failed: OSError: scancel missing"):
+    with pytest.raises(
+        MonarchJupyterError, match="reaping what it started also failed: OSError: scancel missing"
+    ):
         run(new, None, log)
 
 

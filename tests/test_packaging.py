@@ -13,13 +13,17 @@ def jupyter(*args: str) -> str:
 
 
 def test_labextension_is_prebuilt_and_enabled():
-    lines = [l for l in jupyter("labextension", "list").splitlines() if "monarch_jupyter" in l]
+    lines = [line for line in jupyter("labextension", "list").splitlines() if "monarch_jupyter" in line]
     assert lines, "monarch_jupyter is not among the installed labextensions"
     assert "enabled" in lines[0] and "OK" in lines[0], lines[0]
 
 
 def test_server_extension_is_enabled():
-    lines = [l for l in jupyter("server", "extension", "list").splitlines() if "monarch_jupyter._server" in l]
+    lines = [
+        line
+        for line in jupyter("server", "extension", "list").splitlines()
+        if "monarch_jupyter._server" in line
+    ]
     assert lines and "enabled" in lines[0], lines
 
 

@@ -23,10 +23,20 @@ def test_describe_reads_condition_and_cache(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_bytes(b"x")
     status = describe("default", Job(), None, state_path=path, root=tmp_path, spec="mod.job")
-    assert (status.state, status.job_class, status.apply_id, status.spec) == (RUNNING, "Job", "abc", "mod.job")
+    assert (status.state, status.job_class, status.apply_id, status.spec) == (
+        RUNNING,
+        "Job",
+        "abc",
+        "mod.job",
+    )
     assert status.cache_path == ".monarch/default/state.pkl" and status.applied_at and not status.attached
-    assert describe("d", Job(alive=False), None, state_path=path, root=tmp_path, spec=None).state == WORKERS_DEAD
-    assert describe("d", Job(running=False), None, state_path=path, root=tmp_path, spec=None).state == NOT_RUNNING
+    assert (
+        describe("d", Job(alive=False), None, state_path=path, root=tmp_path, spec=None).state == WORKERS_DEAD
+    )
+    assert (
+        describe("d", Job(running=False), None, state_path=path, root=tmp_path, spec=None).state
+        == NOT_RUNNING
+    )
     none = describe("d", None, None, state_path=tmp_path / "missing", root=tmp_path, spec="s")
     assert (none.state, none.spec, none.cache_path) == (NO_JOB, "s", None)
 
@@ -46,7 +56,9 @@ def test_a_broken_view_is_reported_once_and_others_still_hear(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="monarch_jupyter.status"):
         board.publish(layout, status)
     assert heard == [status]
-    assert [r.getMessage() for r in caplog.records] == ["monarch_jupyter: a status view failed: KeyError: 'widget gone'"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "monarch_jupyter: a status view failed: KeyError: 'widget gone'"
+    ]
     assert (tmp_path / ".monarch/default/status.json").exists()
     unsubscribe()
     board.publish(layout, status)
