@@ -89,11 +89,17 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class _Forwarder(threading.Thread):
-    """Copies one pipe to ``out_fd`` line by line, dropping chatter, until EOF."""
+    """Copies one pipe to ``out_fd`` line by line, dropping chatter, until EOF.
+
+    ``drained`` is set once ``closing`` is set and the pipe has been read empty
+    (or at EOF): what was written in the window has been passed on.
+    """
 
     def __init__(self, read_fd: int, out_fd: int) -> None:
         super().__init__(name="monarch-jupyter-quiet", daemon=True)
         self.read_fd, self.out_fd = read_fd, out_fd
+        self.closing = threading.Event()
+        self.drained = threading.Event()
 
     def run(self) -> None:
         pending = b""
@@ -104,6 +110,8 @@ class _Forwarder(threading.Thread):
                     if pending and not _could_become_chatter(pending):
                         _write_all(self.out_fd, pending)
                         pending = b""
+                    if self.closing.is_set():
+                        self.drained.set()  # a child still holds the pipe: keep forwarding it
                     continue
                 data = os.read(self.read_fd, 65536)
                 if not data:
@@ -115,6 +123,7 @@ class _Forwarder(threading.Thread):
             if pending and not is_chatter(pending):
                 _write_all(self.out_fd, pending)
         finally:
+            self.drained.set()
             os.close(self.read_fd)
             os.close(self.out_fd)
 
@@ -129,8 +138,9 @@ def quietly() -> Iterator[None]:
 
     Each fd is pointed at a pipe; a forwarder thread re-emits every line that is
     not :data:`CHATTER` to the original fd. On exit the fds are restored and the
-    pipes drained; a child process that inherited a pipe keeps its forwarder
-    alive until it closes it, so its output is not lost either. One window at a
+    pipes drained; a child process that inherited a pipe (SSHJob's ssh client
+    does) keeps its forwarder alive until it closes it, so its output is not
+    lost either, and the exit waits at most ~0.1 s for it. One window at a
     time; a nested call joins the open one.
     """
     global _depth
@@ -156,11 +166,12 @@ def quietly() -> Iterator[None]:
             _depth = 0
             sys.stdout.flush()
             sys.stderr.flush()
-            for fd, saved, _ in opened:
+            for fd, saved, forwarder in opened:
                 os.dup2(saved, fd)
                 os.close(saved)
+                forwarder.closing.set()
             for _, _, forwarder in opened:
-                forwarder.join(timeout=1.0)
+                forwarder.drained.wait(timeout=1.0)
 
 
 _context_ready = False

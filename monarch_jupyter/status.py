@@ -113,6 +113,10 @@ class StatusBoard:
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
 
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        return tuple(self._listeners)
+
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(status)`` on every publish; returns an unsubscribe function."""
         self._listeners.append(listener)

@@ -43,3 +43,24 @@ def test_client_context_banner_is_dropped():
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ready\n"
     assert "Monarch internal logs" not in done.stderr
+
+
+CHILD_KEEPS_PIPE = r"""
+import subprocess, sys, time
+from monarch_jupyter import _quiet
+
+with _quiet.quietly():
+    child = subprocess.Popen(["sh", "-c", "sleep 0.5; echo child after the window"])
+    started = time.monotonic()
+print("window closed in %.2f s" % (time.monotonic() - started), flush=True)
+child.wait()
+time.sleep(0.3)
+"""
+
+
+def test_a_child_holding_the_pipe_does_not_hold_the_window_and_is_still_heard():
+    done = run(CHILD_KEEPS_PIPE)
+    assert done.returncode == 0, done.stderr
+    closed = float(done.stdout.split("window closed in ")[1].split()[0])
+    assert closed < 0.4, done.stdout  # not the child's 0.5 s
+    assert "child after the window" in done.stdout
