@@ -110,6 +110,8 @@ def parse(line: str) -> JobCommand:
     except ValueError as error:
         raise ArgumentsError(f"%job: {error} in {line.strip()!r}") from None
     verb = words[0] if words else "status"
+    if verb in ("-h", "--help"):
+        raise HelpRequested(help_text())
     if verb not in VERBS:
         raise ArgumentsError(f"%job: unknown subcommand {verb!r}; use {_choices(VERBS)} (see %job?)")
     if verb == "apply":

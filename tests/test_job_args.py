@@ -64,6 +64,9 @@ def test_help_comes_from_the_parsers():
     ):
         assert synopsis in text
     with pytest.raises(HelpRequested) as info:
+        parse("--help")
+    assert info.value.text == text
+    with pytest.raises(HelpRequested) as info:
         parse("kill -h")
     assert info.value.text.startswith("usage: %job kill [-h] [CONTEXT]")
     with pytest.raises(HelpRequested) as info:
