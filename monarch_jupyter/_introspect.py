@@ -32,6 +32,19 @@ def declared_meshes(job: Any) -> dict[str, int] | None:
     return dict(meshes) if isinstance(meshes, dict) else None
 
 
+def _declared_count(value: Any) -> int | None:
+    """A ``_meshes`` value as a host count. ProcessJob/SlurmJob: a count; SSHJob
+    (LoginJob): a list of host names; KubernetesJob: a config dict with ``num_replicas``."""
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    if isinstance(value, dict):
+        value = value.get("num_replicas")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def worker_env(job: Any) -> dict[str, str] | None:
     """Extra worker environment a ProcessJob was built with (``_env``), else None."""
     return getattr(job, "_env", None) or None
@@ -41,7 +54,7 @@ def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | 
     """Mesh name → host count, from the ProcessJob spec or the connected meshes."""
     meshes = declared_meshes(running_job(job) or job)
     if meshes is not None:
-        return {str(k): int(v) for k, v in meshes.items()}
+        return {str(k): _declared_count(v) for k, v in meshes.items()}
     return {name: _host_count(mesh) for name, mesh in (host_meshes or {}).items()}
 
 
@@ -53,11 +66,19 @@ def _host_count(mesh: Any) -> int | None:
 
 
 def worker_pids(job: Any) -> dict[str, int]:
-    """Host key (``<mesh>_<i>``) → worker PID, for local ProcessJobs; else {}."""
+    """Host key → local PID: ``<mesh>_<i>`` → worker for ProcessJob, host name → ssh
+    client for SSHJob (Monarch keys those by host); else {}."""
     table = getattr(running_job(job) or job, "_host_to_pid", None)
     if not isinstance(table, dict):
         return {}
     return {key: getattr(value, "pid", None) for key, value in table.items() if getattr(value, "pid", None)}
+
+
+def workers_are_local(job: Any) -> bool:
+    """Whether the PIDs of :func:`worker_pids` are the workers themselves (ProcessJob), not ssh clients."""
+    from . import ssh
+
+    return not ssh.is_ssh_job(running_job(job) or job)
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -82,6 +103,10 @@ def live_workers(job: Any, sizes: dict[str, int | None]) -> dict[str, int | None
     pids = worker_pids(job)
     if not pids:
         return {name: None for name in sizes}
+    from . import ssh  # SSHJob: a host is live while its ssh client (-tt: its worker) is
+
+    if ssh.is_ssh_job(running_job(job) or job):
+        return {name: ssh.live_per_mesh(running_job(job) or job).get(name) for name in sizes}
     return {
         name: sum(1 for i in range(size or 0) if pid_alive(pids.get(f"{name}_{i}")))
         for name, size in sizes.items()

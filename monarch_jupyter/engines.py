@@ -16,30 +16,55 @@ Progress lines go to stdout, i.e. the apply cell.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import ssh
+from . import _introspect, ssh
 
 
 def progress(text: str) -> None:
     print(f"monarch_jupyter: {text}", flush=True)
 
 
-def apply_log(context_dir: Path, job: Any) -> Path:
+def apply_log(context_dir: Path) -> Path:
     """``.monarch/<context>/apply-<UTC stamp>.log``: the apply's and its workers' full text."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
     return context_dir / f"apply-{stamp}.log"
 
 
-def captures_output(job: Any) -> bool:
-    """Whether the processes ``state()`` starts should write to the apply log (SSH clients do
-    inherit the kernel's fds 1 and 2, and would print into whichever cell runs next)."""
-    if ssh.is_ssh_job(job):
-        return True
-    return False
+@contextlib.contextmanager
+def _fds_to(log: Path) -> Iterator[None]:
+    """Point fds 1 and 2 at ``log`` for the duration (children started meanwhile keep it)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(target)
+
+
+def output(job: Any, log: Path | None) -> Any:
+    """A context for ``job.state()`` that sends what it starts to ``log``, or None.
+
+    SSHJob's ssh clients inherit fds 1 and 2 and keep them for the job's life: the remote
+    workers' output would land in whichever cell runs next. The log is their file instead.
+    """
+    if log is not None and ssh.is_ssh_job(job):
+        return _fds_to(log)
+    return None
 
 
 def prepare(job: Any) -> list[str]:
@@ -53,6 +78,7 @@ def _is_our_slurm(job: Any) -> bool:
 
 
 def before_start(job: Any, log: Path) -> None:
+    _cancel.clear()
     if _is_our_slurm(job):
         from . import slurm
 
@@ -64,15 +90,19 @@ def before_start(job: Any, log: Path) -> None:
         ssh.preflight(job, log, progress=progress)
 
 
-def after_start(job: Any, log: Path) -> None:
-    if ssh.is_ssh_job(job):
+_cancel = threading.Event()  # set by interrupt(): one apply at a time per kernel
+
+
+def after_start(job: Any, log: Path | None) -> None:
+    """On the loop's blocking worker: wait until the workers are up (SSH); interrupt() stops it."""
+    if ssh.is_ssh_job(job) and log is not None:
         ssh.remember_addresses(job)  # even if not ready: this process has dialled them
-        ssh.wait_ready(job, log, progress=progress)
+        ssh.wait_ready(job, log, progress=progress, cancelled=_cancel)
 
 
 def after_connect(job: Any) -> None:
     """A cached job was re-attached in this process."""
-    running = getattr(job, "_running", None) or job
+    running = _introspect.running_job(job) or job
     if ssh.is_ssh_job(running):
         ssh.remember_addresses(running)
 
@@ -80,6 +110,7 @@ def after_connect(job: Any) -> None:
 def interrupt(job: Any) -> None:
     """Ctrl-C during apply, on the kernel thread, before the job is killed: stop what
     blocks the start (a pending Slurm allocation is scancel-ed at once)."""
+    _cancel.set()
     if _is_our_slurm(job):
         job.cancel()
 
@@ -99,7 +130,7 @@ def explain(job: Any, error: BaseException, log: Path | None) -> str | None:
 def before_connect(job: Any) -> None:
     """Before re-attaching to a cached job (not on every read of a cache: the transport is
     process-wide)."""
-    ssh.restore(getattr(job, "_running", None) or job)
+    ssh.restore(_introspect.running_job(job) or job)
 
 
 def send_by_value(module: Any) -> None:

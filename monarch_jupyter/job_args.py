@@ -46,6 +46,8 @@ class _Parser(argparse.ArgumentParser):
 #: The forms of ``%job apply SPEC`` (parsed by :func:`.specs.parse_apply`).
 APPLY_FORMS = (
     ("--local MESH=N[,MESH=N...]", "start a local job: one worker process per host"),
+    ("--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
+     "start an SSHJob on hosts of your ssh config (they need torchmonarch of this version)"),
     ("module.attr", "apply a JobTrait importable from the notebook's folder"),
     ("NAME", "apply the JobTrait held by notebook variable NAME"),
     ("", "re-apply the context's saved spec"),
@@ -74,9 +76,16 @@ def _parsers() -> dict[str, _Parser]:
         "start the job of a spec (nothing, if the running job can already run it)",
         "\n".join(_line(f"%job apply {form}".strip(), text) for form, text in APPLY_FORMS),
     ).add_argument("spec", nargs="*", metavar="SPEC", help="--local MESH=N[,...], module.attr or NAME")
-    add("kill", "reap the workers and remove the state file").add_argument(
-        "context", nargs="?", metavar="CONTEXT", help="another context (default: the active one)"
+    add("kill", "reap the workers and remove the state file (or stop batch run ID)").add_argument(
+        "context", nargs="?", metavar="CONTEXT", help="another context (default: the active one), or a batch run ID"
     )
+    # batch runs (batch.py)
+    batch = add("batch", "run a client script detached in its own folder, as Monarch's batch mode does")
+    batch.add_argument("script", metavar="SCRIPT")
+    batch.add_argument("spec", nargs="?", metavar="SPEC", help="a module.attr SlurmJob (default: this machine)")
+    logs = add("logs", "print a batch run's output (--follow: live; Ctrl-C stops following only)")
+    logs.add_argument("name", metavar="ID")
+    logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")
     add("reconnect", "drop connections and re-attach from the cache")
     add("context ls", "list contexts (* marks the active one)")
     for action, summary in (
@@ -100,6 +109,9 @@ class JobCommand:
     command: str
     context: str | None = None
     name: str | None = None
+    script: str | None = None  # %job batch
+    spec: str | None = None  # %job batch
+    follow: bool = False  # %job logs
     spec_text: str = ""  # %job apply: the rest of the line, exactly as typed
 
 
@@ -129,7 +141,14 @@ def parse(line: str) -> JobCommand:
             raise ArgumentsError(f"%job context: unknown action {action!r}; use {_choices(CONTEXT_ACTIONS)}")
         command, args = f"context {action}", args[1:]
     parsed = PARSERS[command].parse_args(args)
-    return JobCommand(command, context=getattr(parsed, "context", None), name=getattr(parsed, "name", None))
+    return JobCommand(
+        command,
+        context=getattr(parsed, "context", None),
+        name=getattr(parsed, "name", None),
+        script=getattr(parsed, "script", None),
+        spec=getattr(parsed, "spec", None) if command == "batch" else None,
+        follow=bool(getattr(parsed, "follow", False)),
+    )
 
 
 def _choices(names: tuple[str, ...]) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _introspect, _quiet
+from . import _introspect, _quiet, engines
 from .errors import MonarchJupyterError
 
 Call = Callable[..., Any]
@@ -47,20 +47,29 @@ def can_run(old: Any, new: Any) -> bool:
 
 def connect(job: Any) -> Any:
     """Connect to an already running ``job`` (never applies); returns its JobState."""
+    engines.before_connect(job)  # engines: e.g. an unpickled SSHJob's transport
     _quiet.start_client_context()
     # cached_path=None keeps Monarch off our cache file.
-    return job.state(cached_path=None)
+    state = job.state(cached_path=None)
+    engines.after_connect(job)
+    return state
 
 
-def start(job: Any) -> Any:
-    """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed."""
+def start(job: Any, log: Any = None) -> Any:
+    """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed.
+
+    ``log``: where an engine's processes write (SSH clients), see :mod:`.engines`.
+    """
     _quiet.start_client_context()
     try:
-        with _quiet.quietly():
-            return job.state(cached_path=None)
+        with engines.output(job, log) or _quiet.quietly():
+            state = job.state(cached_path=None)
+        engines.after_start(job, log)  # engines: wait until the workers are really up
+        return state
     except BaseException as error:  # PanicException derives from BaseException
         cleanup = kill_error(job)
-        raise StartFailed(f"{type(error).__name__}: {error}", cleanup) from None
+        line = engines.explain(job, error, log) or f"{type(error).__name__}: {error}"
+        raise StartFailed(line, cleanup) from None
 
 
 def kill(job: Any) -> None:
@@ -101,6 +110,7 @@ def replace(
     label: str,
     call: Call,
     commit: Callable[[Any], None],
+    log: Any = None,
 ) -> Replaced:
     """Start ``new``, ``commit`` it, then kill ``old``; in that order, and only so far as each step worked.
 
@@ -109,7 +119,7 @@ def replace(
     - killing ``old`` fails: ``new`` stays (it is committed); the failure is returned.
     """
     try:
-        state = call(start, new)
+        state = call(start, new, log)
     except StartFailed as failure:
         extra = f" (reaping what it started also failed: {failure.cleanup})" if failure.cleanup else ""
         raise MonarchJupyterError(

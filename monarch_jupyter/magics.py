@@ -10,7 +10,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
-from . import formatting, job_args
+import os
+
+from . import batch, formatting, job_args
 from .errors import MonarchJupyterError
 from .session import JobSession
 from .specs import parse_apply
@@ -65,13 +67,50 @@ class JobMagics(Magics):
             display(JobWidget(self.session, status))
         else:
             display(formatting.StatusView(status))
+        context_dir = self.session.layout.dir / status.context
+        runs = batch.runs(context_dir) if context_dir.is_dir() else []
+        if runs:
+            print(batch.lines(runs))
 
     def _do_apply(self, command: job_args.JobCommand) -> None:
         result = self.session.apply(parse_apply(command.spec_text), namespace=self.shell.user_ns)
         print(formatting.apply_line(result))
 
     def _do_kill(self, command: job_args.JobCommand) -> None:
+        if command.context and batch.is_id(command.context):  # a batch run: see batch.py
+            run = batch.kill(self._context_dir(), command.context)
+            print(f"batch run {run.id}: {run.state}")
+            return
         print(formatting.kill_line(self.session.kill(command.context)))
+
+    # ── batch runs (batch.py) ───────────────────────────────────────────
+    def _context_dir(self):
+        return self.session.layout.dir / self.session.context
+
+    def _do_batch(self, command: job_args.JobCommand) -> None:
+        run = batch.start(self._context_dir(), command.script, self.session.root, command.spec)
+        where = f"Slurm job {run.slurm_job_id}" if run.slurm_job_id else f"pid {run.pid}"
+        print(
+            f"batch run {run.id} started: {command.script} ({where}); "
+            f"%job logs {run.id} --follow streams {os.path.relpath(run.log, self.session.root)}"
+        )
+
+    def _do_logs(self, command: job_args.JobCommand) -> None:
+        run_id = command.name
+        if not command.follow:
+            run = batch.load(self._context_dir(), run_id)
+            size = run.log.stat().st_size if run.log.exists() else 0
+            text, _ = batch.read_log(run, max(0, size - batch.TAIL_BYTES))
+            print(text, end="")
+            print(f"[batch run {run.id}: {run.state}]")
+            return
+        try:
+            for text in batch.follow(self._context_dir(), run_id):
+                print(text, end="", flush=True)
+        except KeyboardInterrupt:
+            print(f"\n[stopped following {run_id}; the script keeps running: %job kill {run_id} stops it]")
+            return
+        print(f"[batch run {run_id}: {batch.load(self._context_dir(), run_id).state}]")
 
     def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))

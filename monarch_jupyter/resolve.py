@@ -26,7 +26,7 @@ def resolve(spec: Spec, root: Path, namespace: Mapping[str, Any] | None = None) 
     if isinstance(spec, ModuleSpec):
         job = import_attr(spec.path, root)
         require_job(job, repr(spec.path))
-        return Resolved(job, spec.path, spec.path)
+        return Resolved(job, spec.path, spec.describe())  # describe(): e.g. the --ssh form
     if isinstance(spec, VariableSpec):
         if namespace is None or spec.name not in namespace:
             raise SpecError(

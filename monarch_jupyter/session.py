@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, lifecycle
+from . import _introspect, engines, lifecycle
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -167,6 +167,7 @@ class JobSession:
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
         store = self.store
+        notes = engines.prepare(job)  # engines: fix the spec before can_run is asked (SSH: -tt)
         attachment = self._check_attachment()
         old = (
             attachment.job if attachment.connected else store.load()
@@ -178,13 +179,25 @@ class JobSession:
             self._attachment.label = label
             return ApplyResult(self.status(), changed=False)
 
+        committed = []
+
         def commit(state: Any) -> None:
             store.save(name, job, saved_path)
             self._remember(job, state)
             self._attachment.label = label
+            committed.append(True)
 
-        done = lifecycle.replace(job, old, label=label, call=self.loop.call, commit=commit)
-        notes = []
+        # ── engines (engines.py): checks that start nothing, a log for the workers, Ctrl-C ──
+        log = engines.apply_log(self.layout.dir / name)
+        engines.before_start(job, log)  # one line per failure (host, Python, log file)
+        try:
+            done = lifecycle.replace(job, old, label=label, call=self.loop.call, commit=commit, log=log)
+        except KeyboardInterrupt:
+            if not committed:  # the start was cut short: unblock it, reap what it started
+                engines.interrupt(job)
+                self.loop.call(lifecycle.kill_error, job)
+            raise
+        # ── end engines ──
         if done.kill_failed:
             notes.append(
                 f"killing the previous job {done.replaced_apply_id} failed ({done.kill_failed}): "

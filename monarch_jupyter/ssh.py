@@ -16,9 +16,9 @@ in some other cell. Here, around the start:
 - :func:`restore` re-enables the job's transport after unpickling (SlurmJob has
   a ``__setstate__`` for that; SSHJob has none).
 
-Private fields read here (``_meshes``, ``_host_to_pid``, ``_ssh_args``,
-``_python_exe``, ``_port``, ``_transport``) are SSHJob's constructor arguments
-and allocation; Monarch has no public accessor for them.
+Besides what :mod:`._introspect` reads (meshes, ssh client PIDs), SSHJob's
+constructor arguments are read here (``_ssh_args``, ``_python_exe``, ``_port``,
+``_transport``); Monarch has no public accessor for them.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from . import _introspect
 from .errors import MonarchJupyterError
 
 LOOPBACK_FIX = 'monarch.config.configure(default_transport="tcp://127.0.0.1:0")'
@@ -64,7 +65,7 @@ def is_ssh_job(job: Any) -> bool:
 
 def hosts(job: Any) -> dict[str, list[str]]:
     """Mesh name → host names of an SSHJob (``add_mesh`` order)."""
-    meshes = getattr(job, "_meshes", None) or {}
+    meshes = _introspect.declared_meshes(job) or {}
     return {str(name): list(value) for name, value in meshes.items() if isinstance(value, (list, tuple))}
 
 
@@ -261,16 +262,17 @@ def _ssh_hint(text: str) -> str:
 
 # ── after state(): every worker up, or one line ─────────────────────────
 def wait_ready(job: Any, log: Path, timeout: float = READY_TIMEOUT,
-               progress: Callable[[str], None] | None = None) -> None:
+               progress: Callable[[str], None] | None = None, cancelled: Any = None) -> None:
     """Wait until each host's worker port accepts connections while its ssh client lives."""
-    table = getattr(job, "_host_to_pid", {}) or {}
+    table = host_pids(job)
     port = int(getattr(job, "_port", 0) or 0)
     waiting = dict(table)
     deadline = time.monotonic() + timeout
     up: list[str] = []
     while waiting:
-        for host, state in list(waiting.items()):
-            pid = getattr(state, "pid", None)
+        if cancelled is not None and cancelled.is_set():
+            raise ApplyFailed("cancelled while the workers started")
+        for host, pid in list(waiting.items()):
             if not _alive(pid):
                 raise ApplyFailed(
                     f"the ssh client for {host} exited before its worker came up: "
@@ -302,8 +304,7 @@ def _listening(host: str, port: int) -> bool:
 # ── helpers ─────────────────────────────────────────────────────────────
 def host_pids(job: Any) -> dict[str, int]:
     """Host → local ssh client PID."""
-    table = getattr(job, "_host_to_pid", None) or {}
-    return {host: state.pid for host, state in table.items() if getattr(state, "pid", None)}
+    return _introspect.worker_pids(job)
 
 
 def live_per_mesh(job: Any) -> dict[str, int]:
@@ -313,9 +314,7 @@ def live_per_mesh(job: Any) -> dict[str, int]:
 
 
 def _alive(pid: int | None) -> bool:
-    from ._introspect import pid_alive
-
-    return pid_alive(pid)
+    return _introspect.pid_alive(pid)
 
 
 def _kill_group(pid: int) -> None:
