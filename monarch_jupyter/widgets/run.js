@@ -1,13 +1,12 @@
 // Front end of monarch_jupyter.widgets.run.RunWidget (anywidget ES module).
 //
 // Tiles come from the synced `tiles` list (one dict per rank, changed in
-// batches); lines come as custom messages {kind: "lines", lines: {rank: [[stream,
+// batches; `failing` is decided by the kernel side, from the one status schema); lines come as custom messages {kind: "lines", lines: {rank: [[stream,
 // text], ...]}, dropped: {rank: n}} and are kept here, per rank, so clicking a
 // tile or filtering works while the cell is still running. Redraws are
 // coalesced to one per animation frame.
 
 const KEEP = 500; // lines kept per rank in the browser
-const FAILING = new Set(["failed", "timed_out", "interrupted"]);
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -144,7 +143,7 @@ function render({ model, el: root }) {
     const finished = model.get("finished");
     stop.disabled = finished || !model.get("kernel_id");
     root.classList.toggle("monarch-run-finished", finished);
-    const shown = filter.checked ? tiles.filter(t => FAILING.has(t.status)) : tiles;
+    const shown = filter.checked ? tiles.filter(t => t.failing) : tiles;
     grid.textContent = "";
     if (!shown.length) grid.append(el("div", "monarch-run-empty", filter.checked ? "No failing ranks." : "No ranks."));
     for (const tile of shown) grid.append(drawTile(tile, now));
