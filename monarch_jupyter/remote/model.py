@@ -94,6 +94,11 @@ Event = Any  # one of the dataclasses above
 
 
 class Observer(Protocol):
+    """A view of a run (``RunState.observers``), called on the kernel thread.
+
+    ``on_event`` after every event is applied; the magic also calls ``on_tick(state)``,
+    when an observer has it, every few milliseconds between events."""
+
     def on_event(self, state: RunState, event: Event) -> None: ...
 
 
@@ -581,5 +586,3 @@ class RemoteResults(list):
             for r in state.ranks
         )
 
-
-Callback = Callable[[RunState, Event], None]
