@@ -1,6 +1,6 @@
 """Live views for notebooks: the ``%job`` widget and the per-rank run grid.
 
-Both are views over plain data (``JobStatus``; ``RunView`` fed by run events):
+Both are views over plain data (``JobStatus``; a run's ``RunState``, observed):
 the data-to-view logic is pure and tested without a browser, the widget
 classes only wire it to ipywidgets / anywidget. Nothing here is imported by
 ``import monarch_jupyter``: the magics import it when they display a widget.
