@@ -15,9 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
 _session: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    # The version is written once, in labextension/package.json; the build puts it
+    # in the installed metadata (see pyproject.toml), read here on first use.
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("monarch_jupyter")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def current_session() -> Any:
@@ -46,16 +54,12 @@ def load_ipython_extension(ipython: Any) -> None:
     from ._quiet import install
     from .errors import MonarchJupyterError
     from .magics import JobMagics
+    from .remote.magic import register as register_remote
 
     install()
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
-    try:
-        from .remote.magic import register as register_remote
-    except ImportError:
-        register_remote = None
-    if register_remote is not None:
-        register_remote(ipython, current)
+    register_remote(ipython, current)
     try:
         print(formatting.attach_line(current.attach()))
     except MonarchJupyterError as error:

@@ -12,9 +12,25 @@ from __future__ import annotations
 import time
 from typing import Any
 
-#: (monotonic time, first line of the report), newest last; bounded.
+KEEP = 50
+#: (monotonic time, first line of the report), newest last; the last KEEP only.
 faults: list[tuple[float, str]] = []
+#: faults recorded in this process so far. Never decreases (``len(faults)`` stops growing at
+#: KEEP): to know whether a fault came since some moment, compare ``count`` with its value then.
+count = 0
 _installed = False
+
+
+def record(failure: Any) -> None:
+    """Monarch's ``unhandled_fault_hook``: note the fault instead of exiting the process."""
+    global count
+    try:
+        text = failure.report()
+    except Exception:  # a report that cannot be rendered must not take the hook down: keep its str
+        text = str(failure)
+    faults.append((time.monotonic(), str(text).splitlines()[0] if text else "mesh failure"))
+    del faults[:-KEEP]
+    count += 1
 
 
 def install() -> None:
@@ -23,14 +39,6 @@ def install() -> None:
     if _installed:
         return
     import monarch.actor as monarch_actor
-
-    def record(failure: Any) -> None:
-        try:
-            text = failure.report()
-        except Exception:
-            text = str(failure)
-        faults.append((time.monotonic(), str(text).splitlines()[0] if text else "mesh failure"))
-        del faults[:-50]
 
     monarch_actor.unhandled_fault_hook = record
     _installed = True

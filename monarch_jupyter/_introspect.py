@@ -1,9 +1,13 @@
 """Facts about a job that Monarch's public API does not expose.
 
-``JobTrait`` has no public way to list worker PIDs, per-mesh host counts before
-connecting, or which hosts are alive, so we read ``ProcessJob``'s private fields
-(``_meshes``, ``_host_to_pid``) here, in one place, and degrade to "unknown"
-(None) for every other job class.
+This module is the only reader of Monarch's private fields; everything else asks
+it one fact at a time. ``JobTrait`` has no public way to list worker PIDs, the
+meshes a ``ProcessJob`` was built with (``_meshes``, ``_env``), the host meshes of
+a ``JobState`` as a mapping (``_hosts``), the allocation behind a cached job
+(``_running``) or whether it still answers (``_is_running``). We read those here
+and degrade to "unknown" (None / {}) for job classes that lack them.
+``tests/test_introspect_pins.py`` pins every field against the installed
+torchmonarch, so an upgrade that renames one fails there, by name.
 """
 
 from __future__ import annotations
@@ -17,18 +21,35 @@ def running_job(job: Any) -> Any | None:
     return getattr(job, "_running", None)
 
 
+def host_meshes(state: Any) -> dict[str, Any]:
+    """Mesh name → HostMesh of a connected JobState, in spec order (``JobState._hosts``)."""
+    return dict(getattr(state, "_hosts", None) or {})
+
+
+def declared_meshes(job: Any) -> dict[str, int] | None:
+    """Mesh name → host count a ProcessJob was built with (``_meshes``), else None."""
+    meshes = getattr(job, "_meshes", None)
+    return dict(meshes) if isinstance(meshes, dict) else None
+
+
+def worker_env(job: Any) -> dict[str, str] | None:
+    """Extra worker environment a ProcessJob was built with (``_env``), else None."""
+    return getattr(job, "_env", None) or None
+
+
 def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | None]:
     """Mesh name → host count, from the ProcessJob spec or the connected meshes."""
-    meshes = getattr(running_job(job) or job, "_meshes", None)
-    if isinstance(meshes, dict):
+    meshes = declared_meshes(running_job(job) or job)
+    if meshes is not None:
         return {str(k): int(v) for k, v in meshes.items()}
-    sizes: dict[str, int | None] = {}
-    for name, mesh in (host_meshes or {}).items():
-        try:
-            sizes[name] = int(mesh.extent.nelements)
-        except Exception:
-            sizes[name] = None
-    return sizes
+    return {name: _host_count(mesh) for name, mesh in (host_meshes or {}).items()}
+
+
+def _host_count(mesh: Any) -> int | None:
+    try:
+        return int(mesh.extent.nelements)
+    except (AttributeError, TypeError, ValueError):  # not a HostMesh we can size: unknown
+        return None
 
 
 def worker_pids(job: Any) -> dict[str, int]:
@@ -88,4 +109,6 @@ def is_alive(job: Any) -> bool:
     try:
         return bool(running._is_running())
     except Exception:
+        # A probe that cannot reach the allocation (scheduler CLI failing, host
+        # not answering) means we cannot use it: "not alive"; callers keep the cache.
         return False

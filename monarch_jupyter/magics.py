@@ -1,19 +1,30 @@
-"""The ``%job`` line magic: a thin shell over :class:`~monarch_jupyter.session.JobSession`."""
+"""The ``%job`` line magic: a thin shell over :class:`~monarch_jupyter.session.JobSession`.
+
+Parsing and help come from :mod:`.job_args`; every failure a user can act on is
+one ``UsageError`` line.
+"""
 
 from __future__ import annotations
-
-import shlex
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
-from . import formatting
+from . import formatting, job_args
 from .errors import MonarchJupyterError
 from .session import JobSession
 from .specs import parse_apply
 
-_CONTEXT_VERBS = ("ls", "use", "create", "rm")
+_JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
+
+{commands}
+
+Applying when the running job can already run the spec does nothing.
+State lives in .monarch/ of the current folder, shared with `monarch`:
+a job applied here or by `monarch apply` survives kernel restarts.
+`%job COMMAND -h` shows one command's arguments.
+From Python: monarch_jupyter.job() and monarch_jupyter.state().
+"""
 
 
 @magics_class
@@ -24,46 +35,23 @@ class JobMagics(Magics):
 
     @line_magic
     def job(self, line: str) -> None:
-        """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
-
-        %job [status [CONTEXT]]     show the job: class, apply id, state, meshes, URLs
-        %job apply --local MESH=N[,MESH=N...]
-                                    start a local job: one worker process per host
-        %job apply module.attr      apply a JobTrait importable from the notebook's folder
-        %job apply NAME             apply the JobTrait held by notebook variable NAME
-        %job apply                  re-apply the context's saved spec
-        %job kill [CONTEXT]         reap the workers and remove the state file
-        %job reconnect              drop connections and re-attach from the cache
-        %job context ls             list contexts (* marks the active one)
-        %job context use NAME       switch the active context (attaches to its job)
-        %job context create NAME    create a context
-        %job context rm NAME        kill a context's job and delete the context
-
-        Applying when the running job can already run the spec does nothing.
-        State lives in .monarch/ of the current folder, shared with `monarch`:
-        a job applied here or by `monarch apply` survives kernel restarts.
-        From Python: monarch_jupyter.job() and monarch_jupyter.state().
-        """
         try:
-            words = shlex.split(line)
-        except ValueError as error:
-            raise UsageError(f"%job: {error}") from None
-        verb, args = (words[0], words[1:]) if words else ("status", [])
-        handler = getattr(self, f"_do_{verb}", None)
-        if handler is None:
-            raise UsageError(
-                f"%job: unknown subcommand {verb!r}; use status, apply, kill, reconnect or context (see %job?)"
-            )
+            command = job_args.parse(line)
+        except job_args.HelpRequested as request:
+            print(request.text)
+            return
+        except job_args.ArgumentsError as error:
+            raise UsageError(str(error)) from None
+        handler = getattr(self, "_do_" + command.command.replace(" ", "_"))
         try:
-            handler(args, line.strip()[len(verb):].strip())
+            handler(command)
         except MonarchJupyterError as error:
-            raise UsageError(f"%job {verb}: {error}") from None
+            raise UsageError(f"%job {command.command}: {error}") from None
 
-    # Each handler gets the split words and the raw rest of the line.
-    def _do_status(self, args: list[str], _rest: str) -> None:
-        if len(args) > 1:
-            raise UsageError("%job status takes at most one CONTEXT")
-        status = self.session.status(args[0] if args else None)
+    job.__doc__ = _JOB_DOC.format(commands=job_args.help_text())
+
+    def _do_status(self, command: job_args.JobCommand) -> None:
+        status = self.session.status(command.context)
         from .widgets import in_widget_kernel
 
         if in_widget_kernel(self.shell):
@@ -78,40 +66,29 @@ class JobMagics(Magics):
         else:
             display(formatting.StatusView(status))
 
-    def _do_apply(self, _args: list[str], rest: str) -> None:
-        result = self.session.apply(parse_apply(rest), namespace=self.shell.user_ns)
+    def _do_apply(self, command: job_args.JobCommand) -> None:
+        result = self.session.apply(parse_apply(command.spec_text), namespace=self.shell.user_ns)
         print(formatting.apply_line(result))
 
-    def _do_kill(self, args: list[str], _rest: str) -> None:
-        if len(args) > 1:
-            raise UsageError("%job kill takes at most one CONTEXT")
-        print(formatting.kill_line(self.session.kill(args[0] if args else None)))
+    def _do_kill(self, command: job_args.JobCommand) -> None:
+        print(formatting.kill_line(self.session.kill(command.context)))
 
-    def _do_reconnect(self, args: list[str], _rest: str) -> None:
-        if args:
-            raise UsageError("%job reconnect takes no arguments")
+    def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))
 
-    def _do_context(self, args: list[str], _rest: str) -> None:
-        verb = args[0] if args else "ls"
-        if verb not in _CONTEXT_VERBS:
-            raise UsageError(f"%job context: unknown action {verb!r}; use ls, use, create or rm")
-        if verb == "ls":
-            if len(args) > 1:
-                raise UsageError("%job context ls takes no arguments")
-            print(formatting.contexts_text(self.session.contexts()))
-            return
-        if len(args) != 2:
-            raise UsageError(f"%job context {verb} takes one NAME")
-        name = args[1]
-        if verb == "create":
-            made = self.session.create(name)
-            print(f"created context '{name}'" if made else f"context '{name}' already exists")
-        elif verb == "use":
-            status = self.session.use(name)
-            print(f"switched to context '{name}'")
-            print(formatting.attach_line(status))
-        else:
-            killed = self.session.remove(name)
-            extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
-            print(f"removed context '{name}'{extra}")
+    def _do_context_ls(self, command: job_args.JobCommand) -> None:
+        print(formatting.contexts_text(self.session.contexts()))
+
+    def _do_context_create(self, command: job_args.JobCommand) -> None:
+        made = self.session.create(command.name)
+        print(f"created context '{command.name}'" if made else f"context '{command.name}' already exists")
+
+    def _do_context_use(self, command: job_args.JobCommand) -> None:
+        status = self.session.use(command.name)
+        print(f"switched to context '{command.name}'")
+        print(formatting.attach_line(status))
+
+    def _do_context_rm(self, command: job_args.JobCommand) -> None:
+        killed = self.session.remove(command.name)
+        extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
+        print(f"removed context '{command.name}'{extra}")

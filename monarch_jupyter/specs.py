@@ -8,13 +8,21 @@ A spec is one of
   (as ``monarch apply``);
 - ``NAME``: a variable in the notebook holding a JobTrait;
 - nothing: the context's saved spec.
+
+:func:`import_attr` turns a ``module.attr`` path into the object it names, the way
+``monarch apply`` does; checking that the object is a JobTrait is the caller's job.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from .errors import SpecError
 
@@ -129,9 +137,7 @@ def parse_apply(line: str) -> Spec | None:
         return ModuleSpec(first)
     if _IDENT.match(first):
         return VariableSpec(first)
-    raise SpecError(
-        f"{first!r} is not a spec: give --local MESH=N, module.attr or a variable name"
-    )
+    raise SpecError(f"{first!r} is not a spec: give --local MESH=N, module.attr or a variable name")
 
 
 def spec_from_saved(text: str) -> Spec:
@@ -139,9 +145,41 @@ def spec_from_saved(text: str) -> Spec:
     prefix = LOCAL_JOBS_MODULE + "."
     if text.startswith(prefix):
         try:
-            return LocalSpec(tuple(parse_local_attr(text[len(prefix):]).items()))
+            return LocalSpec(tuple(parse_local_attr(text[len(prefix) :]).items()))
         except AttributeError:
             pass
     if not _DOTTED.match(text):
         raise SpecError(f"the saved spec {text!r} is not a module.attr path")
     return ModuleSpec(text)
+
+
+def import_attr(path: str, folder: str | os.PathLike[str]) -> Any:
+    """Import ``module.attr`` from ``folder`` (the notebook's), as ``monarch apply`` does.
+
+    ``folder`` is put first on ``sys.path`` and stays there: a job whose class is
+    defined in that module is pickled into the cache, and unpickling it later (a
+    status, a re-attach) needs the module importable again. A module already
+    imported from ``folder`` is reloaded, so an edited spec file is picked up as a
+    fresh CLI run would pick it up.
+    """
+    module_name, _, attr = path.rpartition(".")
+    folder = str(Path(folder))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    importlib.invalidate_caches()
+    try:
+        module = sys.modules.get(module_name)
+        origin = getattr(module, "__file__", None) or ""
+        if module is not None and origin.startswith(folder + os.sep):
+            module = importlib.reload(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.startswith(error.name):
+            raise SpecError(f"no module named {module_name!r} (looked in {folder} and sys.path)") from None
+        raise SpecError(f"importing {module_name!r} failed: {error}") from None
+    except Exception as error:  # the user's module raised: report it, the kernel lives on
+        raise SpecError(f"importing {module_name!r} failed: {type(error).__name__}: {error}") from None
+    if not hasattr(module, attr):
+        raise SpecError(f"module {module_name!r} has no attribute {attr!r}")
+    return getattr(module, attr)

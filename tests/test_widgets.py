@@ -171,7 +171,7 @@ def test_real_session_publishes_to_the_widget(tmp_path):
     session.status()
     assert heads and 'data-state="no job"' in heads[-1]
     widget.close()
-    assert widget._on_status not in session._listeners
+    assert widget._on_status not in session._board.listeners
 
 
 # ── run grid: a view of the run model ───────────────────────────────────

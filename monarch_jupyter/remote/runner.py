@@ -18,18 +18,17 @@ import itertools
 import os
 import queue
 import signal
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _faults, _introspect, _quiet
 from ..errors import MonarchJupyterError
 from .args import RemoteArgs
 from .model import (
-    ERR,
-    OUT,
     Exited,
     Finished,
     Lost,
@@ -38,6 +37,7 @@ from .model import (
     Started,
     Stopping,
 )
+from .protocol import Exit, Heartbeat, Message, RunSpec
 from .spool import Spool
 
 HEARTBEAT_LOST = 5.0  # a running rank silent this long is lost (its actor heartbeats every 0.5 s)
@@ -70,6 +70,12 @@ class RemoteInterrupted(KeyboardInterrupt):
 
 
 # ── plans ──────────────────────────────────────────────────────────────
+class _WarmKey(NamedTuple):
+    apply_id: Any  # the allocation the actors run in
+    mesh: str
+    per_host: tuple  # ((dim, size), ...) of --per-host
+
+
 @dataclass
 class _Warm:
     procs: Any
@@ -93,6 +99,12 @@ class Plan:
     local_pids: dict[int, int | None] = field(default_factory=dict)  # rank index → worker pid
 
 
+def silence_limit(faults_before: int) -> float:
+    """How long a running rank may stay silent before it is lost: shorter once Monarch reported
+    a fault since ``faults_before`` (the value of ``_faults.count`` when the run started)."""
+    return FAULT_LOST if _faults.count > faults_before else HEARTBEAT_LOST
+
+
 def _points(sizes: dict[str, int]) -> list[dict[str, int]]:
     """Row-major points of an extent (flat rank = position)."""
     names = list(sizes)
@@ -107,7 +119,7 @@ def _label(point: dict[str, int]) -> str:
 class RemoteRunner:
     def __init__(self, session: Any) -> None:
         self.session = session
-        self._warm: dict[tuple, _Warm] = {}
+        self._warm: dict[_WarmKey, _Warm] = {}
 
     # kernel thread ─────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
@@ -128,7 +140,7 @@ class RemoteRunner:
         else:
             names = [next(iter(meshes))]
         per_host = tuple(args.per_host or ())
-        for key in [k for k in self._warm if k[0] != apply_id]:
+        for key in [k for k in self._warm if k.apply_id != apply_id]:
             del self._warm[key]
         pids = _introspect.worker_pids(job)
         ranks: list[RankState] = []
@@ -136,7 +148,7 @@ class RemoteRunner:
         local_pids: dict[int, int | None] = {}
         several = len(names) > 1
         for name in names:
-            key = (apply_id, name, per_host)
+            key = _WarmKey(apply_id, name, per_host)
             warm = self._warm.pop(key, None)
             if warm is None:
                 self._evict(keep=MAX_WARM - 1)
@@ -221,18 +233,23 @@ class RemoteRunner:
             key = next(iter(self._warm))
             warm = self._warm.pop(key)
 
-            async def stop(procs: Any = warm.procs) -> None:
+            async def stop(procs: Any = warm.procs, mesh: str = key.mesh) -> None:
                 try:
                     await asyncio.wait_for(procs.stop(), 10)
-                except BaseException:
+                except asyncio.TimeoutError:
+                    # wedged or already gone: we hold no reference to it any more, and its procs
+                    # end with the job (%job kill) anyway
                     pass
+                except Exception as error:  # nobody waits on this task: say it in one line
+                    print(f"%remote: could not stop the unused actors of mesh {mesh}: "
+                          f"{type(error).__name__}: {error}", file=sys.stderr)
 
             self.session.loop.submit(stop())
 
     def forget(self, mesh: str | None = None) -> None:
         """Drop warm actors (all, or one mesh's) so the next run respawns them."""
         for key in list(self._warm):
-            if mesh is None or key[1] == mesh:
+            if mesh is None or key.mesh == mesh:
                 del self._warm[key]
 
     def log_path(self) -> Path:
@@ -254,14 +271,14 @@ class RemoteRunner:
               handle: RunHandle | None = None) -> RunHandle:
         """Start the run on the loop; events go to ``sink`` (ending with Finished)."""
         run_id = uuid.uuid4().hex
-        spec = {
-            "mode": args.mode,
-            "command": args.command,
-            "env": dict(args.env),
-            "workdir": args.workdir,
-            "client_cwd": str(self.session.root),
-            "output_dir": args.output_dir,
-        }
+        spec = RunSpec(
+            mode=args.mode,
+            command=args.command,
+            env=dict(args.env),
+            workdir=args.workdir,
+            client_cwd=str(self.session.root),
+            output_dir=args.output_dir,
+        )
         handle = handle or RunHandle(self.session.loop)
         drive = _Drive(self, run_id, spec, plan, sink, log_path, args.timeout, handle)
         handle.future = self.session.loop.submit(drive.run())
@@ -284,7 +301,7 @@ class RunHandle:
 
 # ── the loop side ──────────────────────────────────────────────────────
 class _Drive:
-    def __init__(self, runner: RemoteRunner, run_id: str, spec: dict, plan: Plan, sink: Any,
+    def __init__(self, runner: RemoteRunner, run_id: str, spec: RunSpec, plan: Plan, sink: Any,
                  log_path: Path, timeout: float | None, handle: RunHandle) -> None:
         self.runner = runner
         self.run_id = run_id
@@ -311,10 +328,10 @@ class _Drive:
             start = time.monotonic()
             # the log is opened while the ranks start (off the path of a short command)
             spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
-            spool.note(f"%%remote {self.spec['mode']} on {self.plan.target}: {self.spec['command'][:200]!r}")
+            spool.note(f"%%remote {self.spec.mode} on {self.plan.target}: {self.spec.command[:200]!r}")
             heard = {i: start for i in remaining}
             deadline = start + self.timeout if self.timeout else None
-            faults_before = len(_faults.faults)
+            faults_before = _faults.count
             stop_at = None
             pending_recv = None
             last_pid_check = start
@@ -335,7 +352,7 @@ class _Drive:
                         self._lost(i, "did not stop in time", spool)
                     remaining.clear()
                     break
-                limit = FAULT_LOST if len(_faults.faults) > faults_before else HEARTBEAT_LOST
+                limit = silence_limit(faults_before)
                 if now - last_pid_check > 0.25:
                     last_pid_check = now
                     for i in sorted(remaining):
@@ -377,18 +394,18 @@ class _Drive:
             error = f"{type(exc).__name__}: {exc}"
             self._cancel_all()
         finally:
-            try:
-                if spool is not None:
+            if spool is not None:
+                try:
                     spool.close()
-            except Exception:
-                pass
+                except OSError as exc:  # disk full, folder removed: the output was shown, say the log is not whole
+                    error = error or f"could not write the log {self.log_path}: {exc}"
             sink.put(Finished(error))
 
     def _cancel_all(self) -> None:
         for target in self.plan.targets:
             try:
                 target.actors.cancel.broadcast(self.run_id)
-            except Exception:
+            except Exception:  # a mesh whose workers died takes no message; its processes died with them
                 pass
 
     def _lost(self, index: int, why: str, spool: Spool) -> None:
@@ -403,26 +420,23 @@ class _Drive:
             except OSError:
                 pass
 
-    def _handle(self, message: tuple, heard: dict, remaining: set, spool: Spool) -> None:
-        kind, run_id, key, rank = message[:4]
-        if run_id != self.run_id:
+    def _handle(self, message: Message, heard: dict, remaining: set, spool: Spool) -> None:
+        if message.run_id != self.run_id:
             return
-        index = self.index.get((key, rank))
+        index = self.index.get((message.key, message.rank))
         if index is None or index not in remaining:
             return
         heard[index] = time.monotonic()
-        pid = message[4]
-        if index not in self.pgids and pid:
-            self.pgids[index] = pid
-            self.sink.put(Started(index, pid))
-        if kind in ("data", "exit"):
-            for item in message[5]:
-                stream, text = item[0], item[1]
-                spool.write(index, stream, text)
-                self.sink.put(Output(index, OUT if stream == "out" else ERR, text, item[2] if len(item) > 2 else None))
-        if kind == "exit":
-            returncode, duration, error = message[6], message[7], message[8]
+        if index not in self.pgids and message.pid:
+            self.pgids[index] = message.pid
+            self.sink.put(Started(index, message.pid))
+        if type(message) is Heartbeat:
+            return
+        for chunk in message.chunks:
+            spool.write(index, chunk.stream, chunk.text)
+            self.sink.put(Output(index, chunk.stream, chunk.text, chunk.newlines))
+        if type(message) is Exit:
             remaining.discard(index)
-            if error:
-                spool.note(f"{self.plan.ranks[index].label}: {error}")
-            self.sink.put(Exited(index, returncode, duration, error))
+            if message.error:
+                spool.note(f"{self.plan.ranks[index].label}: {message.error}")
+            self.sink.put(Exited(index, message.returncode, message.duration, message.error))

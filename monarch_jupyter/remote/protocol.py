@@ -1,0 +1,75 @@
+"""The messages between the client (:mod:`.runner`) and the workers (:mod:`.actor`).
+
+One module imported by both sides, so a field is added or renamed in one place.
+Every message is a NamedTuple: pickled as a class reference plus a plain tuple
+(cheap on the flood path), read by name, never by position. No Monarch import.
+
+Client → actor (the ``run`` endpoint's argument)::
+
+    RunSpec(mode, command, env, workdir, client_cwd, output_dir)
+
+Actor → client (on the run's port; ``key`` is the mesh name the client sent, ``rank``
+the actor's flat rank in that mesh, ``pid`` the command's process group, None when
+it could not start)::
+
+    Data(run_id, key, rank, pid, chunks)          # output since the last message
+    Heartbeat(run_id, key, rank, pid)             # nothing to say, still running
+    Exit(run_id, key, rank, pid, chunks, returncode, duration, error)   # the last message
+
+A command that ends quickly costs one message per rank (an :class:`Exit` with all its output).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Union
+
+OUT = "out"
+ERR = "err"
+
+
+class Chunk(NamedTuple):
+    """Text one stream printed, as read (not cut into lines: partial lines and ``\\r`` flow)."""
+
+    stream: str  # OUT or ERR
+    text: str
+    newlines: int  # text.count("\n"), counted on the bytes as they were read, so the client need not scan
+
+
+class RunSpec(NamedTuple):
+    """What to run on every targeted rank."""
+
+    mode: str  # "bash" or "python"
+    command: str
+    env: dict[str, str]  # on top of the worker's environment and the MONARCH_RANK_*/SIZE_* variables
+    workdir: str | None  # must exist on the worker
+    client_cwd: str | None  # used as the working directory when it exists on the worker
+    output_dir: str | None  # also write stdout.txt / stderr.txt there ($SUBDIR: the rank's point)
+
+
+class Data(NamedTuple):
+    run_id: str
+    key: str
+    rank: int
+    pid: int | None
+    chunks: list[Chunk]
+
+
+class Heartbeat(NamedTuple):
+    run_id: str
+    key: str
+    rank: int
+    pid: int | None
+
+
+class Exit(NamedTuple):
+    run_id: str
+    key: str
+    rank: int
+    pid: int | None
+    chunks: list[Chunk]  # output not sent yet
+    returncode: int | None  # None: it never ran (see error)
+    duration: float  # seconds, measured on the worker
+    error: str | None  # why it could not start or be followed; None when it ran
+
+
+Message = Union[Data, Heartbeat, Exit]

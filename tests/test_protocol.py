@@ -1,0 +1,118 @@
+"""The %%remote wire protocol and the client's reading of it, without workers; and the fault
+counter the client uses to notice a dead worker sooner."""
+
+from __future__ import annotations
+
+import pickle
+import queue
+
+import cloudpickle
+import pytest
+
+from monarch_jupyter import _faults
+from monarch_jupyter.remote import model, protocol
+from monarch_jupyter.remote.model import Exited, Output, RankState, Started
+from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
+from monarch_jupyter.remote.runner import FAULT_LOST, HEARTBEAT_LOST, Plan, RunHandle, _Drive, _Target, silence_limit
+from monarch_jupyter.remote.spool import Spool, read_log
+
+MESSAGES = [
+    RunSpec("bash", "echo hi", {"A": "1"}, None, "/tmp", "out/$SUBDIR"),
+    Data("run", "hosts", 1, 4242, [Chunk("out", "a\nb", 1), Chunk("err", "e\n", 1)]),
+    Heartbeat("run", "hosts", 1, 4242),
+    Exit("run", "hosts", 1, 4242, [Chunk("out", "c\n", 1)], 3, 0.25, None),
+    Exit("run", "hosts", 0, None, [], None, 0.0, "could not start: no such directory"),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("dumps", [pickle.dumps, cloudpickle.dumps], ids=["pickle", "cloudpickle"])
+def test_messages_pickle_by_reference_and_keep_their_type(message, dumps):
+    data = dumps(message)
+    back = pickle.loads(data)
+    assert back == message and type(back) is type(message)
+    assert b"monarch_jupyter.remote.protocol" in data  # the class by reference, not by value
+    assert len(data) < len(pickle.dumps(tuple(message))) + 120  # a few bytes over a plain tuple
+
+
+def test_streams_are_the_models():
+    assert (protocol.OUT, protocol.ERR) == (model.OUT, model.ERR)  # the runner passes them through
+
+
+def _drive(tmp_path):
+    ranks = [RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(2)]
+    plan = Plan(ranks, [_Target("hosts", None, {0: 0, 1: 1})], "mesh hosts (2 ranks)")
+    spec = RunSpec("bash", "x", {}, None, None, None)
+    drive = _Drive(None, "run", spec, plan, queue.SimpleQueue(), tmp_path / "r.log", None, RunHandle(None))
+    return drive, Spool(drive.log_path, [r.label for r in ranks])
+
+
+def _events(sink):
+    out = []
+    while not sink.empty():
+        out.append(sink.get_nowait())
+    return out
+
+
+def test_the_drive_reads_messages_by_name(tmp_path):
+    drive, spool = _drive(tmp_path)
+    heard = {0: 0.0, 1: 0.0}
+    remaining = {0, 1}
+    drive._handle(Heartbeat("run", "hosts", 1, 77), heard, remaining, spool)
+    drive._handle(Data("run", "hosts", 1, 77, [Chunk("out", "a\nb", 1), Chunk("err", "e\n", 1)]), heard, remaining, spool)
+    drive._handle(Data("other-run", "hosts", 0, 5, [Chunk("out", "not ours\n", 1)]), heard, remaining, spool)
+    drive._handle(Data("run", "aux", 0, 5, [Chunk("out", "not a target\n", 1)]), heard, remaining, spool)
+    drive._handle(Exit("run", "hosts", 1, 77, [Chunk("out", "c\n", 1)], 3, 0.5, None), heard, remaining, spool)
+    drive._handle(Exit("run", "hosts", 0, None, [], None, 0.1, "could not start: boom"), heard, remaining, spool)
+    drive._handle(Data("run", "hosts", 1, 77, [Chunk("out", "after the exit\n", 1)]), heard, remaining, spool)
+    assert _events(drive.sink) == [
+        Started(1, 77),
+        Output(1, model.OUT, "a\nb", 1),
+        Output(1, model.ERR, "e\n", 1),
+        Output(1, model.OUT, "c\n", 1),
+        Exited(1, 3, 0.5, None),
+        Exited(0, None, 0.1, "could not start: boom"),
+    ]
+    assert remaining == set() and heard[1] > 0 and heard[0] > 0
+    spool.close()
+    log = read_log(drive.log_path)
+    assert log["hosts=1"] == ["a", "bc"] and log["hosts=1:err"] == ["e"]
+    assert any("could not start: boom" in note for note in log["#"])
+
+
+# ── faults ──
+class _Failure:
+    def __init__(self, text):
+        self.text = text
+
+    def report(self):
+        return self.text + "\nmore detail"
+
+
+def test_a_fault_is_noticed_after_more_than_the_kept_number(monkeypatch):
+    monkeypatch.setattr(_faults, "faults", [])
+    monkeypatch.setattr(_faults, "count", 0)
+    for i in range(_faults.KEEP + 10):
+        _faults.record(_Failure(f"proc {i} died"))
+    assert len(_faults.faults) == _faults.KEEP and _faults.faults[-1][1] == f"proc {_faults.KEEP + 9} died"
+    assert _faults.count == _faults.KEEP + 10
+
+    before = _faults.count  # a run starts with 60 faults already recorded in this kernel
+    assert silence_limit(before) == HEARTBEAT_LOST
+    _faults.record(_Failure("proc 60 died"))  # the list stays at KEEP entries, the count moves on
+    assert len(_faults.faults) == _faults.KEEP
+    assert silence_limit(before) == FAULT_LOST
+
+
+def test_a_fault_whose_report_fails_is_still_recorded(monkeypatch):
+    monkeypatch.setattr(_faults, "faults", [])
+
+    class Broken:
+        def report(self):
+            raise RuntimeError("no report")
+
+        def __str__(self):
+            return "broken failure"
+
+    _faults.record(Broken())
+    assert _faults.faults[-1][1] == "broken failure"
