@@ -30,7 +30,13 @@ from monarch_jupyter.remote.render import TextRenderer, group_text
 def test_flags_before_and_after_mode():
     a = parse_cell("--quiet bash --rank 0,2 -e A=1 --env=B=x=y --timeout 2.5", "echo hi\n")
     assert (a.mode, a.quiet, a.ranks, a.env, a.timeout, a.command) == (
-        "bash", True, (0, 2), (("A", "1"), ("B", "x=y")), 2.5, "echo hi\n")
+        "bash",
+        True,
+        (0, 2),
+        (("A", "1"), ("B", "x=y")),
+        2.5,
+        "echo hi\n",
+    )
     b = parse_cell("python --point hosts=1,gpu=0 --per-host gpu=2 --save res --group", "print(1)")
     assert b.mode == "python" and b.point == (("hosts", 1), ("gpu", 0)) and b.per_host == (("gpu", 2),)
     assert b.save == "res" and b.group and not b.live
@@ -81,9 +87,17 @@ def test_line_needs_a_command():
 # ── model ──
 def _state(n=2, labels=None):
     labels = labels or [f"hosts={i}" for i in range(n)]
-    ranks = [RankState(label=l, mesh="hosts", point={"hosts": i}, rank=i) for i, l in enumerate(labels)]
-    return RunState(command="echo hi", mode="bash", target=f"mesh hosts ({n} ranks)", ranks=ranks, started=0.0,
-                    log_path=".monarch/default/runs/x.log")
+    ranks = [
+        RankState(label=label, mesh="hosts", point={"hosts": i}, rank=i) for i, label in enumerate(labels)
+    ]
+    return RunState(
+        command="echo hi",
+        mode="bash",
+        target=f"mesh hosts ({n} ranks)",
+        ranks=ranks,
+        started=0.0,
+        log_path=".monarch/default/runs/x.log",
+    )
 
 
 def test_partial_lines_and_carriage_returns():
@@ -132,7 +146,17 @@ def test_statuses_summary_and_failure_message():
     assert "3 of 4" in msg and "hosts=1" in msg and "hosts=0" not in msg
     mime = s.to_mime()
     assert mime["version"] == 1 and mime["summary"]["timed_out"] == 1
-    assert set(mime["ranks"][0]) >= {"label", "mesh", "point", "rank", "status", "returncode", "duration", "lines", "truncated"}
+    assert set(mime["ranks"][0]) >= {
+        "label",
+        "mesh",
+        "point",
+        "rank",
+        "status",
+        "returncode",
+        "duration",
+        "lines",
+        "truncated",
+    }
     bundle = s.mime_bundle()
     assert set(bundle) == {"application/vnd.monarch.remote+json", "text/plain", "text/html"}
 
@@ -312,10 +336,12 @@ def test_help_documents_every_flag():
 def test_saved_results_display_as_a_table():
     from monarch_jupyter.remote.model import RankResult, RemoteResults
 
-    results = RemoteResults([
-        RankResult("hosts=0", "hosts", {"hosts": 0}, 0, "ok", 0, "a\nlast <b>\n", "", 0.5),
-        RankResult("hosts=1", "hosts", {"hosts": 1}, 1, "timed_out", None, "", "", None),
-    ])
+    results = RemoteResults(
+        [
+            RankResult("hosts=0", "hosts", {"hosts": 0}, 0, "ok", 0, "a\nlast <b>\n", "", 0.5),
+            RankResult("hosts=1", "hosts", {"hosts": 1}, 1, "timed_out", None, "", "", None),
+        ]
+    )
     bundle = results._repr_mimebundle_()
     lines = bundle["text/plain"].splitlines()
     assert lines[0].split() == ["rank", "status", "rc", "time", "last", "stdout", "line"]
@@ -395,20 +421,26 @@ def test_bounded_lines_match_the_whole_text_however_it_is_chunked(seed):
     for _ in range(rnd.randint(1, 30)):
         kind = rnd.random()
         if kind < 0.5:
-            parts.append(rnd.choice("abcé") * rnd.choice([1, 5, LINE_CHARS - 1, LINE_CHARS, LINE_CHARS + 1, 7000]))
+            parts.append(
+                rnd.choice("abcé") * rnd.choice([1, 5, LINE_CHARS - 1, LINE_CHARS, LINE_CHARS + 1, 7000])
+            )
         elif kind < 0.75:
             parts.append("\r" * rnd.randint(1, 2))
         else:
             parts.append("\n")
     text = "".join(parts)
     s = _state(1)
-    cuts = sorted(rnd.sample(range(1, len(text)), min(len(text) - 1, rnd.randint(0, 12)))) if len(text) > 1 else []
+    cuts = (
+        sorted(rnd.sample(range(1, len(text)), min(len(text) - 1, rnd.randint(0, 12))))
+        if len(text) > 1
+        else []
+    )
     for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
         s.apply(Output(0, OUT, text[a:b]))
     s.apply(Exited(0, 0, 0.1))
     expected = _reference_lines(text)
     got = [line for _, line in s.ranks[0].lines]
-    assert got == expected[-len(got):] and s.ranks[0].counts[OUT] == len(expected)
+    assert got == expected[-len(got) :] and s.ranks[0].counts[OUT] == len(expected)
 
 
 # ── the saved payload against its schema ──
@@ -473,9 +505,17 @@ def test_the_model_names_the_schema_statuses():
     from monarch_jupyter import schema
     from monarch_jupyter.remote import model
 
-    named = {model.RUNNING, model.OK, model.FAILED, model.TIMED_OUT, model.SKIPPED, model.INTERRUPTED, model.PENDING}
+    named = {
+        model.RUNNING,
+        model.OK,
+        model.FAILED,
+        model.TIMED_OUT,
+        model.SKIPPED,
+        model.INTERRUPTED,
+        model.PENDING,
+    }
     assert named == set(schema.STATUSES)
-    assert model.STATUSES == schema.FINAL_STATUSES and model.FAILING == set(schema.FAILING_STATUSES)
+    assert model.STATUSES == schema.FINAL_STATUSES and set(schema.FAILING_STATUSES) == model.FAILING
     assert set(schema.FAILING_STATUSES) <= set(schema.FINAL_STATUSES) <= set(schema.STATUSES)
     assert model.MIME_TYPE == "application/vnd.monarch.remote+json" and model.VERSION == 1
     with pytest.raises(ValueError, match="not a status"):

@@ -17,10 +17,16 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 def running(context: str = "default", hosts: int = 2, live: int = 2, **extra) -> JobStatus:
     return JobStatus(
-        context=context, state=RUNNING, job_class="ProcessJob",
-        apply_id="46cedd42-7289-40bd-aaee-9a152d09104d", spec="monarch_jupyter.local_jobs.hosts_2",
-        meshes=[MeshStatus("hosts", hosts, live)], applied_at=1000.0, attached=True,
-        cache_path=".monarch/default/state.pkl", **extra,
+        context=context,
+        state=RUNNING,
+        job_class="ProcessJob",
+        apply_id="46cedd42-7289-40bd-aaee-9a152d09104d",
+        spec="monarch_jupyter.local_jobs.hosts_2",
+        meshes=[MeshStatus("hosts", hosts, live)],
+        applied_at=1000.0,
+        attached=True,
+        cache_path=".monarch/default/state.pkl",
+        **extra,
     )
 
 
@@ -56,8 +62,12 @@ class FakeSession:
 
 # ── pure view data ──────────────────────────────────────────────────────
 def test_view_of_a_running_job():
-    view = job_view(running(urls={"telemetry": "http://127.0.0.1:9000/t", "dashboard": None,
-                                  "admin": "tcp://10.0.0.1:26600"}), now=1042.0)
+    view = job_view(
+        running(
+            urls={"telemetry": "http://127.0.0.1:9000/t", "dashboard": None, "admin": "tcp://10.0.0.1:26600"}
+        ),
+        now=1042.0,
+    )
     assert (view.state, view.context, view.job_class) == (RUNNING, "default", "ProcessJob")
     assert view.colour == "#1a7f37" and view.can_kill
     assert [(m.name, m.hosts, m.live_workers) for m in view.meshes] == [("hosts", "2", "2")]
@@ -76,8 +86,14 @@ def test_view_of_no_job_and_dead_workers():
     none = job_view(JobStatus(context="exp", state=NO_JOB))
     assert not none.can_kill and none.meshes == [] and "%job apply --local hosts=2" in none.hint
     assert "monarch-job-apply-id" not in details_html(none)  # no class/apply id rows
-    dead = job_view(JobStatus(context="exp", state=WORKERS_DEAD, job_class="ProcessJob",
-                              meshes=[MeshStatus("hosts", 2, 0), MeshStatus("gpus", None, None)]))
+    dead = job_view(
+        JobStatus(
+            context="exp",
+            state=WORKERS_DEAD,
+            job_class="ProcessJob",
+            meshes=[MeshStatus("hosts", 2, 0), MeshStatus("gpus", None, None)],
+        )
+    )
     assert dead.can_kill and dead.colour == "#cf222e" and "Kill clears the cache" in dead.hint
     assert [(m.hosts, m.live_workers) for m in dead.meshes] == [("2", "0"), ("?", "?")]
     assert dead.total_hosts == 2
@@ -189,9 +205,19 @@ class Clock:
 
 def run_state(n: int, clock=None, observers=(), labels=None) -> model.RunState:
     labels = labels or [f"hosts={i}" for i in range(n)]
-    ranks = [model.RankState(label=label, mesh="hosts", point={"hosts": i}, rank=i) for i, label in enumerate(labels)]
-    return model.RunState(command="echo", mode="bash", target=f"mesh hosts ({n} ranks)", ranks=ranks,
-                          started=100.0, observers=list(observers), clock=clock or time.time)
+    ranks = [
+        model.RankState(label=label, mesh="hosts", point={"hosts": i}, rank=i)
+        for i, label in enumerate(labels)
+    ]
+    return model.RunState(
+        command="echo",
+        mode="bash",
+        target=f"mesh hosts ({n} ranks)",
+        ranks=ranks,
+        started=100.0,
+        observers=list(observers),
+        clock=clock or time.time,
+    )
 
 
 def test_tiles_are_read_from_the_run_model():
@@ -209,8 +235,16 @@ def test_tiles_are_read_from_the_run_model():
     state.apply(model.Output(2, model.OUT, "late start\n"))  # lines before a start event still start the rank
     assert state.ranks[2].status == "running" and state.ranks[2].started == 102.5
     tile = tile_json(0, state.ranks[0])
-    assert tile == {"rank": 0, "label": "hosts=0", "status": "ok", "failing": False, "returncode": 0,
-                    "duration": 2.4, "started": 100.0, "error": None}
+    assert tile == {
+        "rank": 0,
+        "label": "hosts=0",
+        "status": "ok",
+        "failing": False,
+        "returncode": 0,
+        "duration": 2.4,
+        "started": 100.0,
+        "error": None,
+    }
     assert tile_json(1, state.ranks[1])["failing"] is True
     assert [r.rank for r in state.failing()] == [1]
     assert state.progress_line() == "4 ranks: 1 running, 1 ok, 1 failed, 1 pending"
@@ -243,7 +277,9 @@ def test_grid_sync_sends_only_changes_and_bounds_lines():
     assert batch.tiles[0]["status"] == "running" and batch.lines == {}
     state.apply(model.Stopping("interrupted"))
     batch = sync.take()
-    assert batch.tiles is None and batch.stopping == "interrupted" and "stopping (interrupted)" in batch.summary
+    assert (
+        batch.tiles is None and batch.stopping == "interrupted" and "stopping (interrupted)" in batch.summary
+    )
     state.apply(model.Finished())
     batch = sync.take()
     assert batch.finished and batch.lines == {0: [["out", "partial"]]}  # closed by the end of the run
@@ -427,7 +463,9 @@ def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
     now.t = 0.4
     observer.on_tick(state)
     assert widget.tiles[0]["status"] == "ok"
-    assert sent.messages == [{"kind": "lines", "lines": {"0": [["out", "later"]]}, "dropped": {}}]  # not "early" again
+    assert sent.messages == [
+        {"kind": "lines", "lines": {"0": [["out", "later"]]}, "dropped": {}}
+    ]  # not "early" again
     widget.close()
 
 

@@ -23,26 +23,25 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION, status
+from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ..schema import STATUSES as ALL_STATUSES
+from ..schema import status as _status
 
 OUT, ERR = "out", "err"
 
-RUNNING = status("running")
-OK = status("ok")
-FAILED = status("failed")
-TIMED_OUT = status("timed_out")
-SKIPPED = status("skipped")
-INTERRUPTED = status("interrupted")
-PENDING = status("pending")
+RUNNING = _status("running")
+OK = _status("ok")
+FAILED = _status("failed")
+TIMED_OUT = _status("timed_out")
+SKIPPED = _status("skipped")
+INTERRUPTED = _status("interrupted")
+PENDING = _status("pending")
 STATUSES = FINAL_STATUSES  # what a rank ends as: the keys of the payload's summary
 FAILING = frozenset(FAILING_STATUSES)
 
 TAIL_LINES = 200  # lines kept per rank (saved output, widgets)
 TAIL_CHARS = 64_000  # characters kept per rank: 200 long lines must not pin megabytes
 LINE_CHARS = 2000  # a longer line is cut where it is shown or kept (never in the log)
-
-__all__ = ["MIME_TYPE", "VERSION"]  # re-exported from the schema
 
 
 # ── events (what the runner reports) ────────────────────────────────────
@@ -146,7 +145,7 @@ def shown(line: str, dropped: int = 0) -> str:
 class Tail:
     """The last lines of a rank, as ``(stream, line)``, bounded in lines and characters."""
 
-    __slots__ = ("_lines", "chars", "max_lines", "max_chars")
+    __slots__ = ("_lines", "chars", "max_chars", "max_lines")
 
     def __init__(self, max_lines: int = TAIL_LINES, max_chars: int = TAIL_CHARS) -> None:
         self._lines: deque[tuple[str, str]] = deque()
@@ -212,8 +211,10 @@ class Fed:
         if n >= self.count:
             lines = (self.prefix + self.text[: self.end]).split("\n")
             first = shown(lines[0], self.dropped)
-            return [first, *(shown(line) if len(line) > LINE_CHARS or "\r" in line else line
-                             for line in lines[1:])]
+            return [
+                first,
+                *(shown(line) if len(line) > LINE_CHARS or "\r" in line else line for line in lines[1:]),
+            ]
         # n < count: the last n lines all lie in text (n newlines back from end)
         start = self.end
         for _ in range(n):
@@ -284,9 +285,11 @@ class RankState:
         prefix, dropped = self.pending[stream], self.dropped[stream]
         self.pending[stream], self.dropped[stream] = "", 0
         if cut + 1 < len(text):
-            self._grow(stream, text[cut + 1:])
+            self._grow(stream, text[cut + 1 :])
         # the pending part has no newline: the lines completed are the newlines of text
-        fed = Fed(index, stream, prefix, text, cut, newlines if newlines else text.count("\n", 0, cut) + 1, dropped)
+        fed = Fed(
+            index, stream, prefix, text, cut, newlines if newlines else text.count("\n", 0, cut) + 1, dropped
+        )
         self.counts[stream] += fed.count
         self.lines.extend(stream, fed.last(TAIL_LINES))
         return fed
@@ -471,7 +474,9 @@ class RunState:
             "command": self.command,
             "mode": self.mode,
             "target": self.target,
-            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"
+            ),
             "duration": round(self.duration, 3) if self.duration is not None else None,
             "log_path": self.log_path,
             "summary": self.counts(),
@@ -509,9 +514,7 @@ class RunState:
         return (
             f"<div class='monarch-remote'><div>{html.escape(self.summary_line())}</div>"
             "<table><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
-            "<th>lines</th><th>last lines</th></tr></thead><tbody>"
-            + "".join(rows)
-            + "</tbody></table></div>"
+            "<th>lines</th><th>last lines</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
         )
 
     def mime_bundle(self) -> dict:
@@ -559,9 +562,13 @@ class RemoteResults(list):
 
     def _rows(self) -> list[tuple[str, str, str, str, str]]:
         return [
-            (r.label, r.status.replace("_", " "), "" if r.returncode is None else str(r.returncode),
-             "" if r.duration is None else f"{r.duration:.2f} s",
-             (r.stdout.strip().splitlines() or [""])[-1][:80])
+            (
+                r.label,
+                r.status.replace("_", " "),
+                "" if r.returncode is None else str(r.returncode),
+                "" if r.duration is None else f"{r.duration:.2f} s",
+                (r.stdout.strip().splitlines() or [""])[-1][:80],
+            )
             for r in self
         ]
 
@@ -569,20 +576,35 @@ class RemoteResults(list):
         head = ("rank", "status", "rc", "time", "last stdout line")
         rows = self._rows()
         widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
-        text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-                         for row in [head, *rows])
+        text = "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in [head, *rows]
+        )
         cells = "".join(
             "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
         )
-        table = ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-                 + cells + "</tbody></table>")
+        table = (
+            "<table><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead><tbody>"
+            + cells
+            + "</tbody></table>"
+        )
         return {"text/plain": text, "text/html": table}
 
     @classmethod
     def from_state(cls, state: RunState) -> RemoteResults:
         return cls(
-            RankResult(r.label, r.mesh, dict(r.point), r.rank, r.status, r.returncode,
-                       r.text(OUT), r.text(ERR), r.duration)
+            RankResult(
+                r.label,
+                r.mesh,
+                dict(r.point),
+                r.rank,
+                r.status,
+                r.returncode,
+                r.text(OUT),
+                r.text(ERR),
+                r.duration,
+            )
             for r in state.ranks
         )
-

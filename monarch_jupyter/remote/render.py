@@ -117,7 +117,10 @@ class TextRenderer:
             shown.reverse()
             label = self.state.ranks[item.index].label
             if count > len(shown):
-                out.append(prefix(label, OUT, self.width) + f"… {count - len(shown)} lines not shown (they are in the log)")
+                out.append(
+                    prefix(label, OUT, self.width)
+                    + f"… {count - len(shown)} lines not shown (they are in the log)"
+                )
             out.extend(shown)
             left[item.index] -= len(shown)
             view.shown += len(shown)
@@ -168,7 +171,9 @@ class TextRenderer:
         for index, rank in enumerate(self.state.ranks):
             if self.live and self._ranks[index].capped:
                 tail = list(rank.lines)[-FINAL_TAIL:]
-                extra.append(prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:")
+                extra.append(
+                    prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:"
+                )
                 extra.extend(self._line(index, stream, line) for stream, line in tail)
         if extra:
             text += "\n".join(extra) + "\n"

@@ -10,8 +10,9 @@ which is what the widget sends in one batch. Pure: no threads, no widgets.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..remote.model import RankState, RunState
 
