@@ -41,10 +41,8 @@ def state() -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics and re-attach to the current context's job."""
-    from . import formatting
+    """Register the magics and re-attach to the current context's job (in the background)."""
     from ._quiet import install
-    from .errors import MonarchJupyterError
     from .magics import JobMagics
 
     install()
@@ -56,10 +54,9 @@ def load_ipython_extension(ipython: Any) -> None:
         register_remote = None
     if register_remote is not None:
         register_remote(ipython, current)
-    try:
-        print(formatting.attach_line(current.attach()))
-    except MonarchJupyterError as error:
-        print(f"monarch_jupyter: {error}")
+    from ._warmup import begin
+
+    print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

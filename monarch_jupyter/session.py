@@ -88,6 +88,9 @@ class JobSession:
         self._cache_stamp: tuple[int, int] | None = None
         self._spec_label: str | None = None
         self._listeners: list[Callable[[JobStatus], None]] = []
+        # Set by %load_ext while the cached job attaches in the background
+        # (see _warmup): waits for that, interruptibly, before the session is used.
+        self.ready_hook: Callable[[], None] | None = None
 
     # ── who wants to know ───────────────────────────────────────────────
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]:
@@ -130,6 +133,8 @@ class JobSession:
     def _forget_if_moved(self) -> None:
         """Drop the attachment after %cd, a context switch, or a cache change by
         someone else (``monarch kill`` or another kernel's apply)."""
+        if self.ready_hook is not None:
+            self.ready_hook()
         if self._attached_to is None:
             return
         if self._attached_to != self._key() or self._stamp() != self._cache_stamp:
