@@ -113,6 +113,31 @@ def start_cluster(folder: Path):
     return cluster, folder / "profile" / "security" / "ipcontroller-bench-client.json"
 
 
+def non_loopback_listeners(pids: list[int]) -> list[str]:
+    """TCP sockets in LISTEN state owned by ``pids`` and bound beyond loopback."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = []
+    for table, loopback in (("tcp", ("0100007F",)), ("tcp6", ("00000000000000000000000001000000",))):
+        try:
+            rows = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            address, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes and address.split(":")[0] not in loopback:
+                found.append(f"{table} {address}")
+    return found
+
+
 def machine() -> str:
     model = "?"
     try:
@@ -173,7 +198,11 @@ def main() -> None:
                 ok(side.kernel, code, 120)
         ok(mj.kernel, "%job apply --local hosts=2", 300)
         ok(px.kernel, "%px import os, sys, subprocess")
-        print(f"  processes tagged for reaping: {len(tagged_pids(tag))}", flush=True)
+        pids = tagged_pids(tag)
+        print(f"  processes tagged for reaping: {len(pids)}", flush=True)
+        exposed = non_loopback_listeners(pids)
+        if exposed:
+            raise RuntimeError(f"a process started here listens beyond loopback: {exposed}")
 
         def alternate(label: str, codes: dict[str, str], count: int, measure=lambda r: r.duration,
                       warmup: int = 5, timeout: float = 300) -> None:
