@@ -119,8 +119,9 @@ def begin(session: JobSession, ipython: Any = None) -> str:
         info = os.stat(path)
     except (OSError, MonarchJupyterError):
         info = None
-    if info is None or not _looks_loadable(path, info):
-        # No cache, or one the session refuses before unpickling: cheap and exact.
+    if info is None or session.attached or not _looks_loadable(path, info):
+        # No cache, a job attached already (%reload_ext), or a cache the session
+        # refuses before unpickling: cheap and exact.
         try:
             return formatting.attach_line(session.attach())
         except MonarchJupyterError as error:

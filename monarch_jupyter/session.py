@@ -146,6 +146,8 @@ class JobSession:
         self._cache_stamp = self._stamp()
 
     def _drop(self) -> None:
+        if self.ready_hook is not None:  # a background attach must not land after this
+            self.ready_hook()
         self._job = None
         self._state = None
         self._attached_to = None

@@ -27,7 +27,9 @@ APPLY_ID = "0123abcd-0000-0000-0000-000000000000"
 
 
 class StandInSession:
-    """What begin() uses of a JobSession: layout, attach(), ready_hook."""
+    """What begin() uses of a JobSession: layout, attached, attach(), ready_hook."""
+
+    attached = False
 
     def __init__(self, root: Path, attach=None) -> None:
         self.layout = Layout(root)
@@ -185,3 +187,15 @@ def test_status_json_is_read_without_following_links_or_reading_huge_files(tmp_p
     link.symlink_to(target)
     assert _warmup._read_json(link) is None
     assert _warmup._read_json(target) == {"state": RUNNING}
+
+
+def test_a_context_switch_waits_for_the_background_attach_first(tmp_path):
+    from monarch_jupyter.session import JobSession
+
+    session = JobSession(loop=object(), cwd=lambda: str(tmp_path))
+    Layout(tmp_path).ensure()
+    seen = []
+    session.ready_hook = lambda: seen.append(session.layout.current())
+    session.create("other")
+    session.use("other")  # its attach finds no job: nothing imported, nothing connected
+    assert seen and seen[0] == "default", "the hook runs before the symlink moves"
