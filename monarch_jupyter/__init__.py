@@ -49,10 +49,9 @@ def state() -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics and re-attach to the current context's job."""
-    from . import formatting
+    """Register the magics and re-attach to the current context's job (in the background)."""
     from ._quiet import install
-    from .errors import MonarchJupyterError
+    from ._warmup import begin
     from .magics import JobMagics
     from .remote.magic import register as register_remote
 
@@ -60,10 +59,7 @@ def load_ipython_extension(ipython: Any) -> None:
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
     register_remote(ipython, current)
-    try:
-        print(formatting.attach_line(current.attach()))
-    except MonarchJupyterError as error:
-        print(f"monarch_jupyter: {error}")
+    print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -66,6 +66,9 @@ class JobSession:
         self._cwd = cwd
         self._attachment = Attachment()
         self._board = StatusBoard()
+        # Set by %load_ext while the cached job attaches in the background
+        # (see _warmup): waits for that, interruptibly, before the session is used.
+        self.ready_hook: Callable[[], None] | None = None
 
     # ── who wants to know ───────────────────────────────────────────────
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]:
@@ -92,9 +95,18 @@ class JobSession:
 
     def _check_attachment(self) -> Attachment:
         """The attachment, forgotten first if the folder, context or cache moved on."""
+        self._wait_ready()
         where = (str(self.root.resolve()), self.context)
         self._attachment.forget_unless(where, self.store.stamp())
         return self._attachment
+
+    def _wait_ready(self) -> None:
+        if self.ready_hook is not None:
+            self.ready_hook()
+
+    def _clear_attachment(self) -> None:
+        self._wait_ready()  # a background attach must not land after this
+        self._attachment.clear()
 
     def _remember(self, job: Any, state: Any) -> None:
         where = (str(self.root.resolve()), self.context)
@@ -235,14 +247,14 @@ class JobSession:
             )
         store.remove(name)
         if current:
-            self._attachment.clear()
+            self._clear_attachment()
         after = JobStatus(context=name, state=NO_JOB, spec=before.spec)
         self._board.publish(self.layout, after)
         return before
 
     def reconnect(self) -> JobStatus:
         """Drop the cached connection and attach again from the pickle."""
-        self._attachment.clear()
+        self._clear_attachment()
         return self.attach()
 
     # ── contexts ────────────────────────────────────────────────────────
@@ -251,7 +263,7 @@ class JobSession:
 
     def use(self, name: str) -> JobStatus:
         check_name(name)
-        self._attachment.clear()
+        self._clear_attachment()
         self.layout.use(name)
         return self.attach()
 
@@ -267,7 +279,7 @@ class JobSession:
         if self.store.state_path(name).exists():
             killed = self.kill(name)
         if name == self.context:
-            self._attachment.clear()
+            self._clear_attachment()
         self.layout.remove(name)
         return killed
 
