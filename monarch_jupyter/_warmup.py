@@ -179,8 +179,11 @@ def _status_from_files(layout: Any, context: str, info: os.stat_result) -> JobSt
     if not isinstance(pids, dict) or not pids:
         return None  # not a local job: only connecting can tell whether it is alive
     try:
-        alive = {key: _is_worker(int(pid)) for key, pid in pids.items()}
         meshes = [MeshStatus(str(m["name"]), m.get("hosts"), None) for m in data.get("meshes", [])]
+        keys = {f"{m.name}_{i}" for m in meshes for i in range(m.hosts or 0)}
+        if set(pids) - keys:
+            return None  # PIDs keyed by host (SSHJob's ssh clients), not local workers: connecting tells
+        alive = {key: _is_worker(int(pid)) for key, pid in pids.items()}
         for mesh in meshes:
             mesh.live_workers = sum(1 for i in range(mesh.hosts or 0) if alive.get(f"{mesh.name}_{i}"))
         return JobStatus(

@@ -52,7 +52,9 @@ def test_slurm_job_end_to_end(slurm, start_kernel, tag, workdir):
     kernel.km.restart_kernel(now=True)
     kernel.kc.wait_for_ready(timeout=60)
     loaded = kernel.ok("%load_ext monarch_jupyter", timeout=120)
-    assert "re-attached to context 'default': SlurmJob" in loaded.text, loaded.text
+    assert "attaching to the cached job of context 'default' in the background" in loaded.text, loaded.text
+    attached = kernel.ok("%job", timeout=120)
+    assert "SlurmJob" in attached.text and "running" in attached.text, attached.text
     again = kernel.ok("%%remote bash\necho back", timeout=120)
     assert "back" in again.text, again.text
 

@@ -105,7 +105,9 @@ def test_ssh_job_end_to_end(sshd, start_kernel, tag, workdir):
     kernel.km.restart_kernel(now=True)
     kernel.kc.wait_for_ready(timeout=60)
     loaded = kernel.ok("%load_ext monarch_jupyter", timeout=120)
-    assert "re-attached to context 'default': SSHJob" in loaded.text, loaded.text
+    assert "attaching to the cached job of context 'default' in the background" in loaded.text, loaded.text
+    attached = kernel.ok("%job", timeout=120)
+    assert "SSHJob" in attached.text and "hosts: 2 hosts, 2 live workers" in attached.text, attached.text
     again = kernel.ok("%%remote bash\necho back $MONARCH_RANK_hosts", timeout=120)
     assert "back 0" in again.text and "back 1" in again.text, again.text
 
