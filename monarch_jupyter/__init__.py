@@ -56,6 +56,11 @@ def load_ipython_extension(ipython: Any) -> None:
         register_remote = None
     if register_remote is not None:
         register_remote(ipython, current)
+    from ._orphans import reap_leftovers, reaped_line
+
+    leftovers = reaped_line(reap_leftovers(current.layout.dir))  # issue #9: no orphaned workers
+    if leftovers:
+        print(f"monarch_jupyter: {leftovers}")
     try:
         print(formatting.attach_line(current.attach()))
     except MonarchJupyterError as error:

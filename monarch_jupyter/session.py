@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import _introspect, _quiet, cache
+from . import _introspect, _orphans, _quiet, cache
 from ._loop import EventLoopThread, shared_loop
 from .contexts import Layout, check_name
 from .errors import MonarchJupyterError, NoJobError, SpecError
@@ -52,6 +52,7 @@ class JobStatus:
     applied_at: float | None = None
     cache_path: str | None = None
     attached: bool = False
+    note: str | None = None  # e.g. where an unreadable cache was moved (issue #9)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -248,7 +249,7 @@ class JobSession:
     def resolve(self, spec: Spec | None, namespace: Mapping[str, Any] | None = None) -> tuple[Any, str | None, str]:
         """Turn a spec into ``(job, saved_path_or_None, label)``; SpecError if it can't."""
         if spec is None:
-            saved = self.layout.read_spec(self.context)
+            saved = self.layout.read_spec(self.context, trusted=True)  # it leads to an import
             if saved is None:
                 raise SpecError(
                     f"context '{self.context}' has no saved spec: "
@@ -272,6 +273,7 @@ class JobSession:
             return job, _saved_path_for(job), f"variable {spec.name}"
         raise SpecError(f"unsupported spec {spec!r}")
 
+    @cache.locked_method
     def apply(self, spec: Spec | None = None, namespace: Mapping[str, Any] | None = None) -> ApplyResult:
         """Apply ``spec`` in the current context (a no-op when the running job can run it).
 
@@ -281,7 +283,11 @@ class JobSession:
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
         self._forget_if_moved()
-        old = self._job if self._job is not None else self._load_cached()  # CacheError: one line, nothing touched
+        note = _orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir))  # issue #9
+        try:
+            old = self._job if self._job is not None else self._load_cached()  # CacheError: one line, nothing touched
+        except cache.UnreadableCacheError:
+            old, note = None, self._move_aside(name)
         if old is not None and _introspect.is_alive(old) and _can_run(old, job):
             if self._job is None:
                 self._connect(old)
@@ -289,16 +295,26 @@ class JobSession:
             self._spec_label = label
             return ApplyResult(self.status(), changed=False)
 
+        guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)  # issue #9: no orphans
+
         def start() -> Any:
             _quiet.start_client_context()
             try:
-                return job.state(cached_path=None)
+                with guard:
+                    state = job.state(cached_path=None)
+                if guard.abandoned.is_set():
+                    raise _orphans.ApplyAbandoned()
+                return state
             except BaseException:
                 _kill_quietly(job)
+                guard.done()
                 raise
 
         try:
             state = self.loop.call(start)
+        except KeyboardInterrupt:
+            guard.abandoned.set()
+            raise
         except MonarchJupyterError:
             raise
         except Exception as error:
@@ -313,20 +329,35 @@ class JobSession:
             self.loop.call(_kill_quietly, old)
         self.layout.ensure()
         self.layout.create(name)
-        cache.dump_job(job, self._state_path(name))
+        try:
+            cache.dump_job(job, self._state_path(name))
+        except BaseException:
+            self.loop.call(_kill_quietly, job)
+            raise
+        finally:
+            guard.done()
         self._save_spec(name, saved_path)
         self._remember(job, state)
         self._spec_label = label
-        note = None
         if saved_path is None:
-            note = "this spec lives only in this kernel; the CLI and a bare %job apply cannot re-create it"
+            note = "\n".join(filter(None, [note, "this spec lives only in this kernel; the CLI and a bare %job apply cannot re-create it"]))
         return ApplyResult(self.status(), changed=True, replaced_apply_id=replaced, note=note)
 
     def _save_spec(self, name: str, saved_path: str | None) -> None:
         self.layout.ensure()
         self.layout.write_spec(name, saved_path)
 
+    def _move_aside(self, name: str) -> str:
+        """Move the context's unreadable cache aside (never delete it); say where."""
+        path = self._state_path(name)
+        moved = cache.quarantine(path)
+        return (
+            f"moved the unreadable {os.path.relpath(path, self.root)} aside to "
+            f"{os.path.relpath(moved, self.root)}"
+        )
+
     # ── kill / reconnect ───────────────────────────────────────────────
+    @cache.locked_method
     def kill(self, context: str | None = None) -> JobStatus:
         """Reap the context's workers and delete its state file (as ``monarch kill``)."""
         self._forget_if_moved()
@@ -334,7 +365,12 @@ class JobSession:
         if context and not self.layout.exists(name):
             raise NoJobError(f"no context '{name}' here: %job context ls lists them")
         current = name == self.context
-        job = self._job if (current and self._job is not None) else self._load_cached(name)
+        try:
+            job = self._job if (current and self._job is not None) else self._load_cached(name)
+        except cache.UnreadableCacheError:
+            after = JobStatus(context=name, state=NO_JOB, note=self._move_aside(name) + "; no workers were known to kill")
+            self._publish(name, after)
+            return after
         if job is None:
             raise NoJobError(f"no job to kill in context '{name}' ({self._state_path(name)} does not exist)")
         before = self._describe(name, job, self._state if current else None, self._state_path(name))
@@ -355,6 +391,7 @@ class JobSession:
     def contexts(self) -> list:
         return self.layout.infos()
 
+    @cache.locked_method
     def use(self, name: str) -> JobStatus:
         check_name(name)
         self._drop()
@@ -364,6 +401,7 @@ class JobSession:
     def create(self, name: str) -> bool:
         return self.layout.create(check_name(name))
 
+    @cache.locked_method
     def remove(self, name: str) -> JobStatus | None:
         """Kill the context's job (if any) and delete the context, as ``monarch context rm``."""
         check_name(name)

@@ -1,0 +1,179 @@
+"""Workers of an apply that never completed: recorded as they start, reaped later.
+
+A ``ProcessJob`` starts its workers in sessions of their own, so when the kernel
+dies (or is interrupted, or the apply fails) between the first ``Popen`` and the
+cache write, nothing else knows about them. :class:`ApplyGuard` writes each
+worker's PID (with its start time, so a reused PID is never signalled) to
+``.monarch/<context>/workers.pending.<kernel pid>`` the moment it exists, and
+removes the file once the workers are in the cache or killed. :func:`reap_leftovers`,
+run by ``%load_ext`` and ``%job apply``, kills the sessions of workers recorded
+by a kernel that is gone.
+
+While the guard is on, an interrupt also stops a ``ProcessJob`` between two
+spawns (Monarch's ``_create`` then reaps the ones already started).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PENDING_PREFIX = "workers.pending."
+_GRACE_SECONDS = 1.0
+
+
+class ApplyAbandoned(KeyboardInterrupt):
+    """Raised inside Monarch's spawn loop when the kernel gave up on the apply."""
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X", "x"):
+        return None
+    return int(fields[19])
+
+
+class ApplyGuard:
+    """Record the workers a ProcessJob apply spawns; stop spawning once abandoned."""
+
+    def __init__(self, context_dir: Path, job: Any) -> None:
+        self.path = Path(context_dir) / f"{PENDING_PREFIX}{os.getpid()}"
+        self.job = job
+        self.abandoned = threading.Event()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "ApplyGuard":
+        from monarch.job import ProcessJob
+
+        if isinstance(self.job, ProcessJob):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            me = _start_time(os.getpid())
+            self.path.write_text(f"owner {os.getpid()} {me}\n")
+            original = type(self.job)._watch_process
+
+            # Monarch's private hook (monarch/_src/job/process.py): ProcessJob._create
+            # calls self._watch_process(proc, ...) right after each Popen. An instance
+            # attribute shadows the staticmethod for this apply only; it is the one
+            # point where a worker's PID exists before _create returns.
+            def watch(proc: Any, mesh_name: str, rank: int, addr: str) -> None:
+                self.record(proc.pid)
+                original(proc, mesh_name, rank, addr)
+                if self.abandoned.is_set():
+                    raise ApplyAbandoned("the apply was interrupted")
+
+            self.job._watch_process = watch
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        # The job is pickled into the cache next: drop the (unpicklable) hook.
+        vars(self.job).pop("_watch_process", None)
+
+    def record(self, pid: int) -> None:
+        with self._lock, open(self.path, "a") as out:
+            out.write(f"worker {pid} {_start_time(pid)}\n")
+
+    def done(self) -> None:
+        """The workers are in the cache, or killed: forget the record."""
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, int | None]]]:
+    owner, workers = None, []
+    try:
+        from . import _files
+
+        text = _files.read_text(path, what="worker record")
+    except Exception:
+        return None, []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        start = int(parts[2]) if parts[2].isdigit() else None
+        if parts[0] == "owner":
+            owner = (int(parts[1]), start)
+        elif parts[0] == "worker":
+            workers.append((int(parts[1]), start))
+    return owner, workers
+
+
+def _same(pid: int, start: int | None) -> bool:
+    return start is not None and _start_time(pid) == start
+
+
+def _leads_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except OSError:
+        return False
+
+
+def _session_members(sessions: set[int]) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.getsid(int(entry)) in sessions and _start_time(int(entry)) is not None:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def kill_sessions(sessions: set[int]) -> None:
+    """SIGTERM then SIGKILL every process in ``sessions`` (workers lead their own)."""
+    if not sessions:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _session_members(sessions):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + _GRACE_SECONDS
+        while sig == signal.SIGTERM and time.monotonic() < deadline and _session_members(sessions):
+            time.sleep(0.05)
+
+
+def reaped_line(pids: list[int]) -> str | None:
+    """One line about reaped leftovers, or None."""
+    if not pids:
+        return None
+    shown = ", ".join(map(str, pids[:8])) + (", …" if len(pids) > 8 else "")
+    return (
+        f"stopped {len(pids)} worker process(es) left by an apply that never completed "
+        f"(kernel killed, interrupted or failed): pid {shown}"
+    )
+
+
+def reap_leftovers(monarch_dir: Path) -> list[int]:
+    """Kill the workers of applies whose kernel is gone; returns their PIDs.
+
+    Records of a live kernel (an apply in progress elsewhere) are left alone.
+    """
+    monarch_dir = Path(monarch_dir)
+    if not monarch_dir.is_dir():
+        return []
+    reaped: list[int] = []
+    for record in sorted(monarch_dir.glob(f"*/{PENDING_PREFIX}*")):
+        owner, workers = _read(record)
+        if owner is not None and owner[0] != os.getpid() and _same(*owner):
+            continue  # that kernel is alive and may still be applying
+        if owner is not None and owner[0] == os.getpid():
+            continue  # ours: the running apply removes it
+        alive = {pid for pid, start in workers if _same(pid, start) and _leads_session(pid)}
+        kill_sessions(alive)
+        reaped.extend(sorted(alive))
+        with contextlib.suppress(OSError):
+            record.unlink()
+    return reaped
