@@ -2,10 +2,11 @@
 
 A ``ProcessJob`` starts its workers in sessions of their own, so when the kernel
 dies (or is interrupted, or the apply fails) between the first ``Popen`` and the
-cache write, nothing else knows about them. :class:`ApplyGuard` writes each
-worker's PID (with its start time, so a reused PID is never signalled) to
-``.monarch/<context>/workers.pending.<kernel pid>`` the moment it exists, and
-removes the file once the workers are in the cache or killed. :func:`reap_leftovers`,
+cache write, nothing else knows about them. :class:`ApplyGuard` first writes
+``.monarch/<context>/workers.pending.<kernel pid>`` with a fresh token that every
+worker of this apply carries in its environment (``MONARCH_JUPYTER_APPLY``), then
+each worker's PID and start time the moment it exists (a reused PID is never
+signalled), and removes the file once the workers are in the cache or killed. :func:`reap_leftovers`,
 run by ``%load_ext`` and ``%job apply``, kills the sessions of workers recorded
 by a kernel that is gone.
 
@@ -20,10 +21,12 @@ import os
 import signal
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 PENDING_PREFIX = "workers.pending."
+TOKEN_VAR = "MONARCH_JUPYTER_APPLY"
 _GRACE_SECONDS = 1.0
 
 
@@ -50,7 +53,9 @@ class ApplyGuard:
         self.path = Path(context_dir) / f"{PENDING_PREFIX}{os.getpid()}"
         self.job = job
         self.abandoned = threading.Event()
+        self.token = uuid.uuid4().hex
         self._lock = threading.Lock()
+        self._env: Any = None
 
     def __enter__(self) -> "ApplyGuard":
         from monarch.job import ProcessJob
@@ -58,7 +63,11 @@ class ApplyGuard:
         if isinstance(self.job, ProcessJob):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             me = _start_time(os.getpid())
-            self.path.write_text(f"owner {os.getpid()} {me}\n")
+            self.path.write_text(f"owner {os.getpid()} {me}\ntoken {self.token} -\n")
+            # ProcessJob passes _env to every worker: the token marks them all,
+            # even one whose PID the kernel died before recording.
+            self._env = self.job._env
+            self.job._env = {**(self._env or {}), TOKEN_VAR: self.token}
             original = type(self.job)._watch_process
 
             # Monarch's private hook (monarch/_src/job/process.py): ProcessJob._create
@@ -75,8 +84,10 @@ class ApplyGuard:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        # The job is pickled into the cache next: drop the (unpicklable) hook.
-        vars(self.job).pop("_watch_process", None)
+        # The job is pickled into the cache next: drop the (unpicklable) hook and the token.
+        if "_watch_process" in vars(self.job):
+            del self.job._watch_process
+            self.job._env = self._env
 
     def record(self, pid: int) -> None:
         with self._lock, open(self.path, "a") as out:
@@ -88,16 +99,18 @@ class ApplyGuard:
             self.path.unlink()
 
 
-def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, int | None]]]:
-    owner, workers = None, []
+def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, int | None]], str | None]:
+    owner, workers, token = None, [], None
     try:
         from . import _files
 
         text = _files.read_text(path, what="worker record")
     except Exception:
-        return None, []
+        return None, [], None
     for line in text.splitlines():
         parts = line.split()
+        if len(parts) == 3 and parts[0] == "token" and parts[1].isalnum():
+            token = parts[1]
         if len(parts) != 3 or not parts[1].isdigit():
             continue
         start = int(parts[2]) if parts[2].isdigit() else None
@@ -105,7 +118,22 @@ def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, in
             owner = (int(parts[1]), start)
         elif parts[0] == "worker":
             workers.append((int(parts[1]), start))
-    return owner, workers
+    return owner, workers, token
+
+
+def _carrying(token: str) -> set[int]:
+    """Our processes whose environment holds ``MONARCH_JUPYTER_APPLY=token``."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                found.add(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 def _same(pid: int, start: int | None) -> bool:
@@ -166,12 +194,14 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
         return []
     reaped: list[int] = []
     for record in sorted(monarch_dir.glob(f"*/{PENDING_PREFIX}*")):
-        owner, workers = _read(record)
+        owner, workers, token = _read(record)
         if owner is not None and owner[0] != os.getpid() and _same(*owner):
             continue  # that kernel is alive and may still be applying
         if owner is not None and owner[0] == os.getpid():
             continue  # ours: the running apply removes it
         alive = {pid for pid, start in workers if _same(pid, start) and _leads_session(pid)}
+        if token:
+            alive |= {pid for pid in _carrying(token) if _leads_session(pid)}
         kill_sessions(alive)
         reaped.extend(sorted(alive))
         with contextlib.suppress(OSError):
