@@ -29,6 +29,7 @@ class JobMagics(Magics):
         %job [status [CONTEXT]]     show the job: class, apply id, state, meshes, URLs
         %job apply --local MESH=N[,MESH=N...]
                                     start a local job: one worker process per host
+                                    (64 in all; %env MONARCH_JUPYTER_MAX_LOCAL_WORKERS=N raises it)
         %job apply module.attr      apply a JobTrait importable from the notebook's folder
         %job apply NAME             apply the JobTrait held by notebook variable NAME
         %job apply                  re-apply the context's saved spec
