@@ -212,12 +212,29 @@ def _drain(k: Kernel, msg_id: str, timeout: float = 60) -> dict | None:
 def test_interrupted_apply_leaves_no_workers(start_kernel, workdir, tag):
     k = start_kernel(env={"MONARCH_JUPYTER_MAX_LOCAL_WORKERS": "100"})
     k.ok("%load_ext monarch_jupyter")
-    msg_id = _start_apply(k, 40)
-    assert wait_for(lambda: len(worker_pids(tag)) >= 2, 60), "no worker started"
+    seen: set[int] = set()
+    watching = threading.Event()
+    watching.set()
+
+    def watch():  # every worker PID that ever exists during the test
+        while watching.is_set():
+            seen.update(worker_pids(tag))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    msg_id = _start_apply(k, 64)
+    assert wait_for(lambda: len(seen) >= 2, 60), "no worker started"
     k.interrupt()
     error = _drain(k, msg_id)
+    at_interrupt = len(seen)
     assert error is not None and error["ename"] == "KeyboardInterrupt"
     assert wait_for(lambda: not worker_pids(tag), 30), f"workers left: {worker_pids(tag)}"
+    watching.clear()
+    watcher.join()
+    # spawning stopped with the interrupt: not all 64 workers were started
+    # (without the guard Monarch's spawn loop runs to the end before the cell ends)
+    assert len(seen) < 64 and len(seen) - at_interrupt <= 2, (at_interrupt, len(seen))
     assert not list((workdir / ".monarch" / "default").glob("workers.pending.*"))
     assert "no job" in k.ok("%job").text
     # the kernel is usable: a small apply works
