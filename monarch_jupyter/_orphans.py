@@ -173,6 +173,14 @@ def kill_sessions(sessions: set[int]) -> None:
             time.sleep(0.05)
 
 
+def _cached_after(record: Path) -> bool:
+    """Whether the context's state.pkl was written after the record's last worker."""
+    try:
+        return os.stat(record.parent / "state.pkl").st_mtime_ns >= os.stat(record).st_mtime_ns
+    except OSError:
+        return False
+
+
 def reaped_line(pids: list[int]) -> str | None:
     """One line about reaped leftovers, or None."""
     if not pids:
@@ -199,6 +207,12 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
             continue  # that kernel is alive and may still be applying
         if owner is not None and owner[0] == os.getpid():
             continue  # ours: the running apply removes it
+        if _cached_after(record):
+            # The kernel died between writing the cache and removing the record:
+            # these workers are the context's job now, not leftovers.
+            with contextlib.suppress(OSError):
+                record.unlink()
+            continue
         alive = {pid for pid, start in workers if _same(pid, start) and _leads_session(pid)}
         if token:
             alive |= {pid for pid in _carrying(token) if _leads_session(pid)}

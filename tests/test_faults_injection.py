@@ -324,3 +324,22 @@ def test_two_kernels_racing_end_with_one_job(start_kernel, workdir, tag):
         assert not (workdir / ".monarch" / "default" / "state.pkl").exists()
         assert not [p for p in (workdir / ".monarch" / "default").iterdir() if p.name.endswith(".tmp")]
     shutdown_and_assert_nothing_left(tag, a, b)
+
+
+def test_record_of_a_completed_apply_does_not_reap_the_job(start_kernel, workdir, tag):
+    """A kernel killed after writing the cache but before removing its worker
+    record: the next kernel re-attaches to those workers instead of killing them."""
+    k = start_kernel()
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=1")
+    (pid,) = worker_pids(tag)
+    ctx = workdir / ".monarch" / "default"
+    record = ctx / "workers.pending.999999"  # a kernel that is gone
+    record.write_text(f"owner 999999 1\nworker {pid} {Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[19]}\n")
+    os.utime(record, ns=(1, 1))  # older than state.pkl
+    k.shutdown()
+    fresh = start_kernel()
+    assert "re-attached" in fresh.ok("%load_ext monarch_jupyter").text
+    assert worker_pids(tag) == [pid] and not record.exists()
+    fresh.ok("%job kill")
+    shutdown_and_assert_nothing_left(tag, fresh)
