@@ -5,8 +5,9 @@ dies (or is interrupted, or the apply fails) between the first ``Popen`` and the
 cache write, nothing else knows about them. :class:`ApplyGuard` first writes
 ``.monarch/<context>/workers.pending.<kernel pid>`` with a fresh token that every
 worker of this apply carries in its environment (``MONARCH_JUPYTER_APPLY``), then
-each worker's PID and start time the moment it exists (a reused PID is never
-signalled), and removes the file once the workers are in the cache or killed. :func:`reap_leftovers`,
+each worker's PID and start time as it starts (for a person reading it), and removes
+the file once the workers are in the cache or killed. Only processes carrying the
+token are ever signalled, so a reused PID or a doctored record harms nothing. :func:`reap_leftovers`,
 run by ``%load_ext`` and ``%job apply``, kills the sessions of workers recorded
 by a kernel that is gone.
 
@@ -24,6 +25,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from . import _files
 
 PENDING_PREFIX = "workers.pending."
 TOKEN_VAR = "MONARCH_JUPYTER_APPLY"
@@ -102,8 +105,6 @@ class ApplyGuard:
 def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, int | None]], str | None]:
     owner, workers, token = None, [], None
     try:
-        from . import _files
-
         text = _files.read_text(path, what="worker record")
     except Exception:
         return None, [], None
@@ -202,6 +203,10 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
         return []
     reaped: list[int] = []
     for record in sorted(monarch_dir.glob(f"*/{PENDING_PREFIX}*")):
+        try:
+            _files.check_trusted(record, what="worker record")
+        except (OSError, _files.UnsafeFileError):
+            continue  # not ours (or odd): never act on it
         owner, workers, token = _read(record)
         if owner is not None and owner[0] != os.getpid() and _same(*owner):
             continue  # that kernel is alive and may still be applying
@@ -213,9 +218,10 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
             with contextlib.suppress(OSError):
                 record.unlink()
             continue
-        alive = {pid for pid, start in workers if _same(pid, start) and _leads_session(pid)}
-        if token:
-            alive |= {pid for pid in _carrying(token) if _leads_session(pid)}
+        # Only processes that carry this apply's token (every worker it spawned
+        # does) are signalled: a record naming other PIDs cannot make us kill them.
+        marked = _carrying(token) if token else set()
+        alive = {pid for pid in marked if _leads_session(pid)}
         kill_sessions(alive)
         reaped.extend(sorted(alive))
         with contextlib.suppress(OSError):

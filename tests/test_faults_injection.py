@@ -336,7 +336,12 @@ def test_record_of_a_completed_apply_does_not_reap_the_job(start_kernel, workdir
     (pid,) = worker_pids(tag)
     ctx = workdir / ".monarch" / "default"
     record = ctx / "workers.pending.999999"  # a kernel that is gone
-    record.write_text(f"owner 999999 1\nworker {pid} {Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[19]}\n")
+    environ = dict(
+        e.split(b"=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in e
+    )
+    token = environ[b"MONARCH_JUPYTER_APPLY"].decode()  # every worker of an apply carries its token
+    record.write_text(f"owner 999999 1\ntoken {token} -\nworker {pid} 1\n")
+    record.chmod(0o600)
     os.utime(record, ns=(1, 1))  # older than state.pkl
     k.shutdown()
     fresh = start_kernel()
