@@ -208,10 +208,8 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
         except (OSError, _files.UnsafeFileError):
             continue  # not ours (or odd): never act on it
         owner, workers, token = _read(record)
-        if owner is not None and owner[0] != os.getpid() and _same(*owner):
-            continue  # that kernel is alive and may still be applying
-        if owner is not None and owner[0] == os.getpid():
-            continue  # ours: the running apply removes it
+        if owner is not None and _same(*owner):
+            continue  # that kernel (maybe this one) is alive and may still be applying
         if _cached_after(record):
             # The kernel died between writing the cache and removing the record:
             # these workers are the context's job now, not leftovers.
