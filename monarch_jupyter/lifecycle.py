@@ -15,11 +15,12 @@ a plain ``lambda fn, *a: fn(*a)`` in unit tests).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _introspect, _quiet
+from . import _introspect, _orphans, _quiet
 from .errors import MonarchJupyterError
 
 Call = Callable[..., Any]
@@ -52,14 +53,29 @@ def connect(job: Any) -> Any:
     return job.state(cached_path=None)
 
 
-def start(job: Any) -> Any:
-    """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed."""
+def start(job: Any, guard: Any = None) -> Any:
+    """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed.
+
+    ``guard`` (a context manager with an ``abandoned`` event, see ``_orphans.ApplyGuard``)
+    records the workers as they start; once the kernel gave up on the apply, whatever
+    started is killed and ``ApplyAbandoned`` is raised.
+    """
     _quiet.start_client_context()
     try:
-        with _quiet.quietly():
-            return job.state(cached_path=None)
+        with _quiet.quietly(), guard or contextlib.nullcontext():
+            state = job.state(cached_path=None)
+        if guard is not None and guard.abandoned.is_set():
+            raise _orphans.ApplyAbandoned("the apply was interrupted")
+        return state
+    except KeyboardInterrupt:  # abandoned (or interrupted): reap, and say nothing more
+        kill_error(job)
+        if guard is not None:
+            guard.done()
+        raise
     except BaseException as error:  # PanicException derives from BaseException
         cleanup = kill_error(job)
+        if guard is not None:
+            guard.done()
         raise StartFailed(f"{type(error).__name__}: {error}", cleanup) from None
 
 
@@ -101,6 +117,7 @@ def replace(
     label: str,
     call: Call,
     commit: Callable[[Any], None],
+    guard: Any = None,
 ) -> Replaced:
     """Start ``new``, ``commit`` it, then kill ``old``; in that order, and only so far as each step worked.
 
@@ -109,7 +126,7 @@ def replace(
     - killing ``old`` fails: ``new`` stays (it is committed); the failure is returned.
     """
     try:
-        state = call(start, new)
+        state = call(start, new, guard)
     except StartFailed as failure:
         extra = f" (reaping what it started also failed: {failure.cleanup})" if failure.cleanup else ""
         raise MonarchJupyterError(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, lifecycle
+from . import _introspect, _orphans, cache, lifecycle
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -161,7 +161,7 @@ class JobSession:
     def resolve(self, spec: Spec | None, namespace: Mapping[str, Any] | None = None) -> Resolved:
         """Turn a spec (None: the context's saved one) into ``(job, saved_path_or_None, label)``."""
         if spec is None:
-            saved = self.layout.read_spec(self.context)
+            saved = self.layout.read_spec(self.context, trusted=True)  # it leads to an import
             if saved is None:
                 raise SpecError(
                     f"context '{self.context}' has no saved spec: "
@@ -170,6 +170,7 @@ class JobSession:
             spec = spec_from_saved(saved)
         return resolve(spec, self.root, namespace)
 
+    @cache.locked_method
     def apply(self, spec: Spec | None = None, namespace: Mapping[str, Any] | None = None) -> ApplyResult:
         """Apply ``spec`` in the current context (a no-op when the running job can run it).
 
@@ -180,9 +181,12 @@ class JobSession:
         name = self.context
         store = self.store
         attachment = self._check_attachment()
-        old = (
-            attachment.job if attachment.connected else store.load()
-        )  # CacheError: one line, nothing touched
+        notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir))]  # issue #9: no orphans
+        try:
+            old = attachment.job if attachment.connected else store.load()  # CacheError: one line, nothing touched
+        except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
+            old = None
+            notes.append(self._move_aside(name))
         if lifecycle.reusable(old, job):
             if not attachment.connected:
                 self._remember(old, self.loop.call(lifecycle.connect, old))
@@ -195,8 +199,18 @@ class JobSession:
             self._remember(job, state)
             self._attachment.label = label
 
-        done = lifecycle.replace(job, old, label=label, call=self.loop.call, commit=commit)
-        notes = []
+        # issue #9: the workers this apply spawns are recorded as they start, so an
+        # apply that never completes (interrupted, kernel killed) leaves none orphaned.
+        guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)
+        try:
+            done = lifecycle.replace(job, old, label=label, call=self.loop.call, commit=commit, guard=guard)
+        except KeyboardInterrupt:
+            guard.abandoned.set()  # the loop's worker stops spawning and kills what it started
+            raise
+        except BaseException:
+            guard.done()  # the failed start (or the unrecordable new job) was reaped
+            raise
+        guard.done()  # the workers are in the cache now
         if done.kill_failed:
             notes.append(
                 f"killing the previous job {done.replaced_apply_id} failed ({done.kill_failed}): "
@@ -210,10 +224,29 @@ class JobSession:
             self.status(),
             changed=True,
             replaced_apply_id=done.replaced_apply_id,
-            note="; ".join(notes) or None,
+            note="; ".join(filter(None, notes)) or None,
+        )
+
+    def _move_aside(self, name: str) -> str:
+        """Move the context's unreadable cache aside (never delete it); say where."""
+        path = self.store.state_path(name)
+        moved = cache.quarantine(path)
+        return (
+            f"moved the unreadable {os.path.relpath(path, self.root)} aside to "
+            f"{os.path.relpath(moved, self.root)}"
+        )
+
+    def _move_aside(self, name: str) -> str:
+        """Move the context's unreadable cache aside (never delete it); say where."""
+        path = self._state_path(name)
+        moved = cache.quarantine(path)
+        return (
+            f"moved the unreadable {os.path.relpath(path, self.root)} aside to "
+            f"{os.path.relpath(moved, self.root)}"
         )
 
     # ── kill / reconnect ───────────────────────────────────────────────
+    @cache.locked_method
     def kill(self, context: str | None = None) -> JobStatus:
         """Reap the context's workers and delete its state file (as ``monarch kill``)."""
         attachment = self._check_attachment()
@@ -222,7 +255,12 @@ class JobSession:
             raise NoJobError(f"no context '{name}' here: %job context ls lists them")
         current = name == self.context
         store = self.store
-        job = attachment.job if (current and attachment.connected) else store.load(name)
+        try:
+            job = attachment.job if (current and attachment.connected) else store.load(name)
+        except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
+            after = JobStatus(context=name, state=NO_JOB, note=self._move_aside(name) + "; no workers were known to kill")
+            self._board.publish(self.layout, after)
+            return after
         if job is None:
             raise NoJobError(f"no job to kill in context '{name}' ({store.state_path(name)} does not exist)")
         before = self._describe(name, job, attachment.state if current else None)
@@ -248,6 +286,7 @@ class JobSession:
     def contexts(self) -> list:
         return self.layout.infos()
 
+    @cache.locked_method
     def use(self, name: str) -> JobStatus:
         check_name(name)
         self._clear_attachment()
@@ -257,6 +296,7 @@ class JobSession:
     def create(self, name: str) -> bool:
         return self.layout.create(check_name(name))
 
+    @cache.locked_method
     def remove(self, name: str) -> JobStatus | None:
         """Kill the context's job (if any) and delete the context, as ``monarch context rm``."""
         check_name(name)
