@@ -236,15 +236,6 @@ class JobSession:
             f"{os.path.relpath(moved, self.root)}"
         )
 
-    def _move_aside(self, name: str) -> str:
-        """Move the context's unreadable cache aside (never delete it); say where."""
-        path = self._state_path(name)
-        moved = cache.quarantine(path)
-        return (
-            f"moved the unreadable {os.path.relpath(path, self.root)} aside to "
-            f"{os.path.relpath(moved, self.root)}"
-        )
-
     # ── kill / reconnect ───────────────────────────────────────────────
     @cache.locked_method
     def kill(self, context: str | None = None) -> JobStatus:

@@ -345,14 +345,12 @@ def test_record_of_a_completed_apply_does_not_reap_the_job(start_kernel, workdir
     os.utime(record, ns=(1, 1))  # older than state.pkl
     k.shutdown()
     fresh = start_kernel()
-    assert "re-attached" in fresh.ok("%load_ext monarch_jupyter").text
+    assert "re-attach" in fresh.ok("%load_ext monarch_jupyter").text
     assert worker_pids(tag) == [pid] and not record.exists()
     fresh.ok("%job kill")
     shutdown_and_assert_nothing_left(tag, fresh)
 
 
-@pytest.mark.xfail(strict=True, reason="issue #9 finding: a run log cut short by a full disk "
-                   "(EFBIG/ENOSPC) is not reported; remote/spool.py swallows the error on close")
 def test_full_disk_run_log_is_reported(start_kernel, tag):
     k = start_kernel()
     try:
