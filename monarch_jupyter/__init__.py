@@ -59,6 +59,11 @@ def load_ipython_extension(ipython: Any) -> None:
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
     register_remote(ipython, current)
+    from ._orphans import reap_leftovers, reaped_line
+
+    leftovers = reaped_line(reap_leftovers(current.layout.dir))  # issue #9: no orphaned workers
+    if leftovers:
+        print(f"monarch_jupyter: {leftovers}")
     print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)
 
 

@@ -50,6 +50,37 @@ def worker_env(job: Any) -> dict[str, str] | None:
     return getattr(job, "_env", None) or None
 
 
+def set_worker_env(job: Any, env: dict[str, str] | None) -> None:
+    """Replace the extra environment a ProcessJob passes to every worker it starts (``_env``)."""
+    job._env = env
+
+
+def watch_worker_spawns(job: Any, on_spawn: Any) -> Any:
+    """Call ``on_spawn(pid)`` for each worker a ProcessJob starts, right after its Popen;
+    returns a function that removes the hook (before the job is pickled).
+
+    ``ProcessJob._create`` calls ``self._watch_process(proc, mesh, rank, addr)`` after each
+    Popen (monarch/_src/job/process.py): the one point where a worker's PID exists before
+    the apply returns. An instance attribute shadows the staticmethod for one apply only.
+    An exception raised by ``on_spawn`` stops the spawn loop.
+    """
+    original = type(job)._watch_process
+
+    def watch(proc: Any, mesh_name: str, rank: int, addr: str) -> None:
+        try:
+            on_spawn(proc.pid)  # recorded first: a kernel killed right now still leaves the PID
+        finally:
+            original(proc, mesh_name, rank, addr)
+
+    job._watch_process = watch
+
+    def unhook() -> None:
+        if "_watch_process" in vars(job):
+            del job._watch_process
+
+    return unhook
+
+
 def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | None]:
     """Mesh name → host count, from the ProcessJob spec or the connected meshes."""
     meshes = declared_meshes(running_job(job) or job)

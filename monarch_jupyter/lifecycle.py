@@ -15,11 +15,12 @@ a plain ``lambda fn, *a: fn(*a)`` in unit tests).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _introspect, _quiet, engines
+from . import _introspect, _orphans, _quiet, engines
 from .errors import MonarchJupyterError
 
 Call = Callable[..., Any]
@@ -55,19 +56,31 @@ def connect(job: Any) -> Any:
     return state
 
 
-def start(job: Any, log: Any = None) -> Any:
+def start(job: Any, guard: Any = None, log: Any = None) -> Any:
     """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed.
 
-    ``log``: where an engine's processes write (SSH clients), see :mod:`.engines`.
+    ``guard`` (a context manager with an ``abandoned`` event, see ``_orphans.ApplyGuard``)
+    records the workers as they start; once the kernel gave up on the apply, whatever
+    started is killed and ``ApplyAbandoned`` is raised. ``log``: where an engine's
+    processes write (SSH clients), see :mod:`.engines`.
     """
     _quiet.start_client_context()
     try:
-        with engines.output(job, log) or _quiet.quietly():
+        with engines.output(job, log) or _quiet.quietly(), guard or contextlib.nullcontext():
             state = job.state(cached_path=None)
-        engines.after_start(job, log)  # engines: wait until the workers are really up
+        if guard is not None and guard.abandoned.is_set():
+            raise _orphans.ApplyAbandoned("the apply was interrupted")
+        engines.after_start(job, log)  # engines: wait until the workers are really up (SSH)
         return state
+    except KeyboardInterrupt:  # abandoned (or interrupted): reap, and say nothing more
+        kill_error(job)
+        if guard is not None:
+            guard.done()
+        raise
     except BaseException as error:  # PanicException derives from BaseException
         cleanup = kill_error(job)
+        if guard is not None:
+            guard.done()
         line = engines.explain(job, error, log) or f"{type(error).__name__}: {error}"
         raise StartFailed(line, cleanup) from None
 
@@ -110,6 +123,7 @@ def replace(
     label: str,
     call: Call,
     commit: Callable[[Any], None],
+    guard: Any = None,
     log: Any = None,
 ) -> Replaced:
     """Start ``new``, ``commit`` it, then kill ``old``; in that order, and only so far as each step worked.
@@ -119,7 +133,7 @@ def replace(
     - killing ``old`` fails: ``new`` stays (it is committed); the failure is returned.
     """
     try:
-        state = call(start, new, log)
+        state = call(start, new, guard, log)
     except StartFailed as failure:
         extra = f" (reaping what it started also failed: {failure.cleanup})" if failure.cleanup else ""
         raise MonarchJupyterError(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, engines, lifecycle
+from . import _introspect, _orphans, cache, engines, lifecycle
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -161,7 +161,7 @@ class JobSession:
     def resolve(self, spec: Spec | None, namespace: Mapping[str, Any] | None = None) -> Resolved:
         """Turn a spec (None: the context's saved one) into ``(job, saved_path_or_None, label)``."""
         if spec is None:
-            saved = self.layout.read_spec(self.context)
+            saved = self.layout.read_spec(self.context, trusted=True)  # it leads to an import
             if saved is None:
                 raise SpecError(
                     f"context '{self.context}' has no saved spec: "
@@ -170,6 +170,7 @@ class JobSession:
             spec = spec_from_saved(saved)
         return resolve(spec, self.root, namespace)
 
+    @cache.locked_method
     def apply(self, spec: Spec | None = None, namespace: Mapping[str, Any] | None = None) -> ApplyResult:
         """Apply ``spec`` in the current context (a no-op when the running job can run it).
 
@@ -179,11 +180,15 @@ class JobSession:
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
         store = self.store
-        notes = engines.prepare(job)  # engines: fix the spec before can_run is asked (SSH: -tt)
+        engine_notes = engines.prepare(job)  # engines: fix the spec before can_run is asked (SSH: -tt)
         attachment = self._check_attachment()
-        old = (
-            attachment.job if attachment.connected else store.load()
-        )  # CacheError: one line, nothing touched
+        notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir))]  # issue #9: no orphans
+        notes += engine_notes
+        try:
+            old = attachment.job if attachment.connected else store.load()  # CacheError: one line, nothing touched
+        except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
+            old = None
+            notes.append(self._move_aside(name))
         if lifecycle.reusable(old, job):
             if not attachment.connected:
                 self._remember(old, self.loop.call(lifecycle.connect, old))
@@ -191,25 +196,29 @@ class JobSession:
             self._attachment.label = label
             return ApplyResult(self.status(), changed=False)
 
-        committed = []
-
         def commit(state: Any) -> None:
             store.save(name, job, saved_path)
             self._remember(job, state)
             self._attachment.label = label
-            committed.append(True)
 
-        # ── engines (engines.py): checks that start nothing, a log for the workers, Ctrl-C ──
+        # issue #9: the workers this apply spawns are recorded as they start, so an
+        # apply that never completes (interrupted, kernel killed) leaves none orphaned.
+        # engines (engines.py): checks that start nothing (one line: host, Python, log file)
         log = engines.apply_log(self.layout.dir / name)
-        engines.before_start(job, log)  # one line per failure (host, Python, log file)
+        engines.before_start(job, log)
+        guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)
         try:
-            done = lifecycle.replace(job, old, label=label, call=self.loop.call, commit=commit, log=log)
+            done = lifecycle.replace(
+                job, old, label=label, call=self.loop.call, commit=commit, guard=guard, log=log
+            )
         except KeyboardInterrupt:
-            if not committed:  # the start was cut short: unblock it, reap what it started
-                engines.interrupt(job)
-                self.loop.call(lifecycle.kill_error, job)
+            guard.abandoned.set()  # the loop's worker stops spawning and kills what it started
+            engines.interrupt(job)  # engines: unblock a pending Slurm allocation / SSH readiness wait
             raise
-        # ── end engines ──
+        except BaseException:
+            guard.done()  # the failed start (or the unrecordable new job) was reaped
+            raise
+        guard.done()  # the workers are in the cache now
         if done.kill_failed:
             notes.append(
                 f"killing the previous job {done.replaced_apply_id} failed ({done.kill_failed}): "
@@ -223,10 +232,20 @@ class JobSession:
             self.status(),
             changed=True,
             replaced_apply_id=done.replaced_apply_id,
-            note="; ".join(notes) or None,
+            note="; ".join(filter(None, notes)) or None,
+        )
+
+    def _move_aside(self, name: str) -> str:
+        """Move the context's unreadable cache aside (never delete it); say where."""
+        path = self.store.state_path(name)
+        moved = cache.quarantine(path)
+        return (
+            f"moved the unreadable {os.path.relpath(path, self.root)} aside to "
+            f"{os.path.relpath(moved, self.root)}"
         )
 
     # ── kill / reconnect ───────────────────────────────────────────────
+    @cache.locked_method
     def kill(self, context: str | None = None) -> JobStatus:
         """Reap the context's workers and delete its state file (as ``monarch kill``)."""
         attachment = self._check_attachment()
@@ -235,7 +254,12 @@ class JobSession:
             raise NoJobError(f"no context '{name}' here: %job context ls lists them")
         current = name == self.context
         store = self.store
-        job = attachment.job if (current and attachment.connected) else store.load(name)
+        try:
+            job = attachment.job if (current and attachment.connected) else store.load(name)
+        except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
+            after = JobStatus(context=name, state=NO_JOB, note=self._move_aside(name) + "; no workers were known to kill")
+            self._board.publish(self.layout, after)
+            return after
         if job is None:
             raise NoJobError(f"no job to kill in context '{name}' ({store.state_path(name)} does not exist)")
         before = self._describe(name, job, attachment.state if current else None)
@@ -261,6 +285,7 @@ class JobSession:
     def contexts(self) -> list:
         return self.layout.infos()
 
+    @cache.locked_method
     def use(self, name: str) -> JobStatus:
         check_name(name)
         self._clear_attachment()
@@ -270,6 +295,7 @@ class JobSession:
     def create(self, name: str) -> bool:
         return self.layout.create(check_name(name))
 
+    @cache.locked_method
     def remove(self, name: str) -> JobStatus | None:
         """Kill the context's job (if any) and delete the context, as ``monarch context rm``."""
         check_name(name)

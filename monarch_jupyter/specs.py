@@ -28,6 +28,26 @@ from .errors import SpecError
 
 LOCAL_JOBS_MODULE = "monarch_jupyter.local_jobs"
 MAX_LOCAL_HOSTS = 256
+#: Total worker processes one ``--local`` spec may start (all meshes together);
+#: every worker is a Python process on this machine.
+MAX_LOCAL_WORKERS = 64
+MAX_LOCAL_WORKERS_VAR = "MONARCH_JUPYTER_MAX_LOCAL_WORKERS"
+
+
+def max_local_workers() -> int:
+    """The total bound: ``$MONARCH_JUPYTER_MAX_LOCAL_WORKERS`` if set to a number, else 64."""
+    value = os.environ.get(MAX_LOCAL_WORKERS_VAR, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else MAX_LOCAL_WORKERS
+
+
+def check_total(meshes: dict[str, int]) -> None:
+    """Raise SpecError when the meshes add up to more workers than the bound."""
+    total, bound = sum(meshes.values()), max_local_workers()
+    if total > bound:
+        raise SpecError(
+            f"--local asks for {total} worker processes in all, more than the bound of {bound} "
+            f"on this machine; to raise it deliberately: %env {MAX_LOCAL_WORKERS_VAR}={total}"
+        )
 
 _MESH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -77,6 +97,12 @@ def parse_meshes(text: str) -> LocalSpec:
     for item in filter(None, (p.strip() for p in text.split(","))):
         name, sep, count = item.partition("=")
         name, count = name.strip(), count.strip()
+        if sep and len(count.split()) > 1:
+            word = count.split()[1]
+            raise SpecError(
+                f"unexpected word {word!r} after {name}={count.split()[0]}; "
+                "separate meshes with commas: --local hosts=2,trainers=4"
+            )
         if not sep or not count:
             raise SpecError(f"--local wants MESH=N, got {item!r} (e.g. --local hosts=2)")
         if not _MESH.match(name):
@@ -90,6 +116,7 @@ def parse_meshes(text: str) -> LocalSpec:
         meshes[name] = int(count)
     if not meshes:
         raise SpecError("--local wants at least one MESH=N (e.g. --local hosts=2)")
+    check_total(meshes)
     return LocalSpec(tuple(meshes.items()))
 
 
@@ -98,8 +125,9 @@ def local_attr(meshes: dict[str, int]) -> str:
     return "__".join(f"{name}_{count}" for name, count in meshes.items())
 
 
-def parse_local_attr(attr: str) -> dict[str, int]:
-    """Inverse of :func:`local_attr`; raises AttributeError for anything else."""
+def parse_local_attr(attr: str, bounded: bool = True) -> dict[str, int]:
+    """Inverse of :func:`local_attr`; raises AttributeError for anything else
+    (including, when ``bounded``, more workers in all than :func:`max_local_workers`)."""
     meshes: dict[str, int] = {}
     for part in attr.split("__"):
         name, _, count = part.rpartition("_")
@@ -108,6 +136,8 @@ def parse_local_attr(attr: str) -> dict[str, int]:
         meshes[name] = int(count)
     if not meshes or any(not 1 <= n <= MAX_LOCAL_HOSTS for n in meshes.values()):
         raise AttributeError(attr)
+    if bounded and sum(meshes.values()) > max_local_workers():
+        raise AttributeError(f"{attr}: more than {max_local_workers()} workers (${MAX_LOCAL_WORKERS_VAR})")
     return meshes
 
 
@@ -120,10 +150,6 @@ def parse_apply(line: str) -> Spec | None:
     if not words:
         return None
     first, rest = words[0], words[1:]
-    if first == "--ssh" or first.startswith("--ssh="):  # SSH: see ssh_specs
-        from .ssh_specs import parse as parse_ssh
-
-        return parse_ssh(words)
     if first == "--local" or first.startswith("--local="):
         value = first.partition("=")[2] if "=" in first else " ".join(rest)
         if first == "--local":
@@ -133,7 +159,7 @@ def parse_apply(line: str) -> Spec | None:
         return parse_meshes(value)
     if first.startswith("-"):
         raise SpecError(
-            f"unknown option {first!r}: %job apply takes --local MESH=N, --ssh MESH=HOSTS, module.attr or a variable name"
+            f"unknown option {first!r}: %job apply takes --local MESH=N, module.attr or a variable name"
         )
     if rest:
         raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
@@ -149,9 +175,12 @@ def spec_from_saved(text: str) -> Spec:
     prefix = LOCAL_JOBS_MODULE + "."
     if text.startswith(prefix):
         try:
-            return LocalSpec(tuple(parse_local_attr(text[len(prefix) :]).items()))
+            meshes = parse_local_attr(text[len(prefix) :], bounded=False)
         except AttributeError:
             pass
+        else:
+            check_total(meshes)
+            return LocalSpec(tuple(meshes.items()))
     if text.startswith("monarch_jupyter.ssh_jobs."):  # SSH: see ssh_specs
         from .ssh_specs import from_attr
 

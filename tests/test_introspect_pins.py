@@ -34,6 +34,11 @@ def test_process_job_fields():
     pin(job, "_meshes", "_introspect.declared_meshes")
     pin(job, "_env", "_introspect.worker_env")
     pin(job, "_host_to_pid", "_introspect.worker_pids")
+    pin(type(job), "_watch_process", "_introspect.watch_worker_spawns")
+    assert "self._watch_process(" in inspect.getsource(type(job)._create), (
+        f"{MONARCH}: ProcessJob._create no longer calls _watch_process after each Popen; "
+        "update _introspect.watch_worker_spawns"
+    )
     pin(JobTrait, "_running", "_introspect.running_job")
     pin(JobTrait, "_is_running", "_introspect.is_alive")
     assert isinstance(inspect.getattr_static(JobTrait, "_running"), property), (
@@ -148,7 +153,7 @@ def test_no_other_module_reads_monarch_private_fields():
 
     import monarch_jupyter
 
-    private = r"(_hosts|_meshes|_env|_host_to_pid|_running|_is_running)"
+    private = r"(_hosts|_meshes|_env|_host_to_pid|_running|_is_running|_watch_process)"
     access = re.compile(rf"\.{private}\b|[\"']{private}[\"']")
     package = Path(monarch_jupyter.__file__).parent
     offenders = [

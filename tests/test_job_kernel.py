@@ -259,8 +259,13 @@ def test_corrupt_cache_is_one_line_and_untouched(start_kernel, workdir, content)
     assert loaded.text.startswith("monarch_jupyter: ") and "left as it is" in loaded.text
     assert len(loaded.text.strip().splitlines()) == 1
     assert "left as it is" in usage_error(kernel.execute("%job status"))
-    assert "left as it is" in usage_error(kernel.execute("%job apply --local hosts=1"))
     assert state.read_bytes() == content
+    # issue #9: %job apply recovers, keeping the unreadable file aside (never deleting it)
+    applied = kernel.ok("%job apply --local hosts=1").text
+    assert "applied" in applied and "moved the unreadable .monarch/default/state.pkl aside" in applied
+    (kept,) = state.parent.glob("state.pkl.unreadable-*")
+    assert kept.read_bytes() == content
+    kernel.ok("%job kill")
 
 
 def test_unsafe_cache_is_refused(start_kernel, workdir):
