@@ -150,6 +150,10 @@ def parse_apply(line: str) -> Spec | None:
     if not words:
         return None
     first, rest = words[0], words[1:]
+    if first == "--ssh" or first.startswith("--ssh="):  # SSH: see ssh_specs
+        from .ssh_specs import parse as parse_ssh
+
+        return parse_ssh(words)
     if first == "--local" or first.startswith("--local="):
         value = first.partition("=")[2] if "=" in first else " ".join(rest)
         if first == "--local":
@@ -159,7 +163,7 @@ def parse_apply(line: str) -> Spec | None:
         return parse_meshes(value)
     if first.startswith("-"):
         raise SpecError(
-            f"unknown option {first!r}: %job apply takes --local MESH=N, module.attr or a variable name"
+            f"unknown option {first!r}: %job apply takes --local MESH=N, --ssh MESH=HOSTS, module.attr or a variable name"
         )
     if rest:
         raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
