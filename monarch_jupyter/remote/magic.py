@@ -24,17 +24,16 @@ _last: list = []  # the latest RunState (see monarch_jupyter.remote.last_run)
 
 _SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
 
-_NOTES = """Flags may stand before or after the mode word. `%remote -h` shows this help;
-`%remote CMD -h` runs CMD -h.
-Each line shows as soon as it is printed, prefixed with its rank's coordinates
-([hosts=1], [hosts=1:err] for stderr); partial lines and \\r progress bars are shown
-as they stand. The cell shows a bounded tail per rank at most ~20 updates a second;
-every line goes to a log file under .monarch/<context>/runs/ named in the summary.
-Ctrl-C (interrupt) and --timeout stop the processes on every rank (SIGINT, SIGTERM,
-then SIGKILL to each process group) and keep the output so far. A non-zero return
-code raises RemoteError naming the failing ranks unless --no-raise. Processes left
-in the background by the command are stopped when it ends (start them with setsid
-to keep them).
+_NOTES = """Flags may stand before or after the mode word; `%remote -h` shows this help and
+`%remote CMD -h` runs CMD -h. Each line shows as soon as it is printed, prefixed
+with its rank's coordinates ([hosts=1], [hosts=1:err] for stderr); partial lines
+and \\r progress bars are shown as they stand. The cell shows a bounded tail per
+rank at most ~20 updates a second; every line goes to a log file under
+.monarch/<context>/runs/ named in the summary. Ctrl-C (interrupt) and --timeout
+stop the processes on every rank (SIGINT, SIGTERM, then SIGKILL to each process
+group) and keep the output so far. A non-zero return code raises RemoteError
+naming the failing ranks unless --no-raise. Processes left in the background by
+the command are stopped when it ends (start them with setsid to keep them).
 
 As with !cmd, IPython expands $name and {expr} in the magic's line (not in the cell
 body) from notebook variables; an undefined $NAME is left for the shell, and $$NAME
