@@ -29,8 +29,6 @@ CELL, LINE = "%%remote", "%remote"
 HINT = "see %%remote?"
 _ONE_MODE = "the mode is bash or python, given once"
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
 
 @dataclass(frozen=True)
 class RemoteArgs:
@@ -73,6 +71,9 @@ VERBS: dict[str, MagicParser] = {}
 
 
 # ── value checks: text → value, or ArgumentTypeError (argparse names the flag) ──
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def _dims(minimum: int):
     def dims(text: str) -> tuple[tuple[str, int], ...]:
         pairs: dict[str, int] = {}
@@ -147,80 +148,34 @@ class _Once(argparse.Action):
 
 def _add_flags(parser: MagicParser) -> None:
     """Every ``%%remote`` flag: one line each, grouped as ``%%remote?`` shows them."""
+    # fmt: off
     targets = parser.add_argument_group("targets (as `monarch exec`)")
     meshes, ranks = targets.add_mutually_exclusive_group(), targets.add_mutually_exclusive_group()
-    meshes.add_argument(
-        "--mesh", action=_Once, metavar="NAME", help="run on this host mesh (default: the job's first mesh)"
-    )
+    meshes.add_argument("--mesh", action=_Once, metavar="NAME", help="run on this host mesh (default: the job's first mesh)")
     meshes.add_argument("--all", dest="all_meshes", action="store_true", help="run on every mesh of the job")
-    ranks.add_argument(
-        "--point",
-        action=_Once,
-        type=_dims(0),
-        metavar="DIM=N,…",
-        help="only the ranks at this point (e.g. --point hosts=1)",
-    )
-    ranks.add_argument(
-        "--rank", dest="ranks", action=_Once, type=_ranks, metavar="N[,M…]", help="only these flat ranks"
-    )
-    targets.add_argument(
-        "--per-host",
-        action=_Once,
-        type=_dims(1),
-        metavar="DIM=N",
-        help="N processes per host (e.g. --per-host gpu=4); every process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM> for every dimension",
-    )
+    ranks.add_argument("--point", action=_Once, type=_dims(0), metavar="DIM=N,…", help="only the ranks at this point (e.g. --point hosts=1)")
+    ranks.add_argument("--rank", dest="ranks", action=_Once, type=_ranks, metavar="N[,M…]", help="only these flat ranks")
+    targets.add_argument("--per-host", action=_Once, type=_dims(1), metavar="DIM=N", help="N processes per host (e.g. --per-host gpu=4); every process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM> for every dimension")
 
     environment = parser.add_argument_group("environment")
-    environment.add_argument(
-        "-e", "--env", action="append", type=_env, metavar="KEY=VALUE", help="set a variable (repeatable)"
-    )
-    environment.add_argument(
-        "--workdir",
-        action=_Once,
-        type=_directory,
-        metavar="DIR",
-        help="run there (default: the notebook's folder when it exists on the worker, else the worker's)",
-    )
-    environment.add_argument(
-        "--output-dir",
-        action=_Once,
-        type=_directory,
-        metavar="DIR",
-        help="also write each rank's stdout.txt / stderr.txt under DIR ($SUBDIR becomes the rank's coordinates, e.g. hosts_1_gpu_0)",
-    )
+    environment.add_argument("-e", "--env", action="append", type=_env, metavar="KEY=VALUE", help="set a variable (repeatable)")
+    environment.add_argument("--workdir", action=_Once, type=_directory, metavar="DIR", help="run there (default: the notebook's folder when it exists on the worker, else the worker's)")
+    environment.add_argument("--output-dir", action=_Once, type=_directory, metavar="DIR", help="also write each rank's stdout.txt / stderr.txt under DIR ($SUBDIR becomes the rank's coordinates, e.g. hosts_1_gpu_0)")
 
     control = parser.add_argument_group("control")
-    control.add_argument(
-        "--timeout",
-        action=_Once,
-        type=_seconds,
-        metavar="SECONDS",
-        help="stop every rank after SECONDS (reported as timed out)",
-    )
+    control.add_argument("--timeout", action=_Once, type=_seconds, metavar="SECONDS", help="stop every rank after SECONDS (reported as timed out)")
     control.add_argument("--no-raise", action="store_true", help="do not raise when a rank fails (rc != 0)")
-    control.add_argument(
-        "--save",
-        action=_Once,
-        type=_variable,
-        metavar="NAME",
-        help="store per-rank results (returncode, stdout, stderr, duration, status) in notebook variable NAME",
-    )
+    control.add_argument("--save", action=_Once, type=_variable, metavar="NAME", help="store per-rank results (returncode, stdout, stderr, duration, status) in notebook variable NAME")
 
     output = parser.add_argument_group("output")
-    output.add_argument(
-        "--group",
-        action="store_true",
-        help="no live lines; at the end print identical outputs once with the ranks that produced them (as clush -b)",
-    )
+    output.add_argument("--group", action="store_true", help="no live lines; at the end print identical outputs once with the ranks that produced them (as clush -b)")
     output.add_argument("--quiet", action="store_true", help="no live lines, summary only")
+    # fmt: on
 
 
+#: The two forms, as the first lines of ``%%remote?``.
 FORMS = (
-    (
-        f"{CELL} [bash|python] [flags]",
-        "the cell is bash (default) or Python, run on each rank",
-    ),
+    (f"{CELL} [bash|python] [flags]", "the cell is bash (default) or Python, run on each rank"),
     (f"{LINE} [flags] CMD…", "one bash line: all after the flags, as typed"),
 )
 
