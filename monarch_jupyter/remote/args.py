@@ -196,10 +196,13 @@ def _parser(prog: str) -> MagicParser:
 
 def help_text() -> str:
     """The forms and flags part of ``%%remote?``, from the definitions that parse."""
-    lines = [PARSERS[CELL].format_help().rstrip()]
-    for verb, parser in VERBS.items():
-        lines.append(f"{LINE} {verb}: {parser.synopsis}")
-    return "\n".join(lines)
+    text = PARSERS[CELL].format_help().rstrip()
+    if VERBS:
+        verbs = (f"  {parser.synopsis:<30} {parser.description or ''}".rstrip() for parser in VERBS.values())
+        text += "\n\nverbs (the first word of %remote; `%remote -- VERB` runs a command VERB):\n" + "\n".join(
+            verbs
+        )
+    return text
 
 
 PARSERS = {CELL: _parser(CELL), LINE: _parser(LINE)}
