@@ -170,8 +170,14 @@ def test_browser_scenario(tmp_path: Path, tag: str, ui: Frontend) -> None:
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 page.set_default_timeout(30_000)
+                # e.g. "Plugin 'monarch_jupyter:sidebar' failed to activate" when a UI lacks what it needs
+                errors: list[str] = []
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
                 shot = Shots(page, ARTIFACTS / ui.name)
                 _scenario(server, page, shot, root, tag)
+                ours = [e for e in errors if "monarch" in e.lower()]
+                assert not ours, f"browser console errors from our extension: {ours}"
             except Exception:
                 try:
                     shot("failure")

@@ -9,7 +9,10 @@
  * named after `title.caption`); on its file-browser page the panel stays hidden,
  * and a hidden panel does not poll.
  */
-import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import {
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
 
 import { monarchIcon } from './icon';
 // The sidebar is added as the application starts: activation needs the panel at once.
