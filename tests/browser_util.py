@@ -3,7 +3,9 @@
 ``JupyterServer(ui)`` starts ``jupyter lab`` or ``jupyter notebook``; the ``Frontend``
 adapters (``LAB``, ``NOTEBOOK``) hold the few things the two UIs do differently —
 the page of a notebook, how the page shows an idle kernel, how the Monarch sidebar
-is opened — so the browser test is written once. The server runs in its own process group with the test's tag in its environment,
+is opened — so the browser test is written once.
+
+The server runs in its own process group with the test's tag in its environment,
 so the kernels it starts and their Monarch workers carry the tag and are reaped
 by the ``tag`` fixture. ``stop()`` ends only the process group we started.
 """
@@ -103,8 +105,8 @@ class _Notebook(Frontend):
     def notebook_url(self, path: str) -> str:
         return f"/notebooks/{path}"
 
-    # Notebook 7 has no status bar: the toolbar's execution indicator, and the
-    # kernel name next to it no longer saying "Connecting"/"Starting".
+    # Notebook 7 has no status bar: the toolbar's execution indicator (the circle
+    # next to the kernel name) reads the session context's kernel.
     kernel_idle_js = """() => {
         const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
         return indicator && indicator.dataset.status === 'idle';
