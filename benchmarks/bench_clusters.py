@@ -58,8 +58,12 @@ def main() -> None:
                     f"exclusive=False, log_dir={str(folder)!r})\n"
                 )
                 for engine, spec, env in (
-                    ("SSHJob 2 hosts", f"--ssh hosts=127.0.0.2,127.0.0.3 --python {sys.executable} --port {port} "
-                                       f"--config {sshd.ssh_config}", None),
+                    (
+                        "SSHJob 2 hosts",
+                        f"--ssh hosts=127.0.0.2,127.0.0.3 --python {sys.executable} --port {port} "
+                        f"--config {sshd.ssh_config}",
+                        None,
+                    ),
                     ("SlurmJob 1 node", "sjobs.one", slurm.env),
                 ):
                     kernel = Kernel(folder, tag, env)

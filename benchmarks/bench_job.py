@@ -36,13 +36,21 @@ def main() -> None:
             for _ in range(args.repeat):
                 kernel = Kernel(Path(folder), tag)
                 try:
-                    steps.setdefault("%load_ext, no job (imports)", []).append(timed(kernel, "%load_ext monarch_jupyter"))
-                    steps.setdefault("%job apply --local hosts=2 (cold)", []).append(timed(kernel, "%job apply --local hosts=2"))
-                    steps.setdefault("%job apply, already running (no-op)", []).append(timed(kernel, "%job apply --local hosts=2"))
+                    steps.setdefault("%load_ext, no job (imports)", []).append(
+                        timed(kernel, "%load_ext monarch_jupyter")
+                    )
+                    steps.setdefault("%job apply --local hosts=2 (cold)", []).append(
+                        timed(kernel, "%job apply --local hosts=2")
+                    )
+                    steps.setdefault("%job apply, already running (no-op)", []).append(
+                        timed(kernel, "%job apply --local hosts=2")
+                    )
                     steps.setdefault("%job status", []).append(timed(kernel, "%job"))
                     kernel.km.restart_kernel(now=True)
                     kernel.kc.wait_for_ready(timeout=60)
-                    steps.setdefault("%load_ext after restart (re-attach)", []).append(timed(kernel, "%load_ext monarch_jupyter"))
+                    steps.setdefault("%load_ext after restart (re-attach)", []).append(
+                        timed(kernel, "%load_ext monarch_jupyter")
+                    )
                     steps.setdefault("%job kill", []).append(timed(kernel, "%job kill"))
                 finally:
                     kernel.shutdown()

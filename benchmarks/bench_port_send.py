@@ -25,7 +25,7 @@ class Sender(Actor):
     @endpoint
     async def flood(self, port, kind: str, size: int) -> float:
         data = subprocess.run(SEQ, capture_output=True, check=True).stdout
-        pieces = [data[i:i + size] for i in range(0, len(data), size)]
+        pieces = [data[i : i + size] for i in range(0, len(data), size)]
         if kind == "str":
             pieces = [p.decode() for p in pieces]
         started = time.perf_counter()
@@ -64,8 +64,10 @@ def main() -> None:
                     sent.get()
         print(f"{'chunks':>14} {'port.send on the actor':>24} {'end to end (incl. seq)':>24}")
         for kind, size in variants:
-            print(f"{kind:>5} {size >> 10:5d} KiB {statistics.median(sends[(kind, size)]) * 1e3:21.1f} ms"
-                  f" {statistics.median(totals[(kind, size)]) * 1e3:21.1f} ms")
+            print(
+                f"{kind:>5} {size >> 10:5d} KiB {statistics.median(sends[(kind, size)]) * 1e3:21.1f} ms"
+                f" {statistics.median(totals[(kind, size)]) * 1e3:21.1f} ms"
+            )
     finally:
         procs.stop().get()
 

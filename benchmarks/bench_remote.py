@@ -90,19 +90,29 @@ def main() -> None:
             ok(k, "%%remote bash\ntrue")
         warm = [ok(k, "%%remote bash\ntrue").duration for _ in range(n)]
         empty = [ok(k, "pass").duration for _ in range(n)]
-        inside = ok(k, (
-            "import time as _t, statistics as _s\n"
-            "_m = get_ipython().find_cell_magic('remote')\n"
-            "_d = []\n"
-            "for _i in range(%d):\n"
-            "    _a = _t.perf_counter(); _m('--quiet', 'true'); _d.append(_t.perf_counter() - _a)\n"
-            "print(_s.median(_d))" % n
-        ))
+        inside = ok(
+            k,
+            (
+                "import time as _t, statistics as _s\n"
+                "_m = get_ipython().find_cell_magic('remote')\n"
+                "_d = []\n"
+                "for _i in range(%d):\n"
+                "    _a = _t.perf_counter(); _m('--quiet', 'true'); _d.append(_t.perf_counter() - _a)\n"
+                "print(_s.median(_d))" % n
+            ),
+        )
         row("warm %%remote bash true, median (client round trip)", statistics.median(warm) * 1e3, "ms", 10.0)
         row("  same, p95", p95(warm) * 1e3, "ms", None)
         row("  empty cell round trip, median (kernel floor)", statistics.median(empty) * 1e3, "ms", None)
-        row("  magic alone inside the kernel, median (--quiet)", float(inside.stream().split()[-1]) * 1e3, "ms", None)
-        row("  ratio to ipyparallel %%px (12.8 ms, peers.md)", statistics.median(warm) * 1e3 / 12.8, "x", None)
+        row(
+            "  magic alone inside the kernel, median (--quiet)",
+            float(inside.stream().split()[-1]) * 1e3,
+            "ms",
+            None,
+        )
+        row(
+            "  ratio to ipyparallel %%px (12.8 ms, peers.md)", statistics.median(warm) * 1e3 / 12.8, "x", None
+        )
 
         # 2. first-line latency: remote stamps time.time() and prints; we stamp arrival
         lat = []
@@ -154,13 +164,17 @@ def main() -> None:
         # 4. 32 ranks at once, every line checked in the log
         lines_per_rank = 2000
         ok(k, "%remote --per-host gpu=16 true", timeout=300)
-        r = ok(k, (
-            "%%remote --per-host gpu=16 python\n"
-            "import os\n"
-            "h, g = os.environ['MONARCH_RANK_hosts'], os.environ['MONARCH_RANK_gpu']\n"
-            f"for i in range({lines_per_rank}):\n"
-            "    print(h, g, i)\n"
-        ), timeout=300)
+        r = ok(
+            k,
+            (
+                "%%remote --per-host gpu=16 python\n"
+                "import os\n"
+                "h, g = os.environ['MONARCH_RANK_hosts'], os.environ['MONARCH_RANK_gpu']\n"
+                f"for i in range({lines_per_rank}):\n"
+                "    print(h, g, i)\n"
+            ),
+            timeout=300,
+        )
         b = bundle(r)
         log = read_log(Path(folder, b["log_path"]))
         seen: dict[str, list[int]] = {}
@@ -175,19 +189,34 @@ def main() -> None:
                 seen.setdefault(label, []).append(int(i))
         complete = sum(1 for v in seen.values() if v == list(range(lines_per_rank)))
         busy = [o for o in r.outputs if o.msg_type == "stream"]
-        row("32 ranks streaming: ranks with every line, in order", complete, "ranks", 32, lower_is_better=False)
+        row(
+            "32 ranks streaming: ranks with every line, in order",
+            complete,
+            "ranks",
+            32,
+            lower_is_better=False,
+        )
         row("  mis-labelled lines", bad, "lines", None)
         row("  IOPub stream messages, most in any 1 s", max_per_second(busy), "msg", 20.0)
 
         # 4b. a steady stream: 8 ranks printing 200 lines/s each for 3 s
-        r = ok(k, (
-            "%%remote --per-host gpu=4 python\n"
-            "import time\n"
-            "for i in range(600):\n"
-            "    print('line', i, flush=True); time.sleep(0.005)\n"
-        ), timeout=120)
+        r = ok(
+            k,
+            (
+                "%%remote --per-host gpu=4 python\n"
+                "import time\n"
+                "for i in range(600):\n"
+                "    print('line', i, flush=True); time.sleep(0.005)\n"
+            ),
+            timeout=120,
+        )
         steady = [o for o in r.outputs if o.msg_type == "stream"]
-        row("8 ranks × 200 lines/s for 3 s: IOPub messages, most in any 1 s", max_per_second(steady), "msg", 20.0)
+        row(
+            "8 ranks × 200 lines/s for 3 s: IOPub messages, most in any 1 s",
+            max_per_second(steady),
+            "msg",
+            20.0,
+        )
 
         # 5. interrupt: time from Ctrl-C to the cell ending, processes gone
         import threading
@@ -205,16 +234,20 @@ def main() -> None:
 
         # 6. exec_command for comparison (slow: spawns procs every call)
         if not opts.quick:
-            r = ok(k, (
-                "import time, monarch_jupyter\n"
-                "from monarch.job import exec_command\n"
-                "from monarch_jupyter._quiet import quietly\n"
-                "_s = monarch_jupyter.current_session(); _hm = _s.host_meshes()['hosts']\n"
-                "def _one():\n"
-                "    with quietly():\n"
-                "        return exec_command(_hm, ['true']).get()\n"
-                "_t = time.perf_counter(); _s.loop.call(_one); _s.loop.call(_one); print((time.perf_counter() - _t) / 2)"
-            ), timeout=120)
+            r = ok(
+                k,
+                (
+                    "import time, monarch_jupyter\n"
+                    "from monarch.job import exec_command\n"
+                    "from monarch_jupyter._quiet import quietly\n"
+                    "_s = monarch_jupyter.current_session(); _hm = _s.host_meshes()['hosts']\n"
+                    "def _one():\n"
+                    "    with quietly():\n"
+                    "        return exec_command(_hm, ['true']).get()\n"
+                    "_t = time.perf_counter(); _s.loop.call(_one); _s.loop.call(_one); print((time.perf_counter() - _t) / 2)"
+                ),
+                timeout=120,
+            )
             ex = float(r.stream().split()[-1])
             row("exec_command(['true']) in the same kernel (for comparison)", ex * 1e3, "ms", None)
             row("  exec_command / warm %%remote", ex / statistics.median(warm), "x", None)

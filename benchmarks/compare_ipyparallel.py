@@ -162,8 +162,12 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=60, help="repetitions of the fast measures (default 60)")
-    parser.add_argument("--n-slow", type=int, default=None,
-                        help="repetitions of the flood and restart measures (default min(n, 10))")
+    parser.add_argument(
+        "--n-slow",
+        type=int,
+        default=None,
+        help="repetitions of the flood and restart measures (default min(n, 10))",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     opts = parser.parse_args()
     n, n_slow = opts.n, opts.n_slow or min(opts.n, 10)
@@ -204,18 +208,26 @@ def main() -> None:
         if exposed:
             raise RuntimeError(f"a process started here listens beyond loopback: {exposed}")
 
-        def alternate(label: str, codes: dict[str, str], count: int, measure=lambda r: r.duration,
-                      warmup: int = 5, timeout: float = 300) -> None:
+        def alternate(
+            label: str,
+            codes: dict[str, str],
+            count: int,
+            measure=lambda r: r.duration,
+            warmup: int = 5,
+            timeout: float = 300,
+        ) -> None:
             for side in (mj, px):
                 for _ in range(warmup):
                     ok(side.kernel, codes[side.name], timeout)
             values: dict[str, list[float]] = {MJ: [], PX: []}
             for i in range(count):
-                for side in ((mj, px) if i % 2 == 0 else (px, mj)):
+                for side in (mj, px) if i % 2 == 0 else (px, mj):
                     values[side.name].append(measure(ok(side.kernel, codes[side.name], timeout)))
             figures[label] = {name: summary(v) for name, v in values.items()}
-            print(f"  {label}: " + ", ".join(f"{k} {figures[label][k]['median'] * 1e3:.1f} ms" for k in values),
-                  flush=True)
+            print(
+                f"  {label}: " + ", ".join(f"{k} {figures[label][k]['median'] * 1e3:.1f} ms" for k in values),
+                flush=True,
+            )
 
         alternate("empty cell", {MJ: "pass", PX: "pass"}, n)
         alternate("warm true", WARM, n)
@@ -228,7 +240,7 @@ def main() -> None:
         load: dict[str, list[float]] = {MJ: [], PX: []}
         ready: dict[str, list[float]] = {MJ: [], PX: []}
         for i in range(n_slow):
-            for side in ((mj, px) if i % 2 == 0 else (px, mj)):
+            for side in (mj, px) if i % 2 == 0 else (px, mj):
                 side.restart()
                 loaded = ok(side.kernel, side.setup[0], 120)
                 used = ok(side.kernel, first_use[side.name], 120)
@@ -257,8 +269,9 @@ def main() -> None:
 
     report(figures, n, n_slow, load_before, os.getloadavg())
     if opts.json:
-        Path(opts.json).write_text(json.dumps({"n": n, "n_slow": n_slow, "machine": machine(),
-                                               "figures": figures}, indent=1))
+        Path(opts.json).write_text(
+            json.dumps({"n": n, "n_slow": n_slow, "machine": machine(), "figures": figures}, indent=1)
+        )
 
 
 def report(figures: dict, n: int, n_slow: int, load_before, load_after) -> None:
@@ -275,19 +288,25 @@ def report(figures: dict, n: int, n_slow: int, load_before, load_after) -> None:
     rows = [
         ("empty cell", "empty cell"),
         ("warm true", "warm remote `true` (ipyparallel: `subprocess.run(['true'])`)"),
-        ("first remote line", "first remote line on IOPub (`echo a; sleep 1; echo b`; "
-                              "ipyparallel `--stream` reading the child's pipe)"),
+        (
+            "first remote line",
+            "first remote line on IOPub (`echo a; sleep 1; echo b`; "
+            "ipyparallel `--stream` reading the child's pipe)",
+        ),
         ("seq 1000000 on 2 ranks, shown live", "`seq 1000000` on 2 ranks, shown live"),
-        ("load after restart", "after a restart: `%load_ext monarch_jupyter` "
-                               "(ipyparallel: `Client(file).activate()`)"),
-        ("load + first command after restart", "after a restart: load + first command "
-                                               "(`%job` / `%px pass`)"),
+        (
+            "load after restart",
+            "after a restart: `%load_ext monarch_jupyter` (ipyparallel: `Client(file).activate()`)",
+        ),
+        ("load + first command after restart", "after a restart: load + first command (`%job` / `%px pass`)"),
     ]
     print()
     print(f"Machine: {machine()}")
-    print(f"Load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}; "
-          f"medians (interquartile range) of {n} (flood and restart: {n_slow}), "
-          "client round trip execute request → idle")
+    print(
+        f"Load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}; "
+        f"medians (interquartile range) of {n} (flood and restart: {n_slow}), "
+        "client round trip execute request → idle"
+    )
     print()
     print("| measure | ipyparallel `%%px` | `%%remote` | ratio |")
     print("|---|---|---|---|")

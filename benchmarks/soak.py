@@ -63,6 +63,7 @@ def run(cells: int, hosts: int) -> dict[str, dict[str, float]]:
     folder = Path(tempfile.mkdtemp(prefix="monarch-soak-"))
     kernel = Kernel(folder, tag)
     try:
+
         def ok(code: str) -> float:
             start = time.monotonic()
             r = kernel.execute(code, timeout=120)
@@ -108,8 +109,10 @@ def main() -> None:
         print(json.dumps(points, indent=1))
         return
     columns = list(points)
-    print(f"soak: {args.cells} warm %%remote cells on --local hosts={args.hosts} "
-          f"({time.monotonic() - started:.0f} s)")
+    print(
+        f"soak: {args.cells} warm %%remote cells on --local hosts={args.hosts} "
+        f"({time.monotonic() - started:.0f} s)"
+    )
     print(f"{'metric':28}" + "".join(f"{c:>10}" for c in columns))
     for metric in points["start"]:
         print(f"{metric:28}" + "".join(f"{points[c][metric]:>10.1f}" for c in columns))

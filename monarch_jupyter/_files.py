@@ -55,8 +55,7 @@ def kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "file",
-               follow: bool = False) -> bytes:
+def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "file", follow: bool = False) -> bytes:
     """The bytes of regular file ``path`` (at most ``limit``); never blocks.
 
     FileNotFoundError if it does not exist; UnsafeFileError, one line, if it is

@@ -130,6 +130,7 @@ def begin(session: JobSession, ipython: Any = None) -> str:
     warmup = Warmup(session, context)
     session.ready_hook = warmup.wait
     if ipython is not None and hasattr(ipython, "events"):
+
         def after_cell(*_args: Any) -> None:
             ipython.events.unregister("post_run_cell", after_cell)
             warmup.start(START_DELAY)

@@ -86,8 +86,9 @@ print("MJ-SUBMITTED " + json.dumps({"slurm_job_id": getattr(job, "_slurm_job_id"
 """
 
 
-def start(context_dir: Path, script: str, root: Path, spec: str | None = None,
-          hosts: tuple[str, ...] = ("hosts",)) -> BatchRun:
+def start(
+    context_dir: Path, script: str, root: Path, spec: str | None = None, hosts: tuple[str, ...] = ("hosts",)
+) -> BatchRun:
     """Start ``script`` detached in its own folder; returns at once.
 
     Without ``spec`` the script runs here (LocalJob); with a ``module.attr`` SlurmJob spec
@@ -111,20 +112,31 @@ def start(context_dir: Path, script: str, root: Path, spec: str | None = None,
     with open(folder / "output.log", "wb") as out:
         proc = subprocess.Popen(
             ["bash", "-c", _WRAPPER, sys.executable, str(path), str(folder / "rc")],
-            cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            cwd=folder,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     started = time.time()
-    (folder / "run.json").write_text(json.dumps({"id": run_id, "script": str(path), "pid": proc.pid,
-                                                 "started": started}))
+    (folder / "run.json").write_text(
+        json.dumps({"id": run_id, "script": str(path), "pid": proc.pid, "started": started})
+    )
     return BatchRun(run_id, str(path), proc.pid, started, folder, "running")
 
 
 def _submit(folder: Path, run_id: str, path: Path, root: Path, spec: str) -> BatchRun:
     env = {**os.environ, "MONARCH_JUPYTER_NOTEBOOK_DIR": str(root)}
     try:
-        done = subprocess.run([sys.executable, "-c", _SUBMIT, str(root), spec, str(path)], cwd=folder, env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", _SUBMIT, str(root), spec, str(path)],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except subprocess.TimeoutExpired:
         raise MonarchJupyterError(f"submitting {spec} did not finish in 120 s") from None
     (folder / "submit.log").write_text(done.stdout + done.stderr)
@@ -132,16 +144,23 @@ def _submit(folder: Path, run_id: str, path: Path, root: Path, spec: str) -> Bat
     job_id = json.loads(found[-1].split(" ", 1)[1]).get("slurm_job_id") if found else None
     if done.returncode != 0 or not job_id:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise MonarchJupyterError(f"submitting {spec} failed: {last} (log: {os.path.relpath(folder / 'submit.log')})")
+        raise MonarchJupyterError(
+            f"submitting {spec} failed: {last} (log: {os.path.relpath(folder / 'submit.log')})"
+        )
     started = time.time()
-    (folder / "run.json").write_text(json.dumps({"id": run_id, "script": str(path), "pid": None,
-                                                 "started": started, "slurm_job_id": str(job_id)}))
+    (folder / "run.json").write_text(
+        json.dumps(
+            {"id": run_id, "script": str(path), "pid": None, "started": started, "slurm_job_id": str(job_id)}
+        )
+    )
     return BatchRun(run_id, str(path), None, started, folder, "pending", str(job_id))
 
 
 def _slurm_state(job_id: str) -> str:
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     state = out.stdout.strip().lower()
@@ -188,8 +207,9 @@ def load(context_dir: Path, run_id: str) -> BatchRun:
     slurm_id = str(data["slurm_job_id"]) if data.get("slurm_job_id") else None
     if slurm_id:
         state = "killed" if (folder / "killed").exists() else _slurm_state(slurm_id)
-        return BatchRun(run_id, str(data.get("script")), None, float(data.get("started") or 0), folder, state,
-                        slurm_id)
+        return BatchRun(
+            run_id, str(data.get("script")), None, float(data.get("started") or 0), folder, state, slurm_id
+        )
     if (folder / "killed").exists():
         state = "killed"
     elif _ours(pid, folder):
@@ -277,5 +297,6 @@ def follow(context_dir: Path, run_id: str, poll: float = 0.1) -> Iterator[str]:
 
 def lines(runs_: list[BatchRun]) -> str:
     return "\n".join(
-        f"  batch     {r.id}  {r.state:<14} {Path(r.script).name}  log: {os.path.relpath(r.log)}" for r in runs_
+        f"  batch     {r.id}  {r.state:<14} {Path(r.script).name}  log: {os.path.relpath(r.log)}"
+        for r in runs_
     )

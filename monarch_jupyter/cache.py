@@ -133,7 +133,9 @@ def locked(monarch_dir: Path, create: bool = True) -> Iterator[None]:
         try:
             fd = os.open(lock_path, flags, 0o600)
         except OSError as error:
-            raise CacheError(f"cannot open the lock {_shown(lock_path)}: {error.strerror}; remove it") from None
+            raise CacheError(
+                f"cannot open the lock {_shown(lock_path)}: {error.strerror}; remove it"
+            ) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise CacheError(

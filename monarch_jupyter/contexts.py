@@ -44,9 +44,7 @@ class ContextInfo:
 def check_name(name: str) -> str:
     """Return ``name`` if it can be a context folder name, else raise."""
     if not _NAME.match(name or "") or name in (".", ".."):
-        raise MonarchJupyterError(
-            f"invalid context name {name!r}: use letters, digits, '_', '-' or '.'"
-        )
+        raise MonarchJupyterError(f"invalid context name {name!r}: use letters, digits, '_', '-' or '.'")
     return name
 
 

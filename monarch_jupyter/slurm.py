@@ -58,7 +58,9 @@ def _hostnames(nodes: str) -> List[str]:
     if not nodes:
         return []
     try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, timeout=20
+        )
         names = out.stdout.split()
         if out.returncode == 0 and names:
             return names
@@ -76,7 +78,11 @@ def normalise(job: Dict[str, Any]) -> Dict[str, Any]:
     nodes = resources.get("nodes")
     if isinstance(nodes, str) or nodes is None:
         allocated = resources.get("allocated_nodes")
-        if isinstance(allocated, list) and allocated and all(isinstance(n, dict) and "nodename" in n for n in allocated):
+        if (
+            isinstance(allocated, list)
+            and allocated
+            and all(isinstance(n, dict) and "nodename" in n for n in allocated)
+        ):
             names = [n["nodename"] for n in allocated]
         else:
             names = _hostnames(nodes or "")
@@ -124,8 +130,9 @@ class SlurmJob(_MonarchSlurmJob):
 
     def _get_job_info_json(self, job_id: str) -> Optional[Dict[str, Any]]:
         try:
-            result = subprocess.run(["squeue", "--job", job_id, "--json"], capture_output=True, text=True,
-                                    timeout=30)
+            result = subprocess.run(
+                ["squeue", "--job", job_id, "--json"], capture_output=True, text=True, timeout=30
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
             logging.getLogger("monarch._src.job.slurm").warning("squeue failed: %s", error)
             return None
@@ -140,7 +147,9 @@ class SlurmJob(_MonarchSlurmJob):
                 return normalise(job)
         return None
 
-    def _wait_for_job_start(self, job_id: str, expected_nodes: int, timeout: Optional[int] = None) -> List[str]:
+    def _wait_for_job_start(
+        self, job_id: str, expected_nodes: int, timeout: Optional[int] = None
+    ) -> List[str]:
         start = time.monotonic()
         noted: float | None = None
         try:
@@ -154,7 +163,9 @@ class SlurmJob(_MonarchSlurmJob):
                 if "RUNNING" in states:
                     names = [n["name"] for n in info["job_resources"]["nodes"]["allocation"]]
                     if len(names) != expected_nodes:
-                        raise RuntimeError(f"Slurm job {job_id} got {len(names)} nodes, expected {expected_nodes}")
+                        raise RuntimeError(
+                            f"Slurm job {job_id} got {len(names)} nodes, expected {expected_nodes}"
+                        )
                     return names
                 if any(s in states for s in ("FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "COMPLETED")):
                     raise RuntimeError(f"Slurm job {job_id} ended while starting: {'/'.join(states)}")
@@ -163,10 +174,14 @@ class SlurmJob(_MonarchSlurmJob):
                     reason = info.get("state_reason") or "-"
                     hint = ""
                     if reason == "Resources" and noted is not None:
-                        hint = ("; if your previous job holds the nodes: Ctrl-C (it is scancel-ed), "
-                                "%job kill, then apply again")
-                    progress(f"queued as Slurm job {job_id} ({'/'.join(states).lower()}: {reason}, "
-                             f"{int(now - start)} s){hint}")
+                        hint = (
+                            "; if your previous job holds the nodes: Ctrl-C (it is scancel-ed), "
+                            "%job kill, then apply again"
+                        )
+                    progress(
+                        f"queued as Slurm job {job_id} ({'/'.join(states).lower()}: {reason}, "
+                        f"{int(now - start)} s){hint}"
+                    )
                     noted = now
                 self._cancel.wait(POLL)
             raise RuntimeError(f"Slurm job {job_id} did not start within {timeout} s")

@@ -49,6 +49,7 @@ def check_total(meshes: dict[str, int]) -> None:
             f"on this machine; to raise it deliberately: %env {MAX_LOCAL_WORKERS_VAR}={total}"
         )
 
+
 _MESH = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")

@@ -83,7 +83,9 @@ def prepare(job: Any) -> list[str]:
     args = tuple(getattr(job, "_ssh_args", ()) or ())
     if "-tt" not in args and "-t" not in args:
         job._ssh_args = ("-tt", *args)
-        notes.append("added -tt to ssh_args: without a tty, %job kill would stop the ssh clients but not the remote workers")
+        notes.append(
+            "added -tt to ssh_args: without a tty, %job kill would stop the ssh clients but not the remote workers"
+        )
     return notes
 
 
@@ -93,8 +95,11 @@ def _loopback_only(name: str) -> bool:
     except OSError:
         return True
     addresses = {info[4][0] for info in infos}
-    return all(ipaddress.ip_address(a.split("%")[0]).is_loopback or ipaddress.ip_address(a.split("%")[0]).is_link_local
-               for a in addresses)
+    return all(
+        ipaddress.ip_address(a.split("%")[0]).is_loopback
+        or ipaddress.ip_address(a.split("%")[0]).is_link_local
+        for a in addresses
+    )
 
 
 def _is_loopback_host(host: str) -> bool:
@@ -180,8 +185,13 @@ def _summary(text: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
-def preflight(job: Any, log: Path, expect_version: str | None = None,
-              timeout: float = PREFLIGHT_TIMEOUT, progress: Callable[[str], None] | None = None) -> None:
+def preflight(
+    job: Any,
+    log: Path,
+    expect_version: str | None = None,
+    timeout: float = PREFLIGHT_TIMEOUT,
+    progress: Callable[[str], None] | None = None,
+) -> None:
     """Log in to every host once and check its Python; ApplyFailed names the first bad host.
 
     Runs on the caller's thread and polls, so Ctrl-C kills the probes at once.
@@ -202,7 +212,9 @@ def preflight(job: Any, log: Path, expect_version: str | None = None,
             with open(out, "wb") as sink:
                 probes[host] = subprocess.Popen(
                     ["ssh", *_probe_args(job), host, "-n", command],
-                    stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
         deadline = time.monotonic() + timeout
@@ -222,7 +234,9 @@ def preflight(job: Any, log: Path, expect_version: str | None = None,
             if proc.returncode == 255 or not found and proc.returncode != 0:
                 raise ApplyFailed(f"ssh to {host} failed: {_ssh_hint(text)} (log: {_shown(log)})")
             if not found:
-                raise ApplyFailed(f"{host}: {python} printed no answer: {_summary(text)} (log: {_shown(log)})")
+                raise ApplyFailed(
+                    f"{host}: {python} printed no answer: {_summary(text)} (log: {_shown(log)})"
+                )
             word, exe, rest = (found[-1].split(" ", 3) + ["", ""])[1:4]
             if word == "missing":
                 raise ApplyFailed(
@@ -249,20 +263,32 @@ def preflight(job: Any, log: Path, expect_version: str | None = None,
 def _ssh_hint(text: str) -> str:
     line = _summary(text)
     lowered = text.lower()
-    if "host key verification failed" in lowered or "no ed25519 host key is known" in lowered \
-            or "host key for" in lowered:
+    if (
+        "host key verification failed" in lowered
+        or "no ed25519 host key is known" in lowered
+        or "host key for" in lowered
+    ):
         return f"{line}: the host key is unknown or changed; add it to known_hosts (ssh HOST once) or fix the ssh config"
     if "permission denied" in lowered:
         return f"{line}: the key was refused; check User/IdentityFile in your ssh config"
-    if "could not resolve" in lowered or "connection refused" in lowered or "timed out" in lowered \
-            or "no route" in lowered:
+    if (
+        "could not resolve" in lowered
+        or "connection refused" in lowered
+        or "timed out" in lowered
+        or "no route" in lowered
+    ):
         return f"{line}: the host is unreachable; check its name, port and that sshd runs"
     return line
 
 
 # ── after state(): every worker up, or one line ─────────────────────────
-def wait_ready(job: Any, log: Path, timeout: float = READY_TIMEOUT,
-               progress: Callable[[str], None] | None = None, cancelled: Any = None) -> None:
+def wait_ready(
+    job: Any,
+    log: Path,
+    timeout: float = READY_TIMEOUT,
+    progress: Callable[[str], None] | None = None,
+    cancelled: Any = None,
+) -> None:
     """Wait until each host's worker port accepts connections while its ssh client lives."""
     table = host_pids(job)
     port = int(getattr(job, "_port", 0) or 0)

@@ -42,7 +42,7 @@ def _unescape(text: str) -> str:
     out, i = [], 0
     while i < len(text):
         if text[i] == "x":
-            out.append(chr(int(text[i + 1:i + 3], 16)))
+            out.append(chr(int(text[i + 1 : i + 3], 16)))
             i += 3
         else:
             out.append(text[i])
@@ -74,7 +74,9 @@ class SSHSpec(ModuleSpec):
         return ("-tt",) + (("-F", self.config) if self.config else ())
 
 
-def make(meshes, python: str = DEFAULT_PYTHON, port: int = DEFAULT_PORT, config: str | None = None) -> SSHSpec:
+def make(
+    meshes, python: str = DEFAULT_PYTHON, port: int = DEFAULT_PORT, config: str | None = None
+) -> SSHSpec:
     meshes = tuple((m, tuple(h)) for m, h in meshes)
     fields = ["ssh", f"py_{_escape(python)}", f"port_{port}"]
     if config:
@@ -94,14 +96,18 @@ def parse(words: list[str]) -> SSHSpec:
             flag, value = flag.split("=", 1)
             i -= 1
         if flag not in ("--ssh", "--python", "--port", "--config"):
-            raise SpecError(f"unexpected {words[i]!r}: --ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]")
+            raise SpecError(
+                f"unexpected {words[i]!r}: --ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]"
+            )
         if not value:
             raise SpecError(f"{flag} needs a value")
         if flag == "--ssh":
             name, sep, hosts = value.partition("=")
             hosts_t = tuple(h.strip() for h in hosts.split(",") if h.strip())
             if not sep or not hosts_t:
-                raise SpecError(f"--ssh wants MESH=HOST[,HOST...], got {value!r} (e.g. --ssh hosts=node1,node2)")
+                raise SpecError(
+                    f"--ssh wants MESH=HOST[,HOST...], got {value!r} (e.g. --ssh hosts=node1,node2)"
+                )
             if not _MESH.match(name):
                 raise SpecError(f"invalid mesh name {name!r}: letters and digits, starting with a letter")
             if name in meshes:

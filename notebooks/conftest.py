@@ -31,11 +31,13 @@ def pytest_runtest_setup(item):
     sshd.start()
     port = free_port()
     sshd.ports_used.add(port)
-    os.environ.update({
-        "MONARCH_JUPYTER_DEMO_HOSTS": "127.0.0.2,127.0.0.3",
-        "MONARCH_JUPYTER_DEMO_SSH_CONFIG": str(sshd.ssh_config),
-        "MONARCH_JUPYTER_DEMO_PORT": str(port),
-    })
+    os.environ.update(
+        {
+            "MONARCH_JUPYTER_DEMO_HOSTS": "127.0.0.2,127.0.0.3",
+            "MONARCH_JUPYTER_DEMO_SSH_CONFIG": str(sshd.ssh_config),
+            "MONARCH_JUPYTER_DEMO_PORT": str(port),
+        }
+    )
 
 
 def pytest_sessionfinish(session, exitstatus):

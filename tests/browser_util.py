@@ -152,21 +152,30 @@ class JupyterServer:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "jupyter", ui.app, "--no-browser",
-                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
+                sys.executable,
+                "-m",
+                "jupyter",
+                ui.app,
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
                 "--ServerApp.port_retries=0",
                 f"--IdentityProvider.token={self.token}",
                 f"--ServerApp.root_dir={self.root}",
                 *ui.server_args(home),
                 *(["--allow-root"] if os.geteuid() == 0 else []),
             ],
-            cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=self.root,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(
-            f"{self.url}/{path.lstrip('/')}", method=method,
+            f"{self.url}/{path.lstrip('/')}",
+            method=method,
             headers={"Authorization": f"token {self.token}"},
         )
         with urllib.request.urlopen(request, timeout=10) as response:

@@ -245,15 +245,21 @@ class Sshd:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        if not all(_wait_port(h, self.port, timeout, lambda: self.proc.poll() is None) for h in LOOPBACK_HOSTS):
+        if not all(
+            _wait_port(h, self.port, timeout, lambda: self.proc.poll() is None) for h in LOOPBACK_HOSTS
+        ):
             log = self.log.read_text() if self.log.exists() else ""
             self.stop()
-            raise DaemonError(f"sshd did not listen on {LOOPBACK_HOSTS} port {self.port} within {timeout} s: {log[-800:]}")
+            raise DaemonError(
+                f"sshd did not listen on {LOOPBACK_HOSTS} port {self.port} within {timeout} s: {log[-800:]}"
+            )
         probe = self.ssh("127.0.0.2", "echo ok", timeout=20)
         if probe.returncode != 0 or probe.stdout.strip() != "ok":
             log = self.log.read_text() if self.log.exists() else ""
             self.stop()
-            raise DaemonError(f"ssh to the test sshd failed (rc {probe.returncode}): {probe.stderr.strip()} {log[-800:]}")
+            raise DaemonError(
+                f"ssh to the test sshd failed (rc {probe.returncode}): {probe.stderr.strip()} {log[-800:]}"
+            )
         return self
 
     def ssh(self, host: str, command: str, timeout: float = 20) -> subprocess.CompletedProcess:
@@ -346,8 +352,14 @@ class Slurm:
 
     def _client(self, *argv: str, timeout: float = 20) -> subprocess.CompletedProcess:
         # cwd: sbatch --wrap writes slurm-N.out there
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **self.env}, cwd=self.folder)
+        return subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **self.env},
+            cwd=self.folder,
+        )
 
     def start(self, timeout: float = 30.0) -> "Slurm":
         env = {**os.environ, **self.env}
@@ -355,11 +367,16 @@ class Slurm:
             ["/usr/sbin/slurmctld", "-D", "-i", "-f", str(self.conf)],
             ["/usr/sbin/slurmd", "-D", "-f", str(self.conf), "-N", self.nodename],
         ):
-            self.procs.append(subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=open(self.folder / "log" / (Path(argv[0]).name + ".err"), "wb"),
-                start_new_session=True,
-            ))
+            self.procs.append(
+                subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(self.folder / "log" / (Path(argv[0]).name + ".err"), "wb"),
+                    start_new_session=True,
+                )
+            )
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
@@ -368,14 +385,20 @@ class Slurm:
                 break
             out = self._client("sinfo", "-h", "-N", "-o", "%t")
             last = (out.stdout + out.stderr).strip()
-            if out.returncode == 0 and last.split() and last.split()[0].rstrip("*") in ("idle", "mix", "alloc"):
+            if (
+                out.returncode == 0
+                and last.split()
+                and last.split()[0].rstrip("*") in ("idle", "mix", "alloc")
+            ):
                 return self
             time.sleep(0.3)
         logs = " | ".join(
             p.read_text()[-600:] for p in sorted((self.folder / "log").glob("*")) if p.is_file()
         )
         self.stop()
-        raise DaemonError(f"single-node Slurm did not become idle within {timeout} s (sinfo: {last!r}); logs: {logs}")
+        raise DaemonError(
+            f"single-node Slurm did not become idle within {timeout} s (sinfo: {last!r}); logs: {logs}"
+        )
 
     def queue(self) -> list[str]:
         """Job ids still in the queue (any state)."""

@@ -58,8 +58,11 @@ def test_batch_run_logs_follow_and_kill(kernel, tag, workdir):
     killed = kernel.ok(f"%job kill {run_id}", timeout=30)
     assert f"batch run {run_id}: killed" in killed.text, killed.text
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(b"train.py" in Path(f"/proc/{p}/cmdline").read_bytes()
-                                              for p in tagged_pids(tag) if Path(f"/proc/{p}").exists()):
+    while time.monotonic() < deadline and any(
+        b"train.py" in Path(f"/proc/{p}/cmdline").read_bytes()
+        for p in tagged_pids(tag)
+        if Path(f"/proc/{p}").exists()
+    ):
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists() or b"train.py" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert "killed" in kernel.ok("%job").text

@@ -35,7 +35,9 @@ ARTIFACTS = REPO / "test-artifacts" / "browser"
 NOTEBOOK_FILE = "monarch_browser.ipynb"
 
 pytestmark = [
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
+    ),
     pytest.mark.timeout(180),
 ]
 
@@ -50,11 +52,28 @@ REMOTE_RESULT = {
     "log_path": ".monarch/default/runs/saved.log",
     "summary": {"ok": 1, "failed": 1, "timed_out": 0, "skipped": 0, "interrupted": 0},
     "ranks": [
-        {"label": "hosts=0", "mesh": "hosts", "point": {"hosts": 0}, "rank": 0, "status": "ok",
-         "returncode": 0, "duration": 0.21, "lines": [["out", "hello from 0"]], "truncated": 0},
-        {"label": "hosts=1", "mesh": "hosts", "point": {"hosts": 1}, "rank": 1, "status": "failed",
-         "returncode": 3, "duration": 0.4, "lines": [["out", "hello from 1"], ["err", "boom"]],
-         "truncated": 0},
+        {
+            "label": "hosts=0",
+            "mesh": "hosts",
+            "point": {"hosts": 0},
+            "rank": 0,
+            "status": "ok",
+            "returncode": 0,
+            "duration": 0.21,
+            "lines": [["out", "hello from 0"]],
+            "truncated": 0,
+        },
+        {
+            "label": "hosts=1",
+            "mesh": "hosts",
+            "point": {"hosts": 1},
+            "rank": 1,
+            "status": "failed",
+            "returncode": 3,
+            "duration": 0.4,
+            "lines": [["out", "hello from 1"], ["err", "boom"]],
+            "truncated": 0,
+        },
     ],
 }
 
@@ -66,8 +85,14 @@ for i in $(seq 1200); do echo "tick $i"; sleep 0.05; done"""
 
 
 def _code(source: str, outputs: list | None = None) -> dict:
-    return {"cell_type": "code", "execution_count": None, "id": os.urandom(4).hex(),
-            "metadata": {}, "outputs": outputs or [], "source": source}
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": os.urandom(4).hex(),
+        "metadata": {},
+        "outputs": outputs or [],
+        "source": source,
+    }
 
 
 def _notebook() -> dict:
@@ -80,7 +105,8 @@ def _notebook() -> dict:
         },
     }
     return {
-        "nbformat": 4, "nbformat_minor": 5,
+        "nbformat": 4,
+        "nbformat_minor": 5,
         "metadata": {
             "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
             "language_info": {"name": "python"},
@@ -90,8 +116,7 @@ def _notebook() -> dict:
             _code("%job apply --local hosts=2"),
             _code("%job"),
             _code(REMOTE_CELL),
-            _code("# a %%remote result saved earlier (re-rendered by the MIME renderer)",
-                  [saved_remote]),
+            _code("# a %%remote result saved earlier (re-rendered by the MIME renderer)", [saved_remote]),
         ],
     }
 
@@ -122,7 +147,12 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.1):
 
 def _wait_kernel_idle(server: JupyterServer, page, timeout: float = 60) -> None:
     """The session's kernel is idle per the REST API *and* the page shows it idle."""
-    _wait(lambda: server.kernel_state(NOTEBOOK_FILE) == "idle", timeout, "the kernel to be idle (api/sessions)", 0.25)
+    _wait(
+        lambda: server.kernel_state(NOTEBOOK_FILE) == "idle",
+        timeout,
+        "the kernel to be idle (api/sessions)",
+        0.25,
+    )
     page.wait_for_function(server.ui.kernel_idle_js, timeout=timeout * 1000)
 
 
@@ -155,6 +185,7 @@ def test_browser_scenario(tmp_path: Path, tag: str, ui: Frontend) -> None:
     # The `test` extra installs the playwright wheel; its driver ships inside it.
     # We never run `playwright install`: the browser is Debian's.
     from playwright import sync_api
+
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
@@ -164,7 +195,9 @@ def test_browser_scenario(tmp_path: Path, tag: str, ui: Frontend) -> None:
         server.wait_ready()
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+                executable_path=CHROMIUM,
+                args=CHROMIUM_ARGS,
+                headless=True,
                 env={**os.environ, TAG_VAR: tag},  # reaped with the test's processes if anything leaks
             )
             try:
@@ -221,7 +254,9 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
 
     # ── the Monarch sidebar lists the context as running ──
     server.ui.open_sidebar(page)
-    item = page.locator(".jp-MonarchPanel-item").filter(has=page.locator(".jp-MonarchPanel-name", has_text="default"))
+    item = page.locator(".jp-MonarchPanel-item").filter(
+        has=page.locator(".jp-MonarchPanel-name", has_text="default")
+    )
     item.locator(".jp-MonarchPanel-state", has_text="running").wait_for(timeout=10_000)
     assert "hosts ×2" in item.locator(".jp-MonarchPanel-meshes").inner_text()
     shot("job-running")
@@ -251,8 +286,11 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     grid.locator(".monarch-run-stop").click()
     grid.locator(".monarch-run-tile[data-rank='0'][data-status='interrupted']").wait_for(timeout=20_000)
     _wait_prompt(page.locator(".jp-Notebook .jp-Cell").nth(3), 3, 20)
-    _wait(lambda: "KeyboardInterrupt: %%remote stopped on every rank" in _cell_text(page, 3), 10,
-          "the one-line interrupt message")
+    _wait(
+        lambda: "KeyboardInterrupt: %%remote stopped on every rank" in _cell_text(page, 3),
+        10,
+        "the one-line interrupt message",
+    )
     assert "Traceback" not in _cell_text(page, 3)
     assert len(worker_pids(tag)) == 2  # Stop ends the command, not the job
     shot("run-grid-stopped")
@@ -297,14 +335,20 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     _wait_kernel_idle(server, page)
     job_cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
     job_cell.scroll_into_view_if_needed()
-    _wait(lambda: "Monarch job" in job_cell.locator(".jp-OutputArea").inner_text(), 15, "the reloaded %job output")
+    _wait(
+        lambda: "Monarch job" in job_cell.locator(".jp-OutputArea").inner_text(),
+        15,
+        "the reloaded %job output",
+    )
     shot("reloaded-job")
     # the real %%remote run's result, saved with the notebook, re-renders too
     real = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-MonarchRun")
     real.wait_for()
     assert real.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=0", "hosts=1"]
     badges = real.locator(".jp-MonarchRun-badge-failed").all_inner_texts()
-    assert len(badges) == 2 and badges[1] == "rc=3", badges  # hosts=0 interrupted (its rc: the signal), hosts=1 failed
+    assert len(badges) == 2 and badges[1] == "rc=3", (
+        badges
+    )  # hosts=0 interrupted (its rc: the signal), hosts=1 failed
     run = page.locator(".jp-Notebook .jp-Cell").nth(4).locator(".jp-MonarchRun")
     run.wait_for()
     assert run.locator(".jp-MonarchRun-command").inner_text() == REMOTE_RESULT["command"]
@@ -313,6 +357,10 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     assert labels == ["hosts=0", "hosts=1"]
     assert run.locator(".jp-MonarchRun-badge-failed").inner_text() == "rc=3"
     run.locator(".jp-MonarchRun-filter input").check()
-    _wait(lambda: run.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=1"], 5, "failing only (saved)")
+    _wait(
+        lambda: run.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=1"],
+        5,
+        "failing only (saved)",
+    )
     run.scroll_into_view_if_needed()
     shot("reloaded-run-result")

@@ -166,10 +166,14 @@ def test_lock_serialises_processes_and_is_reentrant(tmp_path):
         with cache.locked(monarch):  # re-entrant: kill inside remove
             pass
         child = subprocess.Popen(
-            [sys.executable, "-c",
-             "import sys, time; from monarch_jupyter import cache\n"
-             f"with cache.locked({str(monarch)!r}): print(time.monotonic(), flush=True)"],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-c",
+                "import sys, time; from monarch_jupyter import cache\n"
+                f"with cache.locked({str(monarch)!r}): print(time.monotonic(), flush=True)",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         time.sleep(1.0)
         released = time.monotonic()

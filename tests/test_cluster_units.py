@@ -25,11 +25,14 @@ def test_mesh_sizes_per_engine_shape():
     assert _introspect.mesh_sizes(_Shaped({"odd": object()}), None) == {"odd": None}
 
 
-@pytest.mark.parametrize("line", [
-    "--ssh hosts=node1,node2",
-    "--ssh hosts=10.0.0.1,my-host_x.example.org --python '/opt/v env/bin/python3' --port 2345",
-    "--ssh=a=h1 --ssh b=h2,h3 --config /home/u/.ssh/config",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "--ssh hosts=node1,node2",
+        "--ssh hosts=10.0.0.1,my-host_x.example.org --python '/opt/v env/bin/python3' --port 2345",
+        "--ssh=a=h1 --ssh b=h2,h3 --config /home/u/.ssh/config",
+    ],
+)
 def test_ssh_spec_round_trips_through_its_saved_path(line):
     spec = parse_apply(line)
     assert isinstance(spec, SSHSpec)
@@ -39,13 +42,16 @@ def test_ssh_spec_round_trips_through_its_saved_path(line):
     assert from_attr(attr).describe() == spec.describe()
 
 
-@pytest.mark.parametrize("line, message", [
-    ("--ssh", "needs a value"),
-    ("--ssh hosts", "MESH=HOST"),
-    ("--ssh 1bad=h", "invalid mesh name"),
-    ("--ssh hosts=a --port 0", "--port"),
-    ("--ssh hosts=a --bogus 1", "unexpected"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("--ssh", "needs a value"),
+        ("--ssh hosts", "MESH=HOST"),
+        ("--ssh 1bad=h", "invalid mesh name"),
+        ("--ssh hosts=a --port 0", "--port"),
+        ("--ssh hosts=a --bogus 1", "unexpected"),
+    ],
+)
 def test_ssh_spec_errors_are_one_line(line, message):
     with pytest.raises(SpecError, match=message):
         parse_apply(line)

@@ -13,9 +13,7 @@ MONARCH_CLI = str(Path(sys.executable).with_name("monarch"))
 
 
 def cli(folder: Path, *args: str) -> str:
-    done = subprocess.run(
-        [MONARCH_CLI, *args], cwd=folder, capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([MONARCH_CLI, *args], cwd=folder, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -84,7 +82,9 @@ def test_layout_matches_the_monarch_cli(tmp_path):
 
 
 # ── issue #9: odd links, hostile files, the trusted spec ──────────────────
-@pytest.mark.parametrize("target", ["../state.pkl", "/etc/state.pkl", "default/sub/state.pkl", "default/other"])
+@pytest.mark.parametrize(
+    "target", ["../state.pkl", "/etc/state.pkl", "default/sub/state.pkl", "default/other"]
+)
 def test_odd_active_link_is_named_with_its_fix(tmp_path, target):
     layout = Layout(tmp_path)
     layout.create("default")

@@ -125,7 +125,10 @@ def test_unreadable_cache_is_recovered_from_the_notebook(start_kernel, workdir, 
     k = start_kernel()
     assert "moves it aside" in one_line(k.ok("%load_ext monarch_jupyter"))
     killed = one_line(k.ok("%job kill"))
-    assert "moved the unreadable .monarch/default/state.pkl aside to .monarch/default/state.pkl.unreadable-" in killed
+    assert (
+        "moved the unreadable .monarch/default/state.pkl aside to .monarch/default/state.pkl.unreadable-"
+        in killed
+    )
     (moved,) = ctx.glob("state.pkl.unreadable-*")
     assert moved.read_bytes() == content and not (ctx / "state.pkl").exists()
     # the same through %job apply
@@ -294,7 +297,9 @@ def test_full_disk_for_the_run_log_does_not_hang(start_kernel, tag):
     assert time.monotonic() - start < 60
     assert r.error is None or "\n" not in r.error["evalue"].strip(), r.traceback
     assert "[hosts=0] 100000" in r.text  # the cell's own output is whole
-    k.ok("import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))")
+    k.ok(
+        "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))"
+    )
     assert k.ok("%remote echo still-here").text.count("still-here") >= 1
     k.ok("%job kill")
     shutdown_and_assert_nothing_left(tag, k)
@@ -359,8 +364,12 @@ def test_full_disk_run_log_is_reported(start_kernel, tag):
         k.ok("%remote true")
         k.ok("import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))")
         r = k.execute("%remote seq 1 100000", timeout=60)
-        k.ok("import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))")
-        assert re.search(r"(?i)log.*(incomplete|could not be written|file too large|no space)", r.text), r.text[-300:]
+        k.ok(
+            "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))"
+        )
+        assert re.search(r"(?i)log.*(incomplete|could not be written|file too large|no space)", r.text), (
+            r.text[-300:]
+        )
     finally:
         k.execute("%job kill", timeout=30)
         shutdown_and_assert_nothing_left(tag, k)

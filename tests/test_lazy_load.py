@@ -41,7 +41,7 @@ def test_load_returns_before_monarch_and_the_first_command_attaches(start_kernel
     kernel.ok("%job kill")
 
 
-SLOW_JOB = '''
+SLOW_JOB = """
 import os, time
 from monarch.job import ProcessJob
 
@@ -54,7 +54,7 @@ class SlowJob(ProcessJob):
 
 
 job = SlowJob({"hosts": 1})
-'''
+"""
 
 
 def test_waiting_for_a_slow_attach_is_interruptible_in_one_line(start_kernel, tag, workdir):
@@ -75,7 +75,9 @@ def test_waiting_for_a_slow_attach_is_interruptible_in_one_line(start_kernel, ta
     assert waited.error is not None, waited.text
     shown = [line for line in waited.traceback.splitlines() if line.strip()]
     assert len(shown) == 1, waited.traceback
-    assert shown[0].startswith("KeyboardInterrupt: stopped waiting for the job of context 'default' to attach")
+    assert shown[0].startswith(
+        "KeyboardInterrupt: stopped waiting for the job of context 'default' to attach"
+    )
     assert waited.duration < 3, "the interrupt ends the wait, not the attach"
 
     (workdir / "SLOW").unlink()

@@ -16,7 +16,8 @@ from monarch_jupyter import _orphans
 def _sleeper(env_extra: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"],
-        env={**os.environ, **env_extra}, start_new_session=True,
+        env={**os.environ, **env_extra},
+        start_new_session=True,
     )
 
 

@@ -69,7 +69,9 @@ def reap_groups(monkeypatch):
         P.killpg(pgid, signal.SIGKILL)
 
 
-async def collect(proc: Process, drain: float = P.DRAIN_AFTER_EXIT, **batching) -> tuple[int, list[tuple[float, list[Chunk]]]]:
+async def collect(
+    proc: Process, drain: float = P.DRAIN_AFTER_EXIT, **batching
+) -> tuple[int, list[tuple[float, list[Chunk]]]]:
     """Run ``proc`` to the end: its return code and every batch with its arrival time
     (the rest that ``take()`` returns comes last)."""
     got: list[tuple[float, list[Chunk]]] = []
@@ -130,14 +132,18 @@ def test_utf8_split_across_reads_stays_whole_and_arrives_as_it_comes():
         assert rc == 0
         assert text_of(got) == "café done\nbad \ufffd\n"
         arrived = [(t, c.text) for t, cs in got for c in cs]
-        assert arrived[0][1] == "caf" and arrived[-1][0] - arrived[0][0] > 0.3  # shown before the rest was printed
+        assert (
+            arrived[0][1] == "caf" and arrived[-1][0] - arrived[0][0] > 0.3
+        )  # shown before the rest was printed
 
     run(main())
 
 
 def test_partial_lines_and_carriage_returns_stream_as_printed():
     async def main():
-        rc, got = await collect(bash("printf 'load 10%%\\r'; sleep 0.3; printf 'load 60%%\\r'; sleep 0.3; echo done"))
+        rc, got = await collect(
+            bash("printf 'load 10%%\\r'; sleep 0.3; printf 'load 60%%\\r'; sleep 0.3; echo done")
+        )
         assert rc == 0
         texts = [(t, c.text) for t, cs in got for c in cs]
         assert "".join(x for _, x in texts) == "load 10%\rload 60%\rdone\n"
@@ -172,7 +178,9 @@ def test_tee_gets_the_raw_bytes(tmp_path):
 
 def test_env_and_workdir(tmp_path):
     async def main():
-        rc, got = await collect(bash("echo $ONLY_HERE; pwd; cat", env=dict(ENV, ONLY_HERE="yes"), cwd=str(tmp_path)))
+        rc, got = await collect(
+            bash("echo $ONLY_HERE; pwd; cat", env=dict(ENV, ONLY_HERE="yes"), cwd=str(tmp_path))
+        )
         assert rc == 0 and text_of(got) == f"yes\n{tmp_path}\n"  # stdin is /dev/null: cat ends at once
 
     run(main())

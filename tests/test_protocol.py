@@ -13,7 +13,15 @@ from monarch_jupyter import _faults
 from monarch_jupyter.remote import model, protocol
 from monarch_jupyter.remote.model import Exited, Output, RankState, Started
 from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
-from monarch_jupyter.remote.runner import FAULT_LOST, HEARTBEAT_LOST, Plan, RunHandle, _Drive, _Target, silence_limit
+from monarch_jupyter.remote.runner import (
+    FAULT_LOST,
+    HEARTBEAT_LOST,
+    Plan,
+    RunHandle,
+    _Drive,
+    _Target,
+    silence_limit,
+)
 from monarch_jupyter.remote.spool import Spool, read_log
 
 MESSAGES = [
@@ -59,11 +67,20 @@ def test_the_drive_reads_messages_by_name(tmp_path):
     heard = {0: 0.0, 1: 0.0}
     remaining = {0, 1}
     drive._handle(Heartbeat("run", "hosts", 1, 77), heard, remaining, spool)
-    drive._handle(Data("run", "hosts", 1, 77, [Chunk("out", "a\nb", 1), Chunk("err", "e\n", 1)]), heard, remaining, spool)
+    drive._handle(
+        Data("run", "hosts", 1, 77, [Chunk("out", "a\nb", 1), Chunk("err", "e\n", 1)]),
+        heard,
+        remaining,
+        spool,
+    )
     drive._handle(Data("other-run", "hosts", 0, 5, [Chunk("out", "not ours\n", 1)]), heard, remaining, spool)
     drive._handle(Data("run", "aux", 0, 5, [Chunk("out", "not a target\n", 1)]), heard, remaining, spool)
-    drive._handle(Exit("run", "hosts", 1, 77, [Chunk("out", "c\n", 1)], 3, 0.5, None), heard, remaining, spool)
-    drive._handle(Exit("run", "hosts", 0, None, [], None, 0.1, "could not start: boom"), heard, remaining, spool)
+    drive._handle(
+        Exit("run", "hosts", 1, 77, [Chunk("out", "c\n", 1)], 3, 0.5, None), heard, remaining, spool
+    )
+    drive._handle(
+        Exit("run", "hosts", 0, None, [], None, 0.1, "could not start: boom"), heard, remaining, spool
+    )
     drive._handle(Data("run", "hosts", 1, 77, [Chunk("out", "after the exit\n", 1)]), heard, remaining, spool)
     assert _events(drive.sink) == [
         Started(1, 77),

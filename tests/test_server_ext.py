@@ -95,7 +95,9 @@ def server(tree, tmp_path_factory):
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     cmd = [
-        sys.executable, "-m", "jupyter_server",
+        sys.executable,
+        "-m",
+        "jupyter_server",
         "--no-browser",
         "--ServerApp.allow_root=True",
         "--ServerApp.ip=127.0.0.1",

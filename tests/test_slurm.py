@@ -28,12 +28,19 @@ def write_jobs(folder: Path, port: int, exclusive: bool = False) -> None:
 def test_normalise_22_05_record():
     from monarch_jupyter.slurm import normalise
 
-    old = {"job_id": 7, "job_state": "RUNNING",
-           "job_resources": {"nodes": "vm", "allocated_nodes": [{"nodename": "vm", "cpus_used": 0}]}}
+    old = {
+        "job_id": 7,
+        "job_state": "RUNNING",
+        "job_resources": {"nodes": "vm", "allocated_nodes": [{"nodename": "vm", "cpus_used": 0}]},
+    }
     new = normalise(old)
     assert new["job_state"] == ["RUNNING"]
     assert new["job_resources"]["nodes"]["allocation"] == [{"name": "vm"}]
-    newer = {"job_id": 7, "job_state": ["RUNNING"], "job_resources": {"nodes": {"allocation": [{"name": "n1"}]}}}
+    newer = {
+        "job_id": 7,
+        "job_state": ["RUNNING"],
+        "job_resources": {"nodes": {"allocation": [{"name": "n1"}]}},
+    }
     assert normalise(newer)["job_resources"]["nodes"]["allocation"] == [{"name": "n1"}]
 
 
@@ -115,7 +122,8 @@ def test_slurm_batch_script(slurm, start_kernel, tag, workdir):
     assert not (workdir / ".monarch/job_state.pkl").exists()  # the context's cache was not touched
     followed = kernel.ok(f"%job logs {run_id} --follow", timeout=180)
     assert f"client in {job_id} meshes ['hosts']" in followed.text, followed.text + "".join(
-        p.read_text() for p in (workdir / ".monarch/default/batch" / run_id).glob("*.err"))
+        p.read_text() for p in (workdir / ".monarch/default/batch" / run_id).glob("*.err")
+    )
     assert "step 2" in followed.text and "ended" in followed.text, followed.text
     deadline = time.monotonic() + 15
     while slurm.queue() and time.monotonic() < deadline:

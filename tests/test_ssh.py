@@ -47,8 +47,15 @@ def ssh_clients(tag: str) -> list[int]:
     return found
 
 
-def write_jobs(folder: Path, sshd, python: str = sys.executable, port: int | None = None,
-               tty: bool = True, name: str = "jobs", config: Path | None = None) -> int:
+def write_jobs(
+    folder: Path,
+    sshd,
+    python: str = sys.executable,
+    port: int | None = None,
+    tty: bool = True,
+    name: str = "jobs",
+    config: Path | None = None,
+) -> int:
     port = port or free_port()
     sshd.ports_used.add(port)
     args = (("-tt",) if tty else ()) + ("-F", str(config or sshd.ssh_config))
@@ -81,7 +88,9 @@ def test_ssh_job_end_to_end(sshd, start_kernel, tag, workdir):
     status = kernel.ok("%job")
     assert "hosts: 2 hosts, 2 live workers" in status.text, status.text
 
-    run = kernel.ok("%%remote bash\necho host=$(hostname) rank=$MONARCH_RANK_hosts; sleep 0.2; echo done", timeout=120)
+    run = kernel.ok(
+        "%%remote bash\necho host=$(hostname) rank=$MONARCH_RANK_hosts; sleep 0.2; echo done", timeout=120
+    )
     for rank in (0, 1):
         assert re.search(rf"\[hosts={rank}\].*host=.* rank={rank}", run.text), run.text
     assert run.text.count("done") >= 2
@@ -95,11 +104,23 @@ def test_ssh_job_end_to_end(sshd, start_kernel, tag, workdir):
             msg_holder["t"] = time.monotonic()
             kernel.interrupt()
 
-    long = kernel.execute("%%remote bash\nwhile true; do echo tick; sleep 0.2; done", timeout=60, on_output=on_output)
-    assert long.error is not None and long.error["ename"] in ("KeyboardInterrupt", "RemoteInterrupted"), long.text
+    long = kernel.execute(
+        "%%remote bash\nwhile true; do echo tick; sleep 0.2; done", timeout=60, on_output=on_output
+    )
+    assert long.error is not None and long.error["ename"] in ("KeyboardInterrupt", "RemoteInterrupted"), (
+        long.text
+    )
     assert time.monotonic() - started < 30
-    assert wait_for(lambda: not any(b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()
-                                    for p in tagged_pids(tag) if Path(f"/proc/{p}").exists()), 5)
+    assert wait_for(
+        lambda: (
+            not any(
+                b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()
+                for p in tagged_pids(tag)
+                if Path(f"/proc/{p}").exists()
+            )
+        ),
+        5,
+    )
 
     # restart the kernel: re-attach over the right transport, %%remote still works
     kernel.km.restart_kernel(now=True)
@@ -113,7 +134,10 @@ def test_ssh_job_end_to_end(sshd, start_kernel, tag, workdir):
 
     killed = kernel.ok("%job kill", timeout=60)
     assert "killed the job of context 'default'" in killed.text, killed.text
-    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10), (remote_workers(tag), ssh_clients(tag))
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10), (
+        remote_workers(tag),
+        ssh_clients(tag),
+    )
 
 
 def one_line_error(result) -> str:
@@ -141,7 +165,7 @@ def test_worker_python_without_monarch_jupyter(sshd, start_kernel, tag, workdir,
         "raise ModuleNotFoundError(\"No module named 'monarch_jupyter'\", name='monarch_jupyter')\n"
     )
     wrapper = tmp_path / "python-no-mj"
-    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={shadow.parent} exec {sys.executable} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shadow.parent} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     write_jobs(workdir, sshd, python=str(wrapper))
     kernel = start_kernel()
@@ -195,7 +219,7 @@ def test_apply_failures_are_one_line_and_leave_nothing(sshd, start_kernel, tag, 
         "m.version = lambda name: '0.0.1' if name == 'torchmonarch' else _real(name)\n"
     )
     skewed = tmp_path / "python-skew"
-    skewed.write_text(f"#!/bin/sh\nPYTHONPATH={skew} exec {sys.executable} \"$@\"\n")
+    skewed.write_text(f'#!/bin/sh\nPYTHONPATH={skew} exec {sys.executable} "$@"\n')
     skewed.chmod(0o755)
     write_jobs(workdir, sshd, python=str(skewed), name="skewed")
     failed = kernel.execute("%job apply skewed.ssh2", timeout=120)
@@ -205,7 +229,7 @@ def test_apply_failures_are_one_line_and_leave_nothing(sshd, start_kernel, tag, 
     dying = tmp_path / "python-dies"
     dying.write_text(
         "#!/bin/sh\ncase \"$2\" in *run_worker_loop_forever*) echo 'worker boom' >&2; exit 3;; esac\n"
-        f"exec {sys.executable} \"$@\"\n"
+        f'exec {sys.executable} "$@"\n'
     )
     dying.chmod(0o755)
     write_jobs(workdir, sshd, python=str(dying), name="dying")
@@ -256,22 +280,30 @@ def test_ssh_convenience_form_is_saved_and_recreated(sshd, start_kernel, tag, wo
     sshd.ports_used.add(port)
     kernel = start_kernel()
     kernel.ok("%load_ext monarch_jupyter")
-    line = (f"%job apply --ssh hosts={','.join(HOSTS)} --python {sys.executable} "
-            f"--port {port} --config {sshd.ssh_config}")
+    line = (
+        f"%job apply --ssh hosts={','.join(HOSTS)} --python {sys.executable} "
+        f"--port {port} --config {sshd.ssh_config}"
+    )
     applied = kernel.ok(line, timeout=120)
     assert "applied: context 'default': SSHJob hosts×2 (2 live)" in applied.text, applied.text
     saved = (workdir / ".monarch/default/spec").read_text()
     assert saved.startswith("monarch_jupyter.ssh_jobs.ssh__"), saved
     # another process (as the monarch CLI does) re-creates an equal job from the saved path
     check = subprocess.run(
-        [sys.executable, "-c",
-         "import importlib, pickle, sys\n"
-         f"mod, _, attr = {saved!r}.rpartition('.')\n"
-         "job = getattr(importlib.import_module(mod), attr)\n"
-         "cached = pickle.load(open('.monarch/default/state.pkl', 'rb'))\n"
-         "print('CAN_RUN', cached._running._meshes == job._meshes and cached._running._ssh_args == job._ssh_args"
-         " and cached._running._port == job._port and cached._running._python_exe == job._python_exe)"],
-        cwd=workdir, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import importlib, pickle, sys\n"
+            f"mod, _, attr = {saved!r}.rpartition('.')\n"
+            "job = getattr(importlib.import_module(mod), attr)\n"
+            "cached = pickle.load(open('.monarch/default/state.pkl', 'rb'))\n"
+            "print('CAN_RUN', cached._running._meshes == job._meshes and cached._running._ssh_args == job._ssh_args"
+            " and cached._running._port == job._port and cached._running._python_exe == job._python_exe)",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "CAN_RUN True" in check.stdout, check.stdout + check.stderr
     status = kernel.ok("%job")
@@ -317,7 +349,7 @@ def test_interrupted_apply_leaves_nothing(sshd, start_kernel, tag, workdir, tmp_
     """Ctrl-C while the hosts are probed, or while the workers start: nothing is left anywhere."""
     slow = tmp_path / "slow-python"
     only = 'case "$2" in *run_worker_loop_forever*) sleep 30;; esac' if when == "workers" else "sleep 30"
-    slow.write_text(f"#!/bin/sh\n{only}\nexec {sys.executable} \"$@\"\n")
+    slow.write_text(f'#!/bin/sh\n{only}\nexec {sys.executable} "$@"\n')
     slow.chmod(0o755)
     write_jobs(workdir, sshd, python=str(slow))
     kernel = start_kernel()
@@ -327,8 +359,11 @@ def test_interrupted_apply_leaves_nothing(sshd, start_kernel, tag, workdir, tmp_
     def interrupt_when_remote_sleeps():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            sleeping = [p for p in tagged_pids(tag)
-                        if Path(f"/proc/{p}/cmdline").exists() and b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            sleeping = [
+                p
+                for p in tagged_pids(tag)
+                if Path(f"/proc/{p}/cmdline").exists() and b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()
+            ]
             if len(sleeping) >= 2:
                 seen["t"] = time.monotonic()
                 kernel.interrupt()
@@ -342,6 +377,11 @@ def test_interrupted_apply_leaves_nothing(sshd, start_kernel, tag, workdir, tmp_
     assert "t" in seen, "the remote side never started"
     assert result.error is not None and result.error["ename"] == "KeyboardInterrupt", result.text
     assert time.monotonic() - seen["t"] < 5
-    assert wait_for(lambda: not [p for p in tagged_pids(tag) if b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()]
-                    and not ssh_clients(tag), 2.5), tagged_pids(tag)
+    assert wait_for(
+        lambda: (
+            not [p for p in tagged_pids(tag) if b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            and not ssh_clients(tag)
+        ),
+        2.5,
+    ), tagged_pids(tag)
     assert not (workdir / ".monarch/default/state.pkl").exists()

@@ -51,12 +51,20 @@ def write_cache(root: Path, pids: dict[str, int] | None, *, fresh: bool = True, 
     state.chmod(0o600)
     if pids is not None:
         applied = state.stat().st_mtime if fresh else state.stat().st_mtime - 60
-        layout.write_status("default", {
-            "context": "default", "state": RUNNING, "job_class": "ProcessJob", "apply_id": APPLY_ID,
-            "spec": "monarch_jupyter.local_jobs.hosts_1", "attached": True, "applied_at": applied,
-            "meshes": [{"name": "hosts", "hosts": hosts, "live_workers": hosts}],
-            "worker_pids": {f"hosts_{i}": pid for i, pid in enumerate(pids.values())},
-        })
+        layout.write_status(
+            "default",
+            {
+                "context": "default",
+                "state": RUNNING,
+                "job_class": "ProcessJob",
+                "apply_id": APPLY_ID,
+                "spec": "monarch_jupyter.local_jobs.hosts_1",
+                "attached": True,
+                "applied_at": applied,
+                "meshes": [{"name": "hosts", "hosts": hosts, "live_workers": hosts}],
+                "worker_pids": {f"hosts_{i}": pid for i, pid in enumerate(pids.values())},
+            },
+        )
     return state
 
 
@@ -79,7 +87,9 @@ def test_fresh_status_with_live_workers_says_re_attaching_then_attaches_in_backg
     session = StandInSession(tmp_path, attach=lambda: (release.wait(5), JobStatus("default", RUNNING))[1])
     write_cache(tmp_path, {"w": os.getpid()})  # a live python process stands in for the worker
     line = _warmup.begin(session)
-    assert line.startswith("monarch_jupyter: re-attaching to context 'default': ProcessJob 0123abcd, hosts×1 (1 live)")
+    assert line.startswith(
+        "monarch_jupyter: re-attaching to context 'default': ProcessJob 0123abcd, hosts×1 (1 live)"
+    )
     assert f"apply id {APPLY_ID}" in line and "\n" not in line
     assert session.ready_hook is not None
     waiter = threading.Thread(target=session.ready_hook)

@@ -143,11 +143,7 @@ def _subfolders(folder: str) -> list[str]:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
         return []
-    names = [
-        e.name
-        for e in entries
-        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-    ]
+    names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
     return names[:MAX_SUBFOLDERS]
 
 

@@ -149,7 +149,8 @@ def details_html(view: JobView) -> str:
         )
     if view.links:
         links = " · ".join(
-            f"<a href='{esc(url)}' target='_blank' rel='noopener'>{esc(label)}</a>" for label, url in view.links
+            f"<a href='{esc(url)}' target='_blank' rel='noopener'>{esc(label)}</a>"
+            for label, url in view.links
         )
         parts.append(f"<div class='monarch-job-links'>{links}</div>")
     if view.hint:
@@ -179,7 +180,13 @@ class JobWidget(widgets.VBox):
         )
         self._confirm_row.add_class("monarch-job-confirm-row")
         super().__init__(
-            [self._head, self._details, widgets.HBox([self._refresh, self._kill]), self._confirm_row, self._message]
+            [
+                self._head,
+                self._details,
+                widgets.HBox([self._refresh, self._kill]),
+                self._confirm_row,
+                self._message,
+            ]
         )
         self.add_class("monarch-job-widget")
         self._unsubscribe: Callable[[], None] | None = session.add_listener(self._on_status)
@@ -210,7 +217,9 @@ class JobWidget(widgets.VBox):
 
     def _say(self, text: str, error: bool = False) -> None:
         colour = "#cf222e" if error else "#6e7781"
-        self._message.value = f"<span style='color:{colour}'>{html.escape(text, quote=False)}</span>" if text else ""
+        self._message.value = (
+            f"<span style='color:{colour}'>{html.escape(text, quote=False)}</span>" if text else ""
+        )
 
     # ── buttons ──
     def _on_refresh(self, _button: Any = None) -> None:
@@ -261,7 +270,9 @@ class JobWidget(widgets.VBox):
 
 
 def _button(text: str, icon: str, style: str, css: str, handler: Callable[[Any], None]) -> widgets.Button:
-    button = widgets.Button(description=text, icon=icon, button_style=style, layout=widgets.Layout(width="auto"))
+    button = widgets.Button(
+        description=text, icon=icon, button_style=style, layout=widgets.Layout(width="auto")
+    )
     button.add_class(css)
     button.on_click(handler)
     return button
