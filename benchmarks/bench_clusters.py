@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from daemons import Slurm, Sshd, free_port  # noqa: E402
-from harness import TAG_VAR, Kernel, new_tag, reap  # noqa: E402
+from daemons import Slurm, Sshd, free_port
+from harness import TAG_VAR, Kernel, new_tag, reap
 
 
 def timed(kernel: Kernel, code: str) -> float:

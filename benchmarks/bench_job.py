@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import Kernel, new_tag, reap  # noqa: E402
+from harness import Kernel, new_tag, reap
 
 
 def timed(kernel: Kernel, code: str) -> float:

@@ -23,7 +23,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from harness import Kernel, new_tag, reap
-
 from monarch_jupyter.remote.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"

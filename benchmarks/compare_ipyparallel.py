@@ -30,7 +30,6 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 from importlib import metadata
 from pathlib import Path
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -54,7 +55,7 @@ class EventLoopThread:
                 self._loop = loop
             return self._loop
 
-    def submit(self, coro: Awaitable[T]) -> "concurrent.futures.Future[T]":
+    def submit(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the loop and return a thread-safe future."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
 
@@ -71,7 +72,7 @@ class EventLoopThread:
         return await asyncio.wrap_future(self._blocking.submit(fn, *args))
 
 
-def wait(future: "concurrent.futures.Future[T]", timeout: float | None = None) -> T:
+def wait(future: concurrent.futures.Future[T], timeout: float | None = None) -> T:
     """Wait for ``future`` in short slices so KeyboardInterrupt is seen at once.
 
     On interrupt or timeout the future is cancelled (a coroutine on the loop

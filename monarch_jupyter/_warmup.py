@@ -81,7 +81,7 @@ class Warmup:
             # Unpickling imports Monarch here; the connection itself runs on the
             # session's loop worker, as every blocking Monarch call does.
             self._session.attach()
-        except BaseException:  # noqa: BLE001 - Monarch's PanicException is a BaseException
+        except BaseException:  # Monarch's PanicException is a BaseException
             pass  # the session's next call meets the same problem and reports it in its own cell
         finally:
             self._done.set()
@@ -163,7 +163,7 @@ def _looks_loadable(path: os.PathLike, info: os.stat_result) -> bool:
         with open(path, "rb") as stream:
             for _ in pickletools.genops(stream.read(_MAX_PICKLE)):
                 pass
-    except Exception:  # noqa: BLE001 - anything odd: let the synchronous path say what
+    except Exception:  # anything odd: let the synchronous path say what
         return False
     return True
 

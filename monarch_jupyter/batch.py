@@ -29,9 +29,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from . import _introspect, cache
 from .errors import MonarchJupyterError

@@ -21,9 +21,10 @@ import pickle
 import stat
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from . import _files
 from ._files import shown as _shown
@@ -60,7 +61,7 @@ def load_job(path: Path) -> Any:
     if not data:
         raise UnreadableCacheError(f"{_shown(path)} is empty; it was left as it is. {recover}")
     try:
-        job = pickle.loads(data)  # noqa: S301 - checked above: our own, private file
+        job = pickle.loads(data)  # checked above: our own, private file
     except Exception as error:  # pickle can raise almost anything on bad input
         raise UnreadableCacheError(
             f"{_shown(path)} is corrupt or truncated ({type(error).__name__}: {error}); "

@@ -32,7 +32,8 @@ import socket
 import subprocess
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.job.slurm import SlurmJob as _MonarchSlurmJob  # monarch.job re-exports this class
 
@@ -54,7 +55,7 @@ class ApplyCancelled(RuntimeError):
     """The apply was cancelled while the allocation was pending; it was scancel-ed."""
 
 
-def _hostnames(nodes: str) -> List[str]:
+def _hostnames(nodes: str) -> list[str]:
     if not nodes:
         return []
     try:
@@ -69,7 +70,7 @@ def _hostnames(nodes: str) -> List[str]:
     return [n for n in nodes.split(",") if n]
 
 
-def normalise(job: Dict[str, Any]) -> Dict[str, Any]:
+def normalise(job: dict[str, Any]) -> dict[str, Any]:
     """One squeue --json job record in the shape Monarch 0.7 parses (newer Slurm)."""
     job = dict(job)
     state = job.get("job_state", [])
@@ -98,11 +99,11 @@ class SlurmJob(_MonarchSlurmJob):
         super().__init__(*args, **kwargs)
         _loopback_transport()
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         _loopback_transport()
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_cancel_event", None)
         return state
@@ -121,14 +122,14 @@ class SlurmJob(_MonarchSlurmJob):
         if job_id is not None:
             subprocess.run(["scancel", job_id], capture_output=True, text=True, timeout=20)
 
-    def _create(self, client_script: Optional[str]) -> None:
+    def _create(self, client_script: str | None) -> None:
         self._cancel.clear()
         super()._create(client_script)
         if self._cancel.is_set():  # interrupted while sbatch ran
             self._kill()
             raise ApplyCancelled("cancelled while submitting; the Slurm job was scancel-ed")
 
-    def _get_job_info_json(self, job_id: str) -> Optional[Dict[str, Any]]:
+    def _get_job_info_json(self, job_id: str) -> dict[str, Any] | None:
         try:
             result = subprocess.run(
                 ["squeue", "--job", job_id, "--json"], capture_output=True, text=True, timeout=30
@@ -148,8 +149,8 @@ class SlurmJob(_MonarchSlurmJob):
         return None
 
     def _wait_for_job_start(
-        self, job_id: str, expected_nodes: int, timeout: Optional[int] = None
-    ) -> List[str]:
+        self, job_id: str, expected_nodes: int, timeout: int | None = None
+    ) -> list[str]:
         start = time.monotonic()
         noted: float | None = None
         try:

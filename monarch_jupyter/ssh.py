@@ -30,8 +30,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import _introspect
 from .errors import MonarchJupyterError
@@ -231,7 +232,7 @@ def preflight(
             text = outputs[host].read_text(errors="replace")
             _log(log, f"--- preflight {host} (ssh rc {proc.returncode}) ---\n{text}")
             found = [line for line in text.replace("\r", "").splitlines() if line.startswith("MJ-PROBE ")]
-            if proc.returncode == 255 or not found and proc.returncode != 0:
+            if proc.returncode == 255 or (not found and proc.returncode != 0):
                 raise ApplyFailed(f"ssh to {host} failed: {_ssh_hint(text)} (log: {_shown(log)})")
             if not found:
                 raise ApplyFailed(

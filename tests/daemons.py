@@ -232,7 +232,7 @@ class Sshd:
             path.with_suffix(".known_hosts").write_text("")
         return path
 
-    def start(self, timeout: float = 10.0) -> "Sshd":
+    def start(self, timeout: float = 10.0) -> Sshd:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege-separation dir
         check = subprocess.run([SSHD, "-t", "-f", str(self.config)], capture_output=True, text=True)
         if check.returncode != 0:
@@ -361,7 +361,7 @@ class Slurm:
             cwd=self.folder,
         )
 
-    def start(self, timeout: float = 30.0) -> "Slurm":
+    def start(self, timeout: float = 30.0) -> Slurm:
         env = {**os.environ, **self.env}
         for argv in (
             ["/usr/sbin/slurmctld", "-D", "-i", "-f", str(self.conf)],

@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from harness import Kernel, tagged_pids, worker_pids
 
+from harness import Kernel, tagged_pids, worker_pids
 from test_server_ext import TOKEN, _get, server  # noqa: F401 - the server fixture, on our tree
 
 

@@ -13,8 +13,8 @@ import logging
 from importlib.metadata import version
 
 import pytest
-from harness import TAG_VAR
 
+from harness import TAG_VAR
 from monarch_jupyter import _introspect, _quiet
 
 MONARCH = f"torchmonarch {version('torchmonarch')}"

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from daemons import free_port
 from harness import tagged_pids
 
