@@ -23,6 +23,7 @@ PID at the end (``tests/harness.py``), whatever happens.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -33,10 +34,9 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import TAG_VAR, Kernel, new_tag, reap, tagged_pids  # noqa: E402
+from harness import TAG_VAR, Kernel, new_tag, reap, tagged_pids
 
 ENGINES = 2
 MJ, PX = "%%remote", "%%px"
@@ -148,10 +148,8 @@ def machine() -> str:
         pass
     versions = []
     for dist in ("torchmonarch", "ipyparallel", "ipykernel", "jupyter_client"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            pass
     return (
         f"{os.cpu_count()} CPUs ({model}), Linux {platform.release()}, Python {platform.python_version()}; "
         + ", ".join(versions)
@@ -252,15 +250,11 @@ def main() -> None:
         ok(mj.kernel, "%job kill", 120)
     finally:
         for kernel in kernels:
-            try:
+            with contextlib.suppress(Exception):
                 kernel.shutdown()
-            except Exception:
-                pass
         if cluster is not None:
-            try:
+            with contextlib.suppress(Exception):
                 cluster.stop_cluster_sync()
-            except Exception:
-                pass
         reap(tag)
         left = tagged_pids(tag)
         if left:

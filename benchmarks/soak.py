@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import Kernel, new_tag, reap, worker_pids  # noqa: E402
+from harness import Kernel, new_tag, reap, worker_pids
 
 CELL = "%%remote\necho soak-$RANDOM"
 

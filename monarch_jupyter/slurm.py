@@ -148,9 +148,7 @@ class SlurmJob(_MonarchSlurmJob):
                 return normalise(job)
         return None
 
-    def _wait_for_job_start(
-        self, job_id: str, expected_nodes: int, timeout: int | None = None
-    ) -> list[str]:
+    def _wait_for_job_start(self, job_id: str, expected_nodes: int, timeout: int | None = None) -> list[str]:
         start = time.monotonic()
         noted: float | None = None
         try:

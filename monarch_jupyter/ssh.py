@@ -23,6 +23,7 @@ constructor arguments are read here (``_ssh_args``, ``_python_exe``, ``_port``,
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shlex
@@ -145,10 +146,9 @@ def restore(job: Any) -> None:
     from monarch._src.actor.actor_mesh import enable_transport  # private: the public one is the same function
 
     enable_transport(getattr(job, "_transport", "tcp"))
-    try:
+    # On ApplyFailed, re-attaching then fails with Monarch's own message; apply explains it.
+    with contextlib.suppress(ApplyFailed):
         choose_transport(job)
-    except ApplyFailed:
-        pass  # re-attaching then fails with Monarch's own message; apply explains it
 
 
 # ── worker addresses this process has connected to ──────────────────────
@@ -345,10 +345,8 @@ def _alive(pid: int | None) -> bool:
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def _log(log: Path, text: str) -> None:

@@ -12,6 +12,7 @@ by the ``tag`` fixture. ``stop()`` ends only the process group we started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -210,20 +211,12 @@ class JupyterServer:
     def stop(self) -> None:
         """SIGTERM our process group (server and the kernels it started), then SIGKILL."""
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
-            except OSError:
-                pass
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
         self._log.close()

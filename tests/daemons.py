@@ -16,6 +16,7 @@ it is never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -106,18 +107,14 @@ def listening_pids(port: int) -> list[int]:
 def kill_pids(pids: list[int], grace: float = 1.0) -> None:
     pids = [p for p in set(pids) if p != os.getpid() and p > 1]
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.05)
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _alive(pid: int) -> bool:
@@ -424,7 +421,5 @@ class Slurm:
         kill_pids(pids + [p.pid for p in self.procs])
         kill_pids(env_pids("SLURM_CONF", str(self.conf)))
         for proc in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass

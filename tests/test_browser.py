@@ -18,6 +18,7 @@ when MONARCH_JUPYTER_BROWSER_TESTS=1) and the ``playwright`` wheel — never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -212,10 +213,8 @@ def test_browser_scenario(tmp_path: Path, tag: str, ui: Frontend) -> None:
                 ours = [e for e in errors if "monarch" in e.lower()]
                 assert not ours, f"browser console errors from our extension: {ours}"
             except Exception:
-                try:
+                with contextlib.suppress(Exception):
                     shot("failure")
-                except Exception:
-                    pass
                 raise
             finally:
                 browser.close()

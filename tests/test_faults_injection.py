@@ -7,6 +7,7 @@ the ``tag`` fixture reaps by PID whatever a failing test left behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -48,10 +49,8 @@ def wait_for(predicate, timeout: float = 30.0, step: float = 0.05):
 
 def shutdown_and_assert_nothing_left(tag: str, *kernels: Kernel) -> None:
     for k in kernels:
-        try:
+        with contextlib.suppress(Exception):
             k.shutdown()
-        except Exception:
-            pass
     left = wait_for(lambda: not tagged_pids(tag), timeout=10) or tagged_pids(tag)
     assert left is True, f"processes left: {left}"
 

@@ -13,6 +13,7 @@ information without a widget front end.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import time
 from collections.abc import Callable
@@ -245,10 +246,8 @@ class JobWidget(widgets.VBox):
         try:
             killed = self.session.kill(self.context)
         except MonarchJupyterError as error:
-            try:
+            with contextlib.suppress(MonarchJupyterError):
                 self.show(self.session.status(self.context))
-            except MonarchJupyterError:
-                pass
             self._say(str(error), error=True)
         else:
             self._say(formatting.kill_line(killed))
