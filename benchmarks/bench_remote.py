@@ -57,7 +57,7 @@ def max_per_second(outputs) -> int:
 
 def p95(values):
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
 
 
 def main() -> None:
@@ -94,9 +94,9 @@ def main() -> None:
                 "import time as _t, statistics as _s\n"
                 "_m = get_ipython().find_cell_magic('remote')\n"
                 "_d = []\n"
-                "for _i in range(%d):\n"
+                f"for _i in range({n}):\n"
                 "    _a = _t.perf_counter(); _m('--quiet', 'true'); _d.append(_t.perf_counter() - _a)\n"
-                "print(_s.median(_d))" % n
+                "print(_s.median(_d))"
             ),
         )
         row("warm %%remote bash true, median (client round trip)", statistics.median(warm) * 1e3, "ms", 10.0)

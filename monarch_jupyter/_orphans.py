@@ -202,7 +202,7 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
             _files.check_trusted(record, what="worker record")
         except (OSError, _files.UnsafeFileError):
             continue  # not ours (or odd): never act on it
-        owner, workers, token = _read(record)
+        owner, _workers, token = _read(record)
         if owner is not None and _same(*owner):
             continue  # that kernel (maybe this one) is alive and may still be applying
         if _cached_after(record):

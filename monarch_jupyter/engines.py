@@ -50,7 +50,7 @@ def _fds_to(log: Path) -> Iterator[None]:
         os.dup2(target, 2)
         yield
     finally:
-        for fd, copy in zip((1, 2), saved):
+        for fd, copy in zip((1, 2), saved, strict=True):
             os.dup2(copy, fd)
             os.close(copy)
         os.close(target)

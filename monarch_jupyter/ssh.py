@@ -238,7 +238,7 @@ def preflight(
                 raise ApplyFailed(
                     f"{host}: {python} printed no answer: {_summary(text)} (log: {_shown(log)})"
                 )
-            word, exe, rest = (found[-1].split(" ", 3) + ["", ""])[1:4]
+            word, exe, rest = [*found[-1].split(" ", 3), "", ""][1:4]
             if word == "missing":
                 raise ApplyFailed(
                     f"{host}: {python} ({exe}) cannot import monarch ({rest.strip()}): "

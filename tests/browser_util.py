@@ -150,28 +150,28 @@ class JupyterServer:
             "JUPYTER_PLATFORM_DIRS": "1",
         }
         self.log_path = home / f"jupyter-{ui.app}.log"
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyter",
-                ui.app,
-                "--no-browser",
-                "--ServerApp.ip=127.0.0.1",
-                f"--ServerApp.port={self.port}",
-                "--ServerApp.port_retries=0",
-                f"--IdentityProvider.token={self.token}",
-                f"--ServerApp.root_dir={self.root}",
-                *ui.server_args(home),
-                *(["--allow-root"] if os.geteuid() == 0 else []),
-            ],
-            cwd=self.root,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with open(self.log_path, "wb") as log:  # the server writes through its own copy
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter",
+                    ui.app,
+                    "--no-browser",
+                    "--ServerApp.ip=127.0.0.1",
+                    f"--ServerApp.port={self.port}",
+                    "--ServerApp.port_retries=0",
+                    f"--IdentityProvider.token={self.token}",
+                    f"--ServerApp.root_dir={self.root}",
+                    *ui.server_args(home),
+                    *(["--allow-root"] if os.geteuid() == 0 else []),
+                ],
+                cwd=self.root,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(
@@ -219,4 +219,3 @@ class JupyterServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        self._log.close()

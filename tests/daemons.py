@@ -364,16 +364,17 @@ class Slurm:
             ["/usr/sbin/slurmctld", "-D", "-i", "-f", str(self.conf)],
             ["/usr/sbin/slurmd", "-D", "-f", str(self.conf), "-N", self.nodename],
         ):
-            self.procs.append(
-                subprocess.Popen(
-                    argv,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=open(self.folder / "log" / (Path(argv[0]).name + ".err"), "wb"),
-                    start_new_session=True,
+            with open(self.folder / "log" / (Path(argv[0]).name + ".err"), "wb") as err:
+                self.procs.append(
+                    subprocess.Popen(
+                        argv,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        start_new_session=True,
+                    )
                 )
-            )
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
@@ -415,7 +416,7 @@ class Slurm:
         for pidfile in (self.ctld_pid, self.slurmd_pid):
             pid = _pidfile(pidfile)
             if pid:
-                pids += descendants(pid) + [pid]
+                pids += [*descendants(pid), pid]
         # slurmstepd daemonizes (no longer our descendant) and, like the job's processes,
         # carries our SLURM_CONF: reap those too, after the daemons.
         kill_pids(pids + [p.pid for p in self.procs])

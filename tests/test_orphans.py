@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_record_of_a_live_kernel_is_left_alone(tmp_path, procs):
     marked = _sleeper({_orphans.TOKEN_VAR: token})
     procs.append(marked)
     parent = os.getppid()  # alive, and not us
-    start = open(f"/proc/{parent}/stat").read().rsplit(")", 1)[1].split()[19]
+    start = Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[19]
     record = _record(tmp_path, f"owner {parent} {start}\ntoken {token} -\n")
     assert _orphans.reap_leftovers(tmp_path / ".monarch") == []
     assert marked.poll() is None and record.exists()

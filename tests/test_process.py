@@ -4,10 +4,12 @@ subprocesses: no Monarch, no kernel. Every test reaps what it started (process g
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,7 +104,7 @@ def test_chunks_carry_their_newline_counts_and_streams():
         assert all(c.newlines == c.text.count("\n") for c in chunks)
         assert text_of(got, OUT) == "a\nb\nc1\n2\n3\n4\n5\n" and text_of(got, ERR) == "oops\n"
         for _, batch in got:  # within a batch, consecutive texts of one stream are merged
-            assert all(a.stream != b.stream for a, b in zip(batch, batch[1:]))
+            assert all(a.stream != b.stream for a, b in itertools.pairwise(batch))
 
     run(main())
 
@@ -190,7 +192,7 @@ def test_long_commands_go_through_a_script():
     long = "#" + "x" * (P.MAX_INLINE + 10) + "\necho long-ok"
     argv, script = command_argv("bash", long)
     try:
-        assert argv == ["bash", script] and open(script).read() == long
+        assert argv == ["bash", script] and Path(script).read_text() == long
 
         async def main():
             rc, got = await collect(spawn(argv, ENV))

@@ -107,10 +107,10 @@ def server(tree, tmp_path_factory):
         f"--IdentityProvider.token={TOKEN}",
         '--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}',
     ]
-    log = open(home / "server.log", "wb")
-    proc = subprocess.Popen(
-        cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    with open(home / "server.log", "wb") as log:  # the server writes through its own copy
+        proc = subprocess.Popen(
+            cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -133,7 +133,6 @@ def server(tree, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        log.close()
 
 
 def _get(url: str, token: str | None = TOKEN) -> tuple[int, dict | str]:

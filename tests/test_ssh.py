@@ -144,7 +144,7 @@ def test_ssh_job_end_to_end(sshd, start_kernel, tag, workdir):
 def one_line_error(result) -> str:
     text = result.text
     assert "Traceback" not in text and "PanicException" not in text, text
-    errors = [l for l in text.splitlines() if l.startswith("UsageError: ")]
+    errors = [line for line in text.splitlines() if line.startswith("UsageError: ")]
     assert len(errors) == 1, text
     return errors[0]
 
