@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite: the labextension's TypeScript tests, then
+# Set up, then run the whole test suite: the labextension's lint and TypeScript tests, ruff
+# (lint + format check) over the Python tree, then
 # unit tests, real-kernel/real-worker integration tests, browser tests (JupyterLab
 # in Debian's Chromium) and the notebooks under nbval. Extra arguments go to pytest.
 set -euo pipefail
@@ -10,6 +11,20 @@ bash scripts/setup.sh
 echo "test: labextension (eslint, prettier, tsc on run.js, then jest)"
 (cd labextension && ../.venv/bin/jlpm install --immutable >/dev/null && ../.venv/bin/jlpm lint:check \
   && ../.venv/bin/jlpm test --silent)
+
+# Files other work is still rewriting; ruff skips them until they are formatted.
+# TODO(integrator): empty once remote/ etc. are formatted
+RUFF_PENDING="monarch_jupyter/remote,monarch_jupyter/widgets/run.py,monarch_jupyter/widgets/__init__.py,monarch_jupyter/session.py,monarch_jupyter/_introspect.py,monarch_jupyter/magics.py,monarch_jupyter/job_args.py,monarch_jupyter/formatting.py,tests/test_remote.py,tests/test_remote_units.py,tests/test_widgets.py,tests/test_job_kernel.py,tests/test_session_units.py,tests/harness.py,tests/conftest.py"
+
+echo "test: python lint (ruff check, ruff format --check; config in pyproject.toml)"
+if ! .venv/bin/ruff check --extend-exclude "$RUFF_PENDING" .; then
+  echo "test: FAILED: ruff check found problems (see above); '.venv/bin/ruff check --fix .' fixes the safe ones" >&2
+  exit 1
+fi
+if ! .venv/bin/ruff format --check --extend-exclude "$RUFF_PENDING" .; then
+  echo "test: FAILED: files above are not ruff-formatted; run '.venv/bin/ruff format .'" >&2
+  exit 1
+fi
 
 echo "test: python (pytest)"
 exec .venv/bin/python -m pytest tests --nbval notebooks \
