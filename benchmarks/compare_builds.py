@@ -29,12 +29,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from compare_ipyparallel import FIRST_A, FIRST_LINE, MJ, ok  # noqa: E402
-from harness import TAG_VAR, Kernel, new_tag, reap  # noqa: E402
+from compare_ipyparallel import FIRST_A, FIRST_LINE, MJ, ok
+
+from harness import TAG_VAR, Kernel, new_tag, reap
 
 MEASURES = {
     "empty cell": "pass",

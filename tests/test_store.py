@@ -21,7 +21,6 @@ def test_store_saves_loads_and_stamps_a_context(tmp_path):
 
 def test_fingerprint_moves_with_the_context_and_its_cache(tmp_path):
     from fake_jobs import FakeJob
-
     from monarch_jupyter.store import fingerprint
 
     layout = Layout(tmp_path)
