@@ -32,7 +32,7 @@ from .errors import MonarchJupyterError, NoJobError, SpecError
 from .resolve import Resolved, resolve
 from .specs import Spec, spec_from_saved
 from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus, StatusBoard, describe
-from .store import JobStore
+from .store import JobStore, fingerprint
 
 __all__ = [
     "NOT_RUNNING",
@@ -54,6 +54,14 @@ class ApplyResult:
     note: str | None = None
 
 
+@dataclass(frozen=True)
+class _Place:
+    key: tuple  # the fingerprint these were read at
+    root: str
+    context: str
+    stamp: tuple[int, int] | None
+
+
 class JobSession:
     """The job of the current folder's active context, attached at most once."""
 
@@ -65,6 +73,7 @@ class JobSession:
         self.loop = loop or shared_loop()
         self._cwd = cwd
         self._attachment = Attachment()
+        self._cached_place: _Place | None = None
         self._board = StatusBoard()
         # Set by %load_ext while the cached job attaches in the background
         # (see _warmup): waits for that, interruptibly, before the session is used.
@@ -91,13 +100,27 @@ class JobSession:
 
     @property
     def context(self) -> str:
-        return self.layout.current()
+        return self._place().context
+
+    def _place(self) -> _Place:
+        """The resolved folder, its active context and the cache's stamp, re-read only
+        when the folder's :func:`~.store.fingerprint` changed (``%cd``, a context
+        switch, a cache written or removed by anyone), as every ``%%remote`` run asks."""
+        cwd = self._cwd()
+        key = fingerprint(cwd)  # taken first: a change after it shows next time
+        place = self._cached_place
+        if place is None or place.key != key:
+            layout = Layout(cwd)
+            context = layout.current()
+            place = _Place(key, str(layout.root.resolve()), context, JobStore(layout).stamp())
+            self._cached_place = place
+        return place
 
     def _check_attachment(self) -> Attachment:
         """The attachment, forgotten first if the folder, context or cache moved on."""
         self._wait_ready()
-        where = (str(self.root.resolve()), self.context)
-        self._attachment.forget_unless(where, self.store.stamp())
+        place = self._place()
+        self._attachment.forget_unless((place.root, place.context), place.stamp)
         return self._attachment
 
     def _wait_ready(self) -> None:
@@ -109,8 +132,8 @@ class JobSession:
         self._attachment.clear()
 
     def _remember(self, job: Any, state: Any) -> None:
-        where = (str(self.root.resolve()), self.context)
-        self._attachment.remember(job, state, where, self.store.stamp())
+        place = self._place()
+        self._attachment.remember(job, state, (place.root, place.context), place.stamp)
 
     # ── attach / status ─────────────────────────────────────────────────
     @property

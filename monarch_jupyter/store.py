@@ -7,11 +7,33 @@ file (inode, mtime) tells the session when someone else changed it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from . import _quiet, cache
-from .contexts import Layout
+from .contexts import DEFAULT_CONTEXT, LINK_NAME, MONARCH_DIR, STATE_FILE, Layout
+
+
+def fingerprint(root: str) -> tuple:
+    """What changes when the active context of ``root`` or its cache changes, in two
+    system calls: the link ``.monarch/job_state.pkl`` itself (lstat: a context switch
+    replaces it) and the state file it leads to (stat through it; without a link the
+    default context's). Cheap enough for every ``%%remote`` run; a caller re-reads
+    the context and the stamp when it differs from the last one."""
+    link = os.path.join(root, MONARCH_DIR, LINK_NAME)
+    try:
+        info = os.lstat(link)
+        own = (info.st_ino, info.st_mode, info.st_mtime_ns, info.st_ctime_ns)
+    except OSError:
+        own = None
+        link = os.path.join(root, MONARCH_DIR, DEFAULT_CONTEXT, STATE_FILE)
+    try:
+        info = os.stat(link)
+        target = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+    except OSError:
+        target = None
+    return (root, own, target)
 
 
 class JobStore:

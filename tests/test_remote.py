@@ -82,6 +82,22 @@ def test_streams_lines_as_they_are_printed(shared):
     assert "mesh hosts (2 ranks)" in log["#"][0]
 
 
+def test_a_short_run_shows_its_result_only_and_a_long_one_its_grid(shared):
+    """The live grid appears once a run has lasted 0.3 s; a short run sends no
+    placeholder or grid, only its lines and its result."""
+    widget = "application/vnd.jupyter.widget-view+json"
+    short = shared.ok("%remote true")
+    assert [o.msg_type for o in short.outputs] == ["display_data"]
+    assert MIME in short.outputs[0].content["data"]
+    long = shared.ok("%%remote\necho early; sleep 0.8; echo late")
+    grids = [o for o in long.outputs if o.msg_type == "display_data" and widget in o.content["data"]]
+    assert len(grids) == 1, [o.msg_type for o in long.outputs]
+    assert grids[0].content["data"]["text/plain"] == "%%remote mesh hosts (2 ranks)"
+    early = next(o.t for o in long.outputs if o.msg_type == "stream" and "early" in o.content["text"])
+    assert early < grids[0].t  # shown where the output stood once the run had lasted
+    assert MIME in long.outputs[-1].content["data"]
+
+
 def test_partial_lines_progress_bars_and_utf8(shared):
     r = shared.ok(
         "%%remote python --rank 0\n"
@@ -317,7 +333,8 @@ def test_memory_returns_after_a_giant_line(start_kernel):
     k.ok("%load_ext monarch_jupyter")
     k.ok("%job apply --local hosts=2")
     giant = "%%remote python\nimport sys\nsys.stdout.write('x' * ({} << 20)); sys.stdout.flush()\n"
-    k.ok(giant.format(1))  # warm every code path (widget included) with a 1 MB line
+    # warm every code path with a 1 MB line, the grid too (it shows once a run lasts 0.3 s)
+    k.ok(giant.format(1) + "import time; time.sleep(0.5)\n")
     pid = int(k.ok("import os, gc; print(os.getpid())").stream())
     k.ok("gc.collect()")
     before = _rss_mb(pid)

@@ -624,3 +624,15 @@ def test_the_model_names_the_schema_statuses():
     assert model.MIME_TYPE == "application/vnd.monarch.remote+json" and model.VERSION == 1
     with pytest.raises(ValueError, match="not a status"):
         schema.status("exploded")
+
+
+def test_old_run_logs_are_pruned_by_name_age(tmp_path):
+    from monarch_jupyter.remote.runner import prune_logs
+
+    names = [f"202612{day:02d}-120000-abcdef.log" for day in range(1, 8)]
+    for name in reversed(names):  # created newest first: only the names tell the age
+        (tmp_path / name).write_text("")
+    (tmp_path / "notes.txt").write_text("")
+    prune_logs(str(tmp_path), 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*names[-3:], "notes.txt"]
+    prune_logs(str(tmp_path / "missing"), 3)  # no folder: nothing to do

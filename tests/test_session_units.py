@@ -65,3 +65,36 @@ def test_a_foreign_cache_change_drops_the_attachment(session, tmp_path):
     (tmp_path / ".monarch/default/state.pkl").unlink()  # as `monarch kill` does
     assert not session.attached
     assert session.status().state == "no job"
+
+
+def test_the_attachment_check_rereads_only_what_changed(session, tmp_path, monkeypatch):
+    """Every %%remote run checks the attachment: while nothing moved, that is a
+    fingerprint of two stats, not a readlink + resolve + stamp; any move is seen."""
+    from monarch_jupyter.contexts import Layout
+    from monarch_jupyter.store import JobStore
+
+    apply(session, FakeJob("a"))
+    reads = []
+    real_current = Layout.current
+    monkeypatch.setattr(Layout, "current", lambda self: reads.append(1) or real_current(self))
+    assert session.attached and session.context == "default"
+    assert reads == []  # nothing changed since the apply recorded it
+    # another kernel (or the CLI) replaces the cache: seen, the attachment lapses
+    other = FakeJob("b")
+    other.state()  # started by the other kernel
+    JobStore(Layout(tmp_path)).save("default", other, None)
+    assert not session.attached and reads
+    assert session.job().name == "b"  # re-attached from the new cache
+    reads.clear()
+    assert session.attached and reads == []
+    # `monarch context use other` from a terminal: the link is replaced
+    Layout(tmp_path).use("other")
+    assert session.context == "other" and not session.attached
+    Layout(tmp_path).use("default")
+    assert session.context == "default"
+    session.job()
+    # %cd elsewhere and back
+    elsewhere = tmp_path / "sub"
+    elsewhere.mkdir()
+    monkeypatch.setattr(session, "_cwd", lambda: str(elsewhere))
+    assert not session.attached and session.context == "default"

@@ -17,3 +17,31 @@ def test_store_saves_loads_and_stamps_a_context(tmp_path):
     assert store.stamp() != stamp and store.saved_spec("default") is None
     store.remove("default")
     assert store.load() is None and store.stamp() is None
+
+
+def test_fingerprint_moves_with_the_context_and_its_cache(tmp_path):
+    from fake_jobs import FakeJob
+    from monarch_jupyter.store import fingerprint
+
+    layout = Layout(tmp_path)
+    store = JobStore(layout)
+    root = str(tmp_path)
+    seen = [fingerprint(root)]
+    assert fingerprint(root) == seen[0]  # nothing there, nothing moves
+    store.save("default", FakeJob("a"), None)
+    seen.append(fingerprint(root))
+    assert fingerprint(root) == seen[-1]
+    for change in (
+        lambda: store.save("default", FakeJob("b"), None),  # another apply replaced the cache
+        lambda: layout.use("exp"),  # a context switch (no cache there)
+        lambda: store.save("exp", FakeJob("c"), None),  # a cache in the new context
+        lambda: layout.use("default"),  # back: the link is a new one
+        lambda: store.remove("default"),  # monarch kill
+    ):
+        change()
+        now = fingerprint(root)
+        assert now not in seen, change
+        seen.append(now)
+    (tmp_path / ".monarch" / "job_state.pkl").unlink()  # no link: the default context's file counts
+    store.save("default", FakeJob("d"), None)
+    assert fingerprint(root) not in seen

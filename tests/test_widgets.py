@@ -298,10 +298,12 @@ def test_throttle():
 
 
 # ── run grid: the widget ────────────────────────────────────────────────
+from monarch_jupyter.widgets import RemoteRunObserver  # noqa: E402
+
 try:  # anywidget is a dependency of the run grid (pyproject: "anywidget>=0.9")
-    from monarch_jupyter.widgets.run import RemoteRunObserver, RunWidget
+    from monarch_jupyter.widgets.run import RunWidget
 except ImportError:  # pragma: no cover - only until the dependency is in every venv
-    RemoteRunObserver = RunWidget = None
+    RunWidget = None
 needs_anywidget = pytest.mark.skipif(RunWidget is None, reason="anywidget is not installed")
 
 
@@ -394,7 +396,7 @@ def test_run_widget_bundle_and_stop_message():
 def test_remote_observer_shows_a_widget_per_run():
     """The %%remote RunState observer interface, with the real model classes."""
     shown = []
-    observer = RemoteRunObserver(show=shown.append, placeholder=lambda text: None, show_after=0)
+    observer = RemoteRunObserver(show=shown.append, show_after=0)
     state = run_state(2, observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "one\ntw"))
@@ -431,31 +433,24 @@ def test_widgets_only_where_there_is_a_kernel():
 
 
 @needs_anywidget
-def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
+def test_grid_shows_only_once_the_run_lasts():
     now = Clock(0.0)
-    placeholders, updates = [], []
-
-    class Handle:
-        def update(self, obj):
-            updates.append(obj)
-
-    def placeholder(text):
-        placeholders.append(text)
-        return Handle()
-
-    observer = RemoteRunObserver(placeholder=placeholder, clock=now)
+    shown = []
+    observer = RemoteRunObserver(show=shown.append, clock=now)
     state = run_state(2, observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "early\n"))
-    assert placeholders == ["%%remote mesh hosts (2 ranks)"]
-    assert observer.widget is None and updates == []
+    assert shown == [] and observer.widget is None  # nothing displayed yet, not even a placeholder
+    now.t = 0.29
+    observer.on_tick(state)
+    assert shown == []
     now.t = 0.31
     observer.on_tick(state)  # a silent run still gets its grid
     widget = observer.widget
-    assert updates == [widget]
+    assert shown == [widget]
     bundle = widget._repr_mimebundle_()
     bundle = bundle[0] if isinstance(bundle, tuple) else bundle
-    assert bundle["text/plain"] == placeholders[0]
+    assert bundle["text/plain"] == "%%remote mesh hosts (2 ranks)"
     assert widget.tails == {"0": [["out", "early"]]}  # what a view rendered now starts from
     sent = Sent(widget)
     state.apply(model.Output(0, model.OUT, "later\n"))
@@ -466,13 +461,14 @@ def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
     assert sent.messages == [
         {"kind": "lines", "lines": {"0": [["out", "later"]]}, "dropped": {}}
     ]  # not "early" again
+    assert shown == [widget]  # shown once
     widget.close()
 
 
-@needs_anywidget
-def test_fast_runs_never_build_the_widget():
-    observer = RemoteRunObserver(placeholder=lambda text: None, clock=lambda: 0.0)
+def test_fast_runs_show_nothing_and_never_build_the_widget():
+    shown = []
+    observer = RemoteRunObserver(show=shown.append, clock=lambda: 0.0)
     state = run_state(1, observers=[observer])
     for event in (model.Started(0), model.Exited(0, 0, 0.01), model.Finished()):
         state.apply(event)
-    assert observer.widget is None
+    assert observer.widget is None and shown == []

@@ -497,7 +497,7 @@ class RunState:
             ],
         }
 
-    def to_html(self) -> str:
+    def to_html(self, summary: str | None = None) -> str:
         rows = []
         for r in self.ranks:
             tail = "\n".join(line for _, line in r.lines.last(5))
@@ -512,13 +512,14 @@ class RunState:
                 "</tr>"
             )
         return (
-            f"<div class='monarch-remote'><div>{html.escape(self.summary_line())}</div>"
+            f"<div class='monarch-remote'><div>{html.escape(summary or self.summary_line())}</div>"
             "<table><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
             "<th>lines</th><th>last lines</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
         )
 
     def mime_bundle(self) -> dict:
-        return {MIME_TYPE: self.to_mime(), "text/plain": self.summary_line(), "text/html": self.to_html()}
+        summary = self.summary_line()
+        return {MIME_TYPE: self.to_mime(), "text/plain": summary, "text/html": self.to_html(summary)}
 
 
 def _list(items: list[str], limit: int = 8) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import datetime as _dt
 import itertools
 import os
@@ -113,6 +114,19 @@ def _points(sizes: dict[str, int]) -> list[dict[str, int]]:
 
 def _label(point: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in point.items())
+
+
+def prune_logs(folder: str, keep: int) -> None:
+    """Remove all but the newest ``keep`` ``*.log`` files of ``folder`` (their names
+    start with the UTC time they were made, so name order is age order)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(".log"))
+    except OSError:
+        return
+    for name in names[: max(0, len(names) - keep)]:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(folder, name))
 
 
 # ── the runner ─────────────────────────────────────────────────────────
@@ -258,19 +272,17 @@ class RemoteRunner:
                 del self._warm[key]
 
     def log_path(self) -> Path:
-        folder = self.session.layout.dir / self.session.context / "runs"
+        """A new log file's path under ``.monarch/<context>/runs/`` (the folder is made;
+        now and then the oldest logs beyond ``KEEP_LOGS`` are removed)."""
+        folder = os.path.join(self.session.layout.dir, self.session.context, "runs")
         self._runs_made = getattr(self, "_runs_made", 0) + 1
         if self._runs_made % 50 == 1:  # prune now and then, not on every run
-            folder.mkdir(parents=True, exist_ok=True)
-            for stale in sorted(folder.glob("*.log"))[:-KEEP_LOGS]:
-                try:
-                    stale.unlink()
-                except OSError:
-                    pass
-        elif not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
+            os.makedirs(folder, exist_ok=True)
+            prune_logs(folder, KEEP_LOGS)
+        elif not os.path.isdir(folder):
+            os.makedirs(folder, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        return folder / f"{stamp}-{uuid.uuid4().hex[:6]}.log"
+        return Path(folder, f"{stamp}-{uuid.uuid4().hex[:6]}.log")
 
     def start(self, args: RemoteArgs, plan: Plan, sink: queue.SimpleQueue, log_path: Path,
               handle: RunHandle | None = None) -> RunHandle:

@@ -8,6 +8,10 @@ classes only wire it to ipywidgets / anywidget. Nothing here is imported by
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any
+
 
 def in_widget_kernel(shell: object) -> bool:
     """True inside an IPython kernel (ipykernel), where widgets can have a front end.
@@ -22,31 +26,70 @@ def in_widget_kernel(shell: object) -> bool:
     return importlib.util.find_spec("ipywidgets") is not None
 
 
-class LazyRunGrid:
-    """The ``%%remote`` observer that shows the run grid (``run.RemoteRunObserver``),
-    imported on the first run's first event: anywidget and ipywidgets (~50 ms)
-    stay off the path of ``%load_ext``."""
+#: A run shorter than this shows no grid at all: building and displaying the widget
+#: costs ~8 ms and an output message, most of a warm ``%remote true``, and a grid
+#: that flashes once tells nothing (the run's result follows as its own output).
+SHOW_AFTER = 0.3
 
-    def __init__(self) -> None:
-        self.observer = None
 
-    def _real(self):
-        if self.observer is None:
-            from .run import RemoteRunObserver
+class RemoteRunObserver:
+    """``%%remote`` observer: shows a live ``run.RunWidget`` for each run that lasts.
 
-            self.observer = RemoteRunObserver()
-        return self.observer
+    A run that ends within ``show_after`` seconds displays nothing here and never
+    imports anywidget / ipywidgets (~50 ms the first time). Once a run has lasted
+    that long, the widget is built from everything the run model holds by then,
+    displayed where the cell's output stands, and then observes the run.
+    """
 
-    def on_event(self, state, event) -> None:
-        self._real().on_event(state, event)
+    def __init__(
+        self,
+        show: Callable[[Any], Any] | None = None,
+        show_after: float = SHOW_AFTER,
+        clock: Callable[[], float] = time.monotonic,
+        **widget_options: Any,
+    ) -> None:
+        self._show = show or _display
+        self._show_after = show_after
+        self._clock = clock
+        self._options = widget_options
+        self._state: Any = None
+        self._began = 0.0
+        self.widget: Any = None
 
-    def on_tick(self, state) -> None:
-        self._real().on_tick(state)
+    def on_event(self, state: Any, event: Any) -> None:
+        if state is not self._state:
+            self._state, self._began, self.widget = state, self._clock(), None
+        if not state.finished:
+            self.on_tick(state)
+        if self.widget is not None:
+            self.widget.on_event(state, event)
+        if state.finished:  # its last event: nothing here keeps the run alive
+            self._state = None
+
+    def on_tick(self, state: Any) -> None:
+        """Show the live widget once the run has lasted; then pass the tick on."""
+        if state is not self._state:
+            return
+        if self.widget is not None:
+            self.widget.on_tick(state)
+            return
+        if self._clock() - self._began < self._show_after:
+            return
+        from .run import RunWidget
+
+        self.widget = RunWidget(state, title=f"%%remote {state.target}", clock=self._clock, **self._options)
+        self._show(self.widget)
+
+
+def _display(widget: Any) -> None:
+    from IPython.display import display
+
+    display(widget)
 
 
 def install_run_grid(ipython) -> None:
     """Show the live grid for every ``%%remote`` run in this kernel (idempotent; cheap)."""
     magics = ipython.magics_manager.registry.get("RemoteMagics")
     observers = getattr(magics, "observers", None)
-    if observers is not None and not any(isinstance(o, LazyRunGrid) for o in observers):
-        observers.append(LazyRunGrid())
+    if observers is not None and not any(isinstance(o, RemoteRunObserver) for o in observers):
+        observers.append(RemoteRunObserver())

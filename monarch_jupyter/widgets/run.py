@@ -14,8 +14,8 @@ still runs (the kernel does not read widget messages until the cell ends). For
 the same reason Stop interrupts the kernel through the server's REST API, exactly
 as the toolbar's interrupt button does.
 
-``RemoteRunObserver`` is installed once per kernel (``install(ipython)``): for
-each run it shows a placeholder line, and the widget once the run lasts.
+``widgets.RemoteRunObserver`` (installed once per kernel) builds and shows a
+``RunWidget`` only for a run that lasts; a short run shows none.
 """
 
 from __future__ import annotations
@@ -133,102 +133,13 @@ class RunWidget(anywidget.AnyWidget):
         return data
 
 
-#: A run shorter than this stays plain text: building and opening the widget costs
-#: ~8 ms, most of a warm ``%remote true``, and a grid that flashes once tells nothing.
-SHOW_AFTER = 0.3
-
-
-class RemoteRunObserver:
-    """``%%remote`` observer: shows a RunWidget for each run that lasts.
-
-    At the start of a run it displays a one-line placeholder; once the run has
-    lasted ``show_after`` seconds the placeholder is replaced in place by the
-    widget, which starts from everything the run model holds by then and then
-    observes it. Both carry the same text/plain, so saved notebooks and nbval
-    read the same line either way.
-    """
-
-    def __init__(
-        self,
-        show: Callable[[RunWidget], Any] | None = None,
-        placeholder: Callable[[str], Any] | None = None,
-        show_after: float = SHOW_AFTER,
-        clock: Callable[[], float] = time.monotonic,
-        **widget_options: Any,
-    ) -> None:
-        self._show = show
-        self._placeholder = placeholder or _display_placeholder
-        self._show_after = show_after
-        self._clock = clock
-        self._options = widget_options
-        self._state: RunState | None = None
-        self._began = 0.0
-        self._handle: Any = None
-        self.widget: RunWidget | None = None
-
-    def on_event(self, state: RunState, event: Any) -> None:
-        if state is not self._state:
-            self._begin(state)
-        if not state.finished:
-            self.on_tick(state)
-        if self.widget is not None:
-            self.widget.on_event(state, event)
-        if state.finished:  # its last event: nothing here keeps the run alive
-            self._state = None
-
-    def on_tick(self, state: RunState) -> None:
-        """Swap the placeholder for the live widget once the run has lasted."""
-        if state is not self._state:
-            return
-        if self.widget is not None:
-            self.widget.on_tick(state)
-            return
-        if self._clock() - self._began < self._show_after:
-            return
-        self.widget = RunWidget(state, title=self._title(state), clock=self._clock, **self._options)
-        if self._show is not None:
-            self._show(self.widget)
-        elif self._handle is not None:
-            self._handle.update(self.widget)
-
-    def _begin(self, state: RunState) -> None:
-        self._state = state
-        self._began = self._clock()
-        self.widget = None
-        self._handle = self._placeholder(self._title(state))
-        self.on_tick(state)
-
-    @staticmethod
-    def _title(state: RunState) -> str:
-        return f"%%remote {state.target}"
-
-
 def fallback_text(title: str) -> str:
-    """The text/plain of the grid and of its placeholder: a header line for the streamed
-    lines in text front ends (the run's result follows as its own output)."""
+    """The text/plain of the grid: a header line for the streamed lines in text
+    front ends (the run's result follows as its own output)."""
     return title or "%%remote"
 
 
 def fallback_bundle(title: str) -> dict[str, str]:
-    """text/plain and text/html of the grid and of its placeholder."""
+    """text/plain and text/html of the grid."""
     text = fallback_text(title)
     return {"text/plain": text, "text/html": f"<b>{html.escape(text)}</b>"}
-
-
-def _display_placeholder(title: str) -> Any:
-    from IPython.display import display
-
-    return display(fallback_bundle(title), raw=True, display_id=True)
-
-
-def install(ipython: Any) -> RemoteRunObserver | None:
-    """Show a live RunWidget for every ``%%remote`` run in this kernel (idempotent)."""
-    magics = ipython.magics_manager.registry.get("RemoteMagics")
-    if magics is None or not hasattr(magics, "observers"):
-        return None
-    for observer in magics.observers:
-        if isinstance(observer, RemoteRunObserver):
-            return observer
-    observer = RemoteRunObserver()
-    magics.observers.append(observer)
-    return observer
