@@ -137,7 +137,9 @@ def status_html(status: JobStatus, now: float | None = None) -> str:
         cell = badge if key == "state" else esc(value)
         if key in status.urls and value.startswith(("http://", "https://")):
             cell = f'<a href="{esc(value)}" target="_blank">{esc(value)}</a>'
-        rows.append(f"<tr><th style='text-align:left'>{esc(key)}</th><td style='text-align:left'>{cell}</td></tr>")
+        rows.append(
+            f"<tr><th style='text-align:left'>{esc(key)}</th><td style='text-align:left'>{cell}</td></tr>"
+        )
     mesh_rows = "".join(
         f"<tr><td>{esc(m.name)}</td><td>{'?' if m.hosts is None else m.hosts}</td>"
         f"<td>{'?' if m.live_workers is None else m.live_workers}</td></tr>"

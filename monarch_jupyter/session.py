@@ -208,7 +208,9 @@ class JobSession:
         notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir))]  # issue #9: no orphans
         notes += engine_notes
         try:
-            old = attachment.job if attachment.connected else store.load()  # CacheError: one line, nothing touched
+            old = (
+                attachment.job if attachment.connected else store.load()
+            )  # CacheError: one line, nothing touched
         except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
             old = None
             notes.append(self._move_aside(name))
@@ -280,7 +282,9 @@ class JobSession:
         try:
             job = attachment.job if (current and attachment.connected) else store.load(name)
         except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
-            after = JobStatus(context=name, state=NO_JOB, note=self._move_aside(name) + "; no workers were known to kill")
+            after = JobStatus(
+                context=name, state=NO_JOB, note=self._move_aside(name) + "; no workers were known to kill"
+            )
             self._board.publish(self.layout, after)
             return after
         if job is None:

@@ -7,6 +7,7 @@ end of the run, processes carrying any tag of this run fail the run.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import Kernel, new_tag, reap, tagged_pids  # noqa: E402
+from harness import Kernel, new_tag, reap, tagged_pids
 
 _RUN_TAGS: list[str] = []
 
@@ -46,10 +47,9 @@ def start_kernel(workdir: Path, tag: str):
 
     yield start
     for kernel in kernels:
-        try:
+        # a kernel that already died: the tag's reaper still kills what it left
+        with contextlib.suppress(Exception):
             kernel.shutdown()
-        except Exception:
-            pass
 
 
 @pytest.fixture
@@ -77,7 +77,6 @@ def pytest_sessionfinish(session, exitstatus):
 def sshd(tmp_path: Path, tag: str):
     """A real sshd on 127.0.0.1/.2/.3 (free port); its sessions carry the test's tag."""
     from daemons import Sshd
-
     from harness import TAG_VAR
 
     server = Sshd(tmp_path / "sshd", {TAG_VAR: tag})

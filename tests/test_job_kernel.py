@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from harness import TAG_VAR, worker_pids
 
 MONARCH_CLI = str(Path(sys.executable).with_name("monarch"))
@@ -105,7 +106,9 @@ def test_kernel_restart_reattaches_without_reapplying(start_kernel, tag):
     loaded = second.ok("%load_ext monarch_jupyter")
     assert_quiet(loaded)
     line = loaded.stream().strip()
-    assert line.startswith("monarch_jupyter: re-attaching to context 'default': ProcessJob")  # in the background
+    assert line.startswith(
+        "monarch_jupyter: re-attaching to context 'default': ProcessJob"
+    )  # in the background
     assert apply_id in line and "\n" not in line
     state, apply_id2, pids2 = status_of(second)
     assert (state, apply_id2, sorted(pids2)) == ("running", apply_id, sorted(pids))

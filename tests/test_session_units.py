@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fake_jobs import LOG, FakeJob
 
+from fake_jobs import LOG, FakeJob
 from monarch_jupyter import _quiet
 from monarch_jupyter.errors import MonarchJupyterError
 from monarch_jupyter.session import RUNNING, JobSession
