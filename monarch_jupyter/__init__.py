@@ -60,6 +60,10 @@ def load_ipython_extension(ipython: Any) -> None:
         print(formatting.attach_line(current.attach()))
     except MonarchJupyterError as error:
         print(f"monarch_jupyter: {error}")
+    if register_remote is not None:  # runs a previous kernel left running
+        from .magics import _runs_note
+
+        _runs_note(current)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

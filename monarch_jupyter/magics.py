@@ -77,6 +77,8 @@ class JobMagics(Magics):
             display(JobWidget(self.session, status))
         else:
             display(formatting.StatusView(status))
+        if not args:
+            _runs_note(self.session)
 
     def _do_apply(self, _args: list[str], rest: str) -> None:
         result = self.session.apply(parse_apply(rest), namespace=self.shell.user_ns)
@@ -85,6 +87,13 @@ class JobMagics(Magics):
     def _do_kill(self, args: list[str], _rest: str) -> None:
         if len(args) > 1:
             raise UsageError("%job kill takes at most one CONTEXT")
+        if not args or args[0] == self.session.context:  # its runs first, while the workers answer
+            from .remote import runs
+            from .remote.runner import runner_for
+
+            note = runs.stop_for_kill(self.session, runner_for(self.session))
+            if note:
+                print(note)
         print(formatting.kill_line(self.session.kill(args[0] if args else None)))
 
     def _do_reconnect(self, args: list[str], _rest: str) -> None:
@@ -115,3 +124,12 @@ class JobMagics(Magics):
             killed = self.session.remove(name)
             extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
             print(f"removed context '{name}'{extra}")
+
+
+def _runs_note(session: JobSession) -> None:
+    """One line about the context's runs still running (``%remote runs`` has the rest)."""
+    from .remote import runs
+
+    note = runs.restart_note(session)
+    if note:
+        print(note)

@@ -41,6 +41,7 @@ class RemoteArgs:
     save: str | None = None
     group: bool = False
     quiet: bool = False
+    detach: bool = False
 
     @property
     def live(self) -> bool:
@@ -64,6 +65,7 @@ _FLAGS: dict[str, tuple[str, bool]] = {
     "--save": ("save", True),
     "--group": ("group", False),
     "--quiet": ("quiet", False),
+    "--detach": ("detach", False),
 }
 
 
@@ -183,7 +185,7 @@ def _dims(text: str, flag: str, minimum: int) -> tuple[tuple[str, int], ...]:
 
 def _build(command: str, mode: str, values: dict) -> RemoteArgs:
     kw: dict = {"command": command, "mode": mode}
-    for key in ("all_meshes", "no_raise", "group", "quiet"):
+    for key in ("all_meshes", "no_raise", "group", "quiet", "detach"):
         kw[key] = bool(values.get(key, False))
     if "mesh" in values:
         kw["mesh"] = values["mesh"]
@@ -231,4 +233,8 @@ def _build(command: str, mode: str, values: dict) -> RemoteArgs:
         if not _IDENT.match(values["save"]):
             raise ArgsError(f"--save wants a Python variable name, got {values['save']!r}")
         kw["save"] = values["save"]
+    if kw["detach"]:
+        for key, flag in (("timeout", "--timeout"), ("save", "--save")):
+            if key in kw:
+                raise ArgsError(f"--detach and {flag} exclude each other: a detached run has no cell waiting for it")
     return RemoteArgs(**kw)

@@ -61,10 +61,16 @@ INLINE_MAX = 48_000  # longer commands go through a script file (the warm shell 
 
 
 # ── where ──────────────────────────────────────────────────────────────
+def runs_path() -> Path:
+    """Where this user's runs folder is on this host (not created)."""
+    custom = os.environ.get("MONARCH_JUPYTER_RUNS_DIR")
+    return Path(custom) if custom else Path(tempfile.gettempdir()) / f"monarch_jupyter-runs-{os.getuid()}"
+
+
 def runs_root() -> Path:
     """This user's runs folder on this host (created 0700; refused if someone else could write it)."""
     custom = os.environ.get("MONARCH_JUPYTER_RUNS_DIR")
-    root = Path(custom) if custom else Path(tempfile.gettempdir()) / f"monarch_jupyter-runs-{os.getuid()}"
+    root = runs_path()
     try:
         root.mkdir(mode=0o700, parents=bool(custom), exist_ok=True)
     except FileExistsError:
@@ -578,9 +584,9 @@ def rank_state(folder: Path) -> dict:
     return out
 
 
-def host_state(run_ids: list[str], root: Path | None = None) -> dict[str, dict]:
+def host_state(run_ids: list[str], root: Path | None = None, strays: dict | None = None) -> dict[str, dict]:
     """``{run_id: {"ranks": {rank_dir: state}, "strays": [pid…]}}`` for the runs this host holds
-    (a run it does not hold is absent)."""
+    (a run it does not hold is absent). ``strays``: :func:`marked_pids` if already known."""
     root = root or runs_root()
     result: dict[str, dict] = {}
     for run_id in run_ids:
@@ -591,8 +597,9 @@ def host_state(run_ids: list[str], root: Path | None = None) -> dict[str, dict]:
             continue
         result[run_id] = {"ranks": ranks, "strays": []}
     if result:
-        for run_id, pids in marked_pids(set(result)).items():
-            result[run_id]["strays"] = sorted(pids)
+        for run_id, pids in (marked_pids(set(result)) if strays is None else strays).items():
+            if run_id in result:
+                result[run_id]["strays"] = sorted(pids)
     return result
 
 

@@ -14,10 +14,11 @@ from IPython.display import display
 
 from .. import remote as remote_package
 from ..errors import MonarchJupyterError
+from . import runs
 from .args import parse_cell, parse_line
 from .model import ERR, OUT, Finished, RemoteResults, RunState
 from .render import TextRenderer, group_text
-from .runner import RemoteError, RemoteInterrupted, RemoteRunner, RunHandle
+from .runner import RemoteError, RemoteInterrupted, RunHandle, runner_for
 
 _last: list = []  # the latest RunState (see monarch_jupyter.remote.last_run)
 
@@ -30,7 +31,7 @@ class RemoteMagics(Magics):
     def __init__(self, shell: Any, session: Any) -> None:
         super().__init__(shell)
         self.session = session
-        self.runner = RemoteRunner(session)
+        self.runner = runner_for(session)
         self.observers: list[Any] = []  # RunState observers of this instance (see remote.observers)
 
     @line_cell_magic
@@ -40,6 +41,10 @@ class RemoteMagics(Magics):
         %%remote [bash|python] [flags]     the cell is a bash script (default) or a
                                            Python script run on each rank
         %remote [flags] CMD…               one bash command line
+        %remote runs                       this context's runs, newest first
+        %remote attach [RUN]               follow a run from any kernel (default:
+                                           the newest running one)
+        %remote stop RUN… | --all          stop runs (SIGINT, SIGTERM, SIGKILL)
 
         Targets (as `monarch exec`):
           --mesh NAME        run on this host mesh (default: the job's first mesh)
@@ -65,6 +70,13 @@ class RemoteMagics(Magics):
           --group            no live lines; at the end print identical outputs once
                              with the ranks that produced them (as clush -b)
           --quiet            no live lines, summary only
+          --detach           return at once with the run id; the run goes on
+                             (%remote attach RUN follows it, %remote stop RUN ends it)
+
+        Runs outlive the kernel: each rank's output is captured on its host
+        (the last 64 MiB per stream) and a restart loses none of it; after a
+        restart %remote attach shows the kept tail, then streams live.
+        `%remote runs|attach|stop` are verbs; `%remote -- runs` runs a command so named.
 
         Flags may stand before or after the mode word. Each line shows as soon as it
         is printed, prefixed with its rank's coordinates ([hosts=1], [hosts=1:err]
@@ -88,6 +100,8 @@ class RemoteMagics(Magics):
           %%remote python --rank 0
           import os; print(os.environ["MONARCH_RANK_hosts"])
         """
+        if cell is None and line.split()[:1] and line.split()[0] in runs.VERBS:
+            return runs.dispatch(self, line)
         try:
             args = parse_line(line) if cell is None else parse_cell(line, cell)
         except MonarchJupyterError as error:
@@ -97,6 +111,12 @@ class RemoteMagics(Magics):
         except MonarchJupyterError as error:
             raise UsageError(f"%remote: {error}") from None
         log_path = self.runner.log_path()
+        if args.detach:
+            try:
+                print(runs.start_detached(self.session, self.runner, args, plan, log_path))
+            except MonarchJupyterError as error:
+                raise UsageError(f"%remote: {error}") from None
+            return
         try:
             shown_log = os.path.relpath(log_path, self.session.root)
         except ValueError:
