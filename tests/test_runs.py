@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -112,6 +113,10 @@ def test_detach_then_stop_from_another_kernel(job_kernel, start_kernel, tag):
     run_id = run_id_of(r.text)
     assert "%remote attach" in r.text
     wait_for(lambda: len(commands(tag, "sleep 300")) == 2)
+    threading.Thread(target=lambda: (time.sleep(1.5), a.interrupt()), daemon=True).start()
+    r = a.execute(f"%remote attach {run_id}", timeout=30)  # Ctrl-C stops following, not the run
+    assert "[hosts=1] begun" in r.stream() and "stopped following" in r.stream() and r.error is None, r.text
+    assert len(commands(tag, "sleep 300")) == 2
     b = start_kernel()
     b.ok("%load_ext monarch_jupyter")
     assert run_id in b.ok("%remote runs").text

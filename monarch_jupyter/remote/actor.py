@@ -37,10 +37,10 @@ from typing import IO, Any
 from monarch.actor import Actor, context, endpoint
 
 from . import hostruns
-from .process import FLUSH_EVERY, GRACE, HEARTBEAT, BATCH_BYTES, ShellKeeper, WarmShell
+from .process import BATCH_BYTES, FLUSH_EVERY, GRACE, HEARTBEAT
 from .protocol import OUT, Chunk, Data, Exit, Heartbeat, RunSpec
 
-QUICK_WAIT = 0.004  # a command that ends this fast is answered inline, in one message
+QUICK_WAIT = 0.008  # a command that ends this fast is answered inline, in one message
 PRUNE_EVERY = 50  # runs started between two prunings of this host's run folders
 
 
@@ -73,7 +73,7 @@ class RemoteActor(Actor):
         self._runs: dict[str, hostruns.CapturedProcess] = {}
         self._ended: dict[str, asyncio.Future] = {}  # run id → (rc, duration, error) of runs we started
         self._follows: dict[str, asyncio.Task] = {}
-        self._shells = ShellKeeper()
+        self._shells = hostruns.RunShellKeeper()
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
         self._started = 0
 
@@ -108,7 +108,7 @@ class RemoteActor(Actor):
             return -1, None, message
         leftovers = _Leftovers()
         try:
-            proc = self._start(run_id, key, rank, spec, env_extra, point, leftovers)
+            proc, meta = self._start(run_id, key, rank, spec, env_extra, point, leftovers)
         except Exception as error:
             leftovers.close()
             message = f"could not start: {error}"
@@ -117,20 +117,24 @@ class RemoteActor(Actor):
             return rank, None, message
         self._started += 1
         if self._started % PRUNE_EVERY == 1:  # off the path of this run
-            asyncio.get_running_loop().call_later(1.0, self._prune)
+            loop = asyncio.get_running_loop()
+            loop.call_later(1.0, lambda: loop.run_in_executor(None, self._prune))
         if port is not None:
             returncode = proc.finish_now(QUICK_WAIT)
             if returncode is not None:  # done already: one message, no task
                 leftovers.close()
                 port.send(Exit(run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None))
+                hostruns.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
                 return rank, proc.pid, None
+        meta["start_ticks"] = hostruns.start_ticks(proc.pid)  # tells a reused pid apart
+        hostruns.write_meta(proc.folder, meta)
         self._runs[run_id] = proc
         self._ended[run_id] = asyncio.get_running_loop().create_future()
         self._background(self._follow(run_id, key, rank, proc, port, leftovers, started))
         return rank, proc.pid, None
 
     def _start(self, run_id: str, key: str, rank: int, spec: RunSpec, env_extra: dict, point: dict,
-               leftovers: _Leftovers) -> hostruns.CapturedProcess:
+               leftovers: _Leftovers) -> tuple[hostruns.CapturedProcess, dict]:
         env = dict(os.environ)
         env.update(env_extra)
         env["PYTHONUNBUFFERED"] = "1"
@@ -151,23 +155,16 @@ class RemoteActor(Actor):
                 leftovers.files.append(open(os.path.join(output_dir, name), "wb"))
         folder = hostruns.rank_dir(run_id, key, rank)
         hostruns.prepare(folder)
-        script = hostruns.wrapper(folder, run_id, spec.mode, spec.command)
-        proc = self._shells.take(script, env, workdir)
-        if proc is None:
-            proc = WarmShell(env, workdir).take(script)
-            if proc is None:
-                raise RuntimeError("bash did not take the command")
-        captured = hostruns.CapturedProcess(proc.popen, folder)
+        captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
         meta = dict(spec.meta or {})
         meta.update(
             run=run_id, key=key, rank=rank, point=point, mode=spec.mode, command=spec.command[:2000],
-            started=time.time(), pid=proc.pid, start_ticks=hostruns.start_ticks(proc.pid),
+            started=time.time(), pid=captured.pid, start_ticks=None,
             marker=f"{hostruns.MARKER}={run_id}", host=hostruns.hostname(),
         )
-        hostruns.write_meta(folder, meta)
         if leftovers.files:
             captured.tee(*leftovers.files)
-        return captured
+        return captured, meta
 
     def _prune(self) -> None:
         try:
@@ -238,13 +235,13 @@ class RemoteActor(Actor):
         meta = hostruns.read_json(folder / hostruns.META)
         pid = (meta or {}).get("pid")
         try:
-            tail = hostruns.Tail(folder, replay)
+            tail = hostruns.Tail(folder, replay, hostruns.REPLAY_LINES)
         except OSError as error:
             port.send(Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {error}"))
             return
         first: list[Chunk] = []
         if tail.skipped:
-            first.append(Chunk(OUT, hostruns.replay_note(tail, folder), 1))
+            first.append(Chunk(OUT, hostruns.replay_note(tail, folder), 1))  # shown on the rank's first line
 
         async def send_batches() -> None:
             nonlocal first

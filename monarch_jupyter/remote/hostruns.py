@@ -49,7 +49,8 @@ from .protocol import ERR, OUT, Chunk
 
 MARKER = "MONARCH_JUPYTER_RUN"
 MAX_KEEP = 64 << 20  # bytes kept per stream and rank on the host (older bytes punched out)
-REPLAY_BYTES = 256 << 10  # what an attach replays per stream before following
+REPLAY_BYTES = 256 << 10  # what an attach replays per stream before following, at most …
+REPLAY_LINES = 200  # … and at most this many lines (the cell's live budget stays for what comes next)
 KEEP_RUNS = 50  # finished runs kept per host (newest)
 KEEP_SECONDS = 7 * 86400  # … and none older than this
 POLL = 0.02  # when inotify is unavailable, and for exits we cannot wait on
@@ -96,10 +97,13 @@ def rank_dir(run_id: str, key: str, rank: int, root: Path | None = None) -> Path
 
 
 def prepare(folder: Path) -> None:
-    """Create a rank's folder with empty out / err files (0600)."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for name in (OUT, ERR):
-        os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+    """Create a rank's folder (0700; its out / err files are created by whoever opens them first)."""
+    try:
+        os.mkdir(folder, 0o700)
+    except FileNotFoundError:  # the run's folder first (one per run, not per rank)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -146,7 +150,12 @@ def write_status(folder: Path, returncode: int, ended: float | None = None) -> N
 
 
 def write_meta(folder: Path, meta: dict) -> None:
-    _write_json(folder / META, meta)
+    """One write of a fresh file (readers take a torn one as absent): cheaper than a rename."""
+    fd = os.open(folder / META, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, json.dumps(meta).encode())
+    finally:
+        os.close(fd)
 
 
 def start_ticks(pid: int) -> int | None:
@@ -174,34 +183,157 @@ def leader_alive(meta: dict | None) -> bool:
     return ticks is None or int(fields[19]) == int(ticks)
 
 
-# ── the wrapper ────────────────────────────────────────────────────────
-def wrapper(folder: Path, run_id: str, mode: str, command: str, python: str = sys.executable) -> str:
-    """The bash text a (warm) shell runs for ``command``: output to the rank's files, the run's
-    marker exported, the command in a subshell, its status written when it ends (a signal's
-    death re-raised, so the parent sees it as before)."""
+# ── the wrapper: a shell forked ahead ──────────────────────────────────
+# The leader waits with INT/TERM trapped (only so that it outlives its child and writes the status);
+# the subshell, forked before the command is known, reads the run's script from fd {a} (the output
+# redirected to the rank's files, the marker exported, the command) and runs it with default
+# signals, as ``bash -c`` would; the leader then reads where the status goes from fd {b}. A signal's
+# death is re-raised, so the parent sees the same exit as before.
+RUN_PROLOGUE = (
+    "trap : INT TERM\n"
+    "( exec {b}<&-; . /dev/fd/{a} )\n"
+    "__monarch_rc=$?\n"
+    "exec {a}<&-\n"
+    "read -r __monarch_status <&{b}\n"
+    "if [ $__monarch_rc -gt 128 ] && [ $__monarch_rc -lt 193 ]; then __monarch_rc=$((128 - __monarch_rc)); fi\n"
+    '[ -n "$__monarch_status" ] && printf \'%s %s\\n\' $__monarch_rc $EPOCHREALTIME > "$__monarch_status"\n'
+    "if [ $__monarch_rc -lt 0 ]; then trap - INT TERM; kill -s $((-__monarch_rc)) $$; fi\n"
+    "exit $__monarch_rc\n"
+)
+PAYLOAD_MAX = 60_000  # bytes written to the empty pipe at once (it holds 64 KiB)
+
+
+def payload(folder: Path, run_id: str, mode: str, command: str, fd: int, python: str = sys.executable) -> str:
+    """The script the forked subshell sources: output to the rank's files, the run's marker
+    exported, then the command (from a script file in the rank's folder when it is long)."""
     q = shlex.quote
     inline = len(command.encode("utf-8", "surrogateescape")) <= INLINE_MAX and "\0" not in command
-    if not inline:
+    head = f"exec {fd}<&-; exec >>{q(str(folder / OUT))} 2>>{q(str(folder / ERR))}; export {MARKER}={q(run_id)}; "
+    if inline:  # one line, so the command's $LINENO and error messages count from 1 as with bash -c
+        run = (f'exec {q(python)} -u -c "$__monarch_user"' if mode == "python"
+               else 'eval "unset __monarch_user; $__monarch_user"')
+        return head + f"__monarch_user={ansi_c_quote(command)}; {run}\n"
+    else:
         script = folder / ("script.py" if mode == "python" else "script.sh")
         with open(script, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(command)
-    if mode == "python":
-        body = f"exec {q(python)} -u -c \"$__monarch_user\"" if inline else f"exec {q(python)} -u {q(str(script))}"
-    else:
-        body = 'eval "unset __monarch_user; $__monarch_user"' if inline else f"exec bash {q(str(script))}"
-    status = q(str(folder / STATUS))
-    return (
-        f"exec >>{q(str(folder / OUT))} 2>>{q(str(folder / ERR))}\n"
-        f"export {MARKER}={q(run_id)}\n"
-        "trap : INT TERM\n"
-        + (f"__monarch_user={q(command)}\n" if inline else "")
-        + f"( {body} )\n"
-        "__monarch_rc=$?\n"
-        "if [ $__monarch_rc -gt 128 ] && [ $__monarch_rc -lt 193 ]; then __monarch_rc=$((128 - __monarch_rc)); fi\n"
-        f"printf '%s %s\\n' $__monarch_rc $EPOCHREALTIME > {status}\n"
-        "if [ $__monarch_rc -lt 0 ]; then trap - INT TERM; kill -s $((-__monarch_rc)) $$; fi\n"
-        "exit $__monarch_rc\n"
-    )
+    return head + (f"exec {q(python)} -u {q(str(script))}\n" if mode == "python" else f"exec bash {q(str(script))}\n")
+
+
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def ansi_c_quote(text: str) -> str:
+    """``$'…'`` quoting: the string on one line (newlines and control characters escaped)."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch < " " or ch == "\x7f":
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+class RunShell:
+    """A leader bash and its subshell, started with some env and cwd, waiting for a run."""
+
+    def __init__(self, env: dict[str, str], cwd: str | None) -> None:
+        import subprocess
+
+        self.env = env
+        self.cwd = cwd
+        a_read, self.a_write = os.pipe()
+        b_read, self.b_write = os.pipe()
+        try:
+            self.popen = subprocess.Popen(
+                ["bash", "-c", RUN_PROLOGUE.format(a=a_read, b=b_read)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, cwd=cwd, start_new_session=True, pass_fds=(a_read, b_read),
+            )
+        except BaseException:
+            os.close(self.a_write)
+            os.close(self.b_write)
+            raise
+        finally:
+            os.close(a_read)
+            os.close(b_read)
+        self.fd = a_read  # its number in the shell
+
+    def take(self, folder: Path, run_id: str, mode: str, command: str) -> "CapturedProcess | None":
+        """Hand the run to the shell: its :class:`CapturedProcess`, or None (then discarded)."""
+        try:
+            text = payload(folder, run_id, mode, command, self.fd).encode("utf-8", "surrogateescape")
+            if len(text) > PAYLOAD_MAX or self.popen.poll() is not None:
+                raise OSError("not usable")
+            os.write(self.a_write, text)
+            os.write(self.b_write, os.fsencode(str(folder / STATUS)) + b"\n")
+        except OSError:
+            self.discard()
+            return None
+        self._close_pipes()
+        return CapturedProcess(self.popen, folder)
+
+    def _close_pipes(self) -> None:
+        for name in ("a_write", "b_write"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, name, -1)
+
+    def discard(self) -> None:
+        self._close_pipes()  # the subshell sources nothing, the leader writes no status: both exit
+        if self.popen.returncode is None:
+            killpg(self.popen.pid, signal.SIGKILL)
+        try:
+            self.popen.wait(0.5)
+        except Exception:
+            pass
+
+
+class RunShellKeeper:
+    """Keeps one :class:`RunShell` ready, started with the env and cwd of the last run (see
+    :class:`~.process.ShellKeeper`): a run then costs no fork or exec on its path."""
+
+    def __init__(self, delay: float = 0.003) -> None:
+        self.delay = delay
+        self.shell: RunShell | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def take(self, folder: Path, run_id: str, mode: str, command: str, env: dict[str, str],
+             cwd: str | None) -> "CapturedProcess":
+        shell, self.shell = self.shell, None
+        proc = None
+        if shell is not None:
+            if shell.env == env and shell.cwd == cwd:
+                proc = shell.take(folder, run_id, mode, command)
+            else:
+                shell.discard()
+        if proc is None:
+            proc = RunShell(env, cwd).take(folder, run_id, mode, command)
+            if proc is None:
+                raise RuntimeError("bash did not take the command")
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(self.delay, self._prewarm, env, cwd)
+        return proc
+
+    def _prewarm(self, env: dict[str, str], cwd: str | None) -> None:
+        self._timer = None
+        if self.shell is None:
+            try:
+                self.shell = RunShell(env, cwd)
+            except Exception:
+                self.shell = None
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.shell is not None:
+            self.shell.discard()
+            self.shell = None
 
 
 # ── inotify and hole punching, through libc ────────────────────────────
@@ -253,10 +385,10 @@ def punch_head(fd: int, keep: int = MAX_KEEP) -> int:
 class _Stream:
     __slots__ = ("stream", "path", "fd", "decoder", "sink", "bounded_at", "skipped")
 
-    def __init__(self, stream: str, path: Path, offset: int | None) -> None:
+    def __init__(self, stream: str, path: Path, offset: int | None, lines: int | None = None) -> None:
         self.stream = stream
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.sink: IO[bytes] | None = None
         self.bounded_at = 0.0
@@ -267,6 +399,15 @@ class _Stream:
             head = os.read(self.fd, 1 << 16)
             cut = head.find(b"\n")
             start = start + cut if cut >= 0 else start - 1 + len(head)
+        if lines is not None and size > start:  # … and only the last ``lines`` lines of that
+            window = os.pread(self.fd, size - start, start)
+            end = len(window) - 1 if window.endswith(b"\n") else len(window)
+            for _ in range(lines):
+                end = window.rfind(b"\n", 0, end)
+                if end < 0:
+                    break
+            if end >= 0:
+                start += end + 1
         try:  # skip a punched-out head
             start = max(start, os.lseek(self.fd, start, os.SEEK_DATA))
         except OSError:  # ENXIO: no data after start
@@ -279,16 +420,16 @@ class Tail:
     """Follows a rank's ``out`` and ``err`` files: :class:`~.protocol.Chunk` batches as they grow.
 
     ``replay``: None reads from the beginning; a byte count starts that far from the end (at a line
-    start). Woken by inotify (polls when there is none). Call :meth:`close` when done: it frees
+    start), and ``lines`` keeps only that many lines of it. Woken by inotify (polls when there is none). Call :meth:`close` when done: it frees
     every fd.
     """
 
-    def __init__(self, folder: Path, replay: int | None = None) -> None:
+    def __init__(self, folder: Path, replay: int | None = None, lines: int | None = None) -> None:
         self.folder = folder
         self.streams: list[_Stream] = []
         try:
             for name in (OUT, ERR):
-                self.streams.append(_Stream(name, folder / name, replay))
+                self.streams.append(_Stream(name, folder / name, replay, lines))
         except OSError:
             self.close()
             raise
@@ -459,11 +600,14 @@ class CapturedProcess(Process):
     """A :class:`~.process.Process` whose output goes to a rank folder's files, read by a
     :class:`Tail`. Same API: ``finish_now``, ``batches``, ``finish``, ``take``, ``stop``."""
 
-    def __init__(self, popen: Any, folder: Path) -> None:
-        super().__init__(popen)
-        for pipe in self._pipes:  # the wrapper redirected its output to the files at once
-            pipe.file.close()
+    def __init__(self, popen: Any, folder: Path) -> None:  # no pipes: Process's state without them
+        self.popen = popen
+        self.pid = popen.pid
+        self._pipes = []
         self._open = []
+        self._exited = None
+        self._stopping = None
+        self._loop = None
         self.folder = folder
         self.tail = Tail(folder)
 
@@ -564,6 +708,19 @@ def marked_pids(run_ids: set[str] | None = None) -> dict[str, list[int]]:
     return found
 
 
+def pgid_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def outside(pids: list[int], groups: set[int]) -> list[int]:
+    """The processes not in one of these (live) process groups: a run's strays."""
+    return sorted(pid for pid in pids if pgid_of(pid) not in groups)
+
+
 def rank_state(folder: Path) -> dict:
     """One rank's state from its folder: ``state`` is running / exited / lost."""
     meta = read_json(folder / META) or {}
@@ -599,7 +756,8 @@ def host_state(run_ids: list[str], root: Path | None = None, strays: dict | None
     if result:
         for run_id, pids in (marked_pids(set(result)) if strays is None else strays).items():
             if run_id in result:
-                result[run_id]["strays"] = sorted(pids)
+                groups = {r["pid"] for r in result[run_id]["ranks"].values() if r["state"] == "running"}
+                result[run_id]["strays"] = outside(pids, groups)
     return result
 
 
@@ -624,9 +782,8 @@ async def stop_runs(run_ids: list[str], grace: float = GRACE, root: Path | None 
             if leader_alive(meta):
                 groups[int(meta["pid"])] = run_id
     counts = {run_id: 0 for run_id in wanted}
-    strays = marked_pids(wanted)
-    for run_id, pids in strays.items():
-        counts[run_id] += len(pids)
+    for run_id, pids in marked_pids(wanted).items():
+        counts[run_id] += len(outside(pids, set(groups)))
     for run_id in groups.values():
         counts[run_id] += 1
 

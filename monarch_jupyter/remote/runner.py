@@ -262,6 +262,9 @@ class RemoteRunner:
                     stale.unlink()
                 except OSError:
                     pass
+            from . import runs
+
+            runs.prune_index(folder, KEEP_LOGS)
         elif not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -359,11 +362,9 @@ class _Drive:
                 else:
                     target.actors.run.broadcast(self.run_id, target.mesh, self.spec, port)
             start = time.monotonic()
-            # the log and the index entry are written while the ranks start (off the path of a short command)
-            if self.entry is not None:
-                from . import runs
-
-                runs.save_entry(self.entry)
+            # the log is opened while the ranks start (off the path of a short command); the index
+            # entry is written once the run outlasts its first message (a short run: once, at its end)
+            entry_saved = self.entry is None
             if self.log_path is not None:
                 spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
                 spool.note(f"%%remote {self.spec.mode} on {self.plan.target}: {self.spec.command[:200]!r}")
@@ -413,10 +414,14 @@ class _Drive:
                     pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
                 done, _ = await asyncio.wait({pending_recv}, timeout=0.05)
                 if not done:
+                    if not entry_saved:
+                        entry_saved = self._save_entry()
                     continue
                 message = pending_recv.result()
                 pending_recv = None
                 self._handle(message, heard, remaining, spool)
+                if not entry_saved and remaining:
+                    entry_saved = self._save_entry()
                 # drain whatever else is ready without waiting
                 while remaining:
                     pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
@@ -442,11 +447,17 @@ class _Drive:
                     spool.close()
                 except OSError as exc:  # disk full, folder removed: the output was shown, say the log is not whole
                     error = error or f"could not write the log {self.log_path}: {exc}"
-            if self.entry is not None:
+            sink.put(Finished(error))
+            if self.entry is not None:  # after the cell was told: off the path of a short command
                 from . import runs
 
                 runs.end_entry(self.entry, self.plan, self.outcomes, self.handle.stop_reason, error)
-            sink.put(Finished(error))
+
+    def _save_entry(self) -> bool:
+        from . import runs
+
+        runs.save_entry(self.entry)
+        return True
 
     def _unfollow(self) -> None:
         for target in self.plan.targets:

@@ -132,6 +132,18 @@ def load_entries(session: Any) -> list[dict]:
     return entries
 
 
+def prune_index(folder: Path, keep: int) -> None:
+    """Drop entries beyond the newest ``keep`` (their logs go too), except runs still running."""
+    for stale in sorted(folder.glob("*.json"))[:-keep]:
+        entry = hostruns.read_json(stale)
+        if entry and entry.get("state") == RUNNING:
+            continue
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+
+
 def find(entries: list[dict], token: str | None, running_only: bool = False) -> dict:
     """The entry ``token`` names (any unique part of its id); None: the newest running one."""
     if token is None:
@@ -235,8 +247,9 @@ def survey(session: Any, runner: Any | None, entries: list[dict]) -> list[dict]:
         running = [e["id"] for e in local if e.get("state") == RUNNING]
         states = hostruns.host_state(running, strays=strays) if running else {}
         for entry in local:
-            host = states.get(entry["id"], {"ranks": {}, "strays": []})
-            host["strays"] = sorted(strays.get(entry["id"], []))
+            host = states.get(entry["id"])
+            if host is None:
+                host = {"ranks": {}, "strays": sorted(strays.get(entry["id"], []))}
             _judge(entry, host)
     remote = [e for e in entries if not e.get("local")]
     if remote:
