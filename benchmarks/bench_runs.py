@@ -115,7 +115,7 @@ def main() -> None:
         ok(k, f"%remote stop {run_id}")
 
         # 2. restarts mid-run: every line once, in order
-        count = 6000
+        count = 12000
         r = ok(k, f"%%remote --detach\nfor i in $(seq 1 {count}); do echo $i; sleep 0.005; done")
         run_id = run_id_of(r.text)
         bad_attaches = 0
@@ -133,7 +133,7 @@ def main() -> None:
                     bad_attaches += 1
         still_running = any(hostruns.leader_alive(hostruns.read_json(p.parent / "meta.json"))
                             for p in rank_files(run_id).values())
-        r = k.execute(f"%remote attach {run_id}", 120)  # to the end
+        r = k.execute(f"%remote attach {run_id}", 400)  # to the end
         whole = 0
         for name, path in rank_files(run_id).items():
             if path.read_text().split() == [str(i) for i in range(1, count + 1)]:

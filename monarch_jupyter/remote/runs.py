@@ -129,6 +129,7 @@ def load_entries(session: Any) -> list[dict]:
         if entry and entry.get("id") == name[:-5] and isinstance(entry.get("ranks"), list):
             entry["path"] = str(folder / name)
             entries.append(entry)
+    entries.sort(key=lambda e: e.get("started") or 0, reverse=True)  # ids order by the second only
     return entries
 
 
