@@ -15,9 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
 _session: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    # The version is written once, in labextension/package.json; the build puts it
+    # in the installed metadata (see pyproject.toml), read here on first use.
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("monarch_jupyter")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def current_session() -> Any:
@@ -41,29 +49,25 @@ def state() -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics and re-attach to the current context's job."""
-    from . import formatting
+    """Register the magics and re-attach to the current context's job (in the background)."""
     from ._quiet import install
-    from .errors import MonarchJupyterError
+    from ._warmup import begin
     from .magics import JobMagics
+    from .remote.magic import register as register_remote
 
     install()
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
-    try:
-        from .remote.magic import register as register_remote
-    except ImportError:
-        register_remote = None
-    if register_remote is not None:
-        register_remote(ipython, current)
-    try:
-        print(formatting.attach_line(current.attach()))
-    except MonarchJupyterError as error:
-        print(f"monarch_jupyter: {error}")
-    if register_remote is not None:  # runs a previous kernel left running
-        from .magics import _runs_note
+    register_remote(ipython, current)
+    from ._orphans import reap_leftovers, reaped_line
 
-        _runs_note(current)
+    leftovers = reaped_line(reap_leftovers(current.layout.dir))  # issue #9: no orphaned workers
+    if leftovers:
+        print(f"monarch_jupyter: {leftovers}")
+    print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)
+    from .magics import _runs_note
+
+    _runs_note(current)  # issue #10: runs a previous kernel left running (no Monarch import)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

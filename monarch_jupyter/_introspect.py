@@ -1,9 +1,13 @@
 """Facts about a job that Monarch's public API does not expose.
 
-``JobTrait`` has no public way to list worker PIDs, per-mesh host counts before
-connecting, or which hosts are alive, so we read ``ProcessJob``'s private fields
-(``_meshes``, ``_host_to_pid``) here, in one place, and degrade to "unknown"
-(None) for every other job class.
+This module is the only reader of Monarch's private fields; everything else asks
+it one fact at a time. ``JobTrait`` has no public way to list worker PIDs, the
+meshes a ``ProcessJob`` was built with (``_meshes``, ``_env``), the host meshes of
+a ``JobState`` as a mapping (``_hosts``), the allocation behind a cached job
+(``_running``) or whether it still answers (``_is_running``). We read those here
+and degrade to "unknown" (None / {}) for job classes that lack them.
+``tests/test_introspect_pins.py`` pins every field against the installed
+torchmonarch, so an upgrade that renames one fails there, by name.
 """
 
 from __future__ import annotations
@@ -17,26 +21,95 @@ def running_job(job: Any) -> Any | None:
     return getattr(job, "_running", None)
 
 
+def host_meshes(state: Any) -> dict[str, Any]:
+    """Mesh name → HostMesh of a connected JobState, in spec order (``JobState._hosts``)."""
+    return dict(getattr(state, "_hosts", None) or {})
+
+
+def declared_meshes(job: Any) -> dict[str, int] | None:
+    """Mesh name → host count a ProcessJob was built with (``_meshes``), else None."""
+    meshes = getattr(job, "_meshes", None)
+    return dict(meshes) if isinstance(meshes, dict) else None
+
+
+def _declared_count(value: Any) -> int | None:
+    """A ``_meshes`` value as a host count. ProcessJob/SlurmJob: a count; SSHJob
+    (LoginJob): a list of host names; KubernetesJob: a config dict with ``num_replicas``."""
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    if isinstance(value, dict):
+        value = value.get("num_replicas")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def worker_env(job: Any) -> dict[str, str] | None:
+    """Extra worker environment a ProcessJob was built with (``_env``), else None."""
+    return getattr(job, "_env", None) or None
+
+
+def set_worker_env(job: Any, env: dict[str, str] | None) -> None:
+    """Replace the extra environment a ProcessJob passes to every worker it starts (``_env``)."""
+    job._env = env
+
+
+def watch_worker_spawns(job: Any, on_spawn: Any) -> Any:
+    """Call ``on_spawn(pid)`` for each worker a ProcessJob starts, right after its Popen;
+    returns a function that removes the hook (before the job is pickled).
+
+    ``ProcessJob._create`` calls ``self._watch_process(proc, mesh, rank, addr)`` after each
+    Popen (monarch/_src/job/process.py): the one point where a worker's PID exists before
+    the apply returns. An instance attribute shadows the staticmethod for one apply only.
+    An exception raised by ``on_spawn`` stops the spawn loop.
+    """
+    original = type(job)._watch_process
+
+    def watch(proc: Any, mesh_name: str, rank: int, addr: str) -> None:
+        try:
+            on_spawn(proc.pid)  # recorded first: a kernel killed right now still leaves the PID
+        finally:
+            original(proc, mesh_name, rank, addr)
+
+    job._watch_process = watch
+
+    def unhook() -> None:
+        if "_watch_process" in vars(job):
+            del job._watch_process
+
+    return unhook
+
+
 def mesh_sizes(job: Any, host_meshes: dict[str, Any] | None) -> dict[str, int | None]:
     """Mesh name → host count, from the ProcessJob spec or the connected meshes."""
-    meshes = getattr(running_job(job) or job, "_meshes", None)
-    if isinstance(meshes, dict):
-        return {str(k): int(v) for k, v in meshes.items()}
-    sizes: dict[str, int | None] = {}
-    for name, mesh in (host_meshes or {}).items():
-        try:
-            sizes[name] = int(mesh.extent.nelements)
-        except Exception:
-            sizes[name] = None
-    return sizes
+    meshes = declared_meshes(running_job(job) or job)
+    if meshes is not None:
+        return {str(k): _declared_count(v) for k, v in meshes.items()}
+    return {name: _host_count(mesh) for name, mesh in (host_meshes or {}).items()}
+
+
+def _host_count(mesh: Any) -> int | None:
+    try:
+        return int(mesh.extent.nelements)
+    except (AttributeError, TypeError, ValueError):  # not a HostMesh we can size: unknown
+        return None
 
 
 def worker_pids(job: Any) -> dict[str, int]:
-    """Host key (``<mesh>_<i>``) → worker PID, for local ProcessJobs; else {}."""
+    """Host key → local PID: ``<mesh>_<i>`` → worker for ProcessJob, host name → ssh
+    client for SSHJob (Monarch keys those by host); else {}."""
     table = getattr(running_job(job) or job, "_host_to_pid", None)
     if not isinstance(table, dict):
         return {}
     return {key: getattr(value, "pid", None) for key, value in table.items() if getattr(value, "pid", None)}
+
+
+def workers_are_local(job: Any) -> bool:
+    """Whether the PIDs of :func:`worker_pids` are the workers themselves (ProcessJob), not ssh clients."""
+    from . import ssh
+
+    return not ssh.is_ssh_job(running_job(job) or job)
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -61,6 +134,10 @@ def live_workers(job: Any, sizes: dict[str, int | None]) -> dict[str, int | None
     pids = worker_pids(job)
     if not pids:
         return {name: None for name in sizes}
+    from . import ssh  # SSHJob: a host is live while its ssh client (-tt: its worker) is
+
+    if ssh.is_ssh_job(running_job(job) or job):
+        return {name: ssh.live_per_mesh(running_job(job) or job).get(name) for name in sizes}
     return {
         name: sum(1 for i in range(size or 0) if pid_alive(pids.get(f"{name}_{i}")))
         for name, size in sizes.items()
@@ -88,4 +165,6 @@ def is_alive(job: Any) -> bool:
     try:
         return bool(running._is_running())
     except Exception:
+        # A probe that cannot reach the allocation (scheduler CLI failing, host
+        # not answering) means we cannot use it: "not alive"; callers keep the cache.
         return False

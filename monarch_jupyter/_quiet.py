@@ -10,7 +10,10 @@
   a logger that ignores levels, and warns a UserWarning. Both are noise in a
   notebook, where a loop always runs: we filter that one message.
 - The first client context prints "Monarch internal logs are being written to
-  …" straight to fd 2 from Rust; :func:`quietly` swallows it.
+  …" straight to fd 2 from Rust. :func:`quietly` drops that line, and only
+  that: for its duration fds 1 and 2 go through pipes whose every other byte is
+  re-emitted, so what another thread (or Monarch, failing) writes meanwhile
+  still reaches the cell.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import sys
+import threading
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 from . import _faults
 
@@ -60,27 +65,113 @@ def install() -> None:
     for name, level in _CHATTY_LOGGERS.items():
         logging.getLogger(name).addFilter(_AtLeast(level))
     logging.getLogger("monarch._src.actor.telemetry").addFilter(_DropGetInLoop())
-    warnings.filterwarnings(
-        "ignore", message=r"Future\.get\(\) was called from within an active event loop"
-    )
+    warnings.filterwarnings("ignore", message=r"Future\.get\(\) was called from within an active event loop")
+
+
+#: Starts of the lines Monarch writes to fd 1/2 that a notebook should not show.
+CHATTER = (b"Monarch internal logs are being written to ",)
+_IDLE_FLUSH = 0.1  # a partial line (a prompt, a progress bar) is passed on after this idle time
+
+
+def is_chatter(line: bytes) -> bool:
+    return line.startswith(CHATTER)
+
+
+def _could_become_chatter(partial: bytes) -> bool:
+    """Whether ``partial`` (no newline yet) may still turn out to be a chatter line."""
+    return any(partial.startswith(prefix) or prefix.startswith(partial) for prefix in CHATTER)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class _Forwarder(threading.Thread):
+    """Copies one pipe to ``out_fd`` line by line, dropping chatter, until EOF.
+
+    ``drained`` is set once ``closing`` is set and the pipe has been read empty
+    (or at EOF): what was written in the window has been passed on.
+    """
+
+    def __init__(self, read_fd: int, out_fd: int) -> None:
+        super().__init__(name="monarch-jupyter-quiet", daemon=True)
+        self.read_fd, self.out_fd = read_fd, out_fd
+        self.closing = threading.Event()
+        self.drained = threading.Event()
+
+    def run(self) -> None:
+        pending = b""
+        try:
+            while True:
+                ready, _, _ = select.select([self.read_fd], [], [], _IDLE_FLUSH)
+                if not ready:
+                    if pending and not _could_become_chatter(pending):
+                        _write_all(self.out_fd, pending)
+                        pending = b""
+                    if self.closing.is_set():
+                        self.drained.set()  # a child still holds the pipe: keep forwarding it
+                    continue
+                data = os.read(self.read_fd, 65536)
+                if not data:
+                    break
+                *lines, pending = (pending + data).split(b"\n")
+                kept = b"".join(line + b"\n" for line in lines if not is_chatter(line))
+                if kept:
+                    _write_all(self.out_fd, kept)
+            if pending and not is_chatter(pending):
+                _write_all(self.out_fd, pending)
+        finally:
+            self.drained.set()
+            os.close(self.read_fd)
+            os.close(self.out_fd)
+
+
+_window = threading.RLock()
+_depth = 0
 
 
 @contextlib.contextmanager
-def quietly(log_path: str | None = None) -> Iterator[None]:
-    """Send fds 1 and 2 to ``log_path`` (or /dev/null) for the duration."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    target = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    saved = [os.dup(1), os.dup(2)]
-    try:
-        os.dup2(target, 1)
-        os.dup2(target, 2)
-        yield
-    finally:
-        for fd, copy in zip((1, 2), saved, strict=True):
-            os.dup2(copy, fd)
-            os.close(copy)
-        os.close(target)
+def quietly() -> Iterator[None]:
+    """Drop Monarch's banner and chatter from fds 1 and 2 for the duration; pass on the rest.
+
+    Each fd is pointed at a pipe; a forwarder thread re-emits every line that is
+    not :data:`CHATTER` to the original fd. On exit the fds are restored and the
+    pipes drained; a child process that inherited a pipe (SSHJob's ssh client
+    does) keeps its forwarder alive until it closes it, so its output is not
+    lost either, and the exit waits at most ~0.1 s for it. One window at a
+    time; a nested call joins the open one.
+    """
+    global _depth
+    with _window:
+        if _depth:
+            yield
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        opened: list[tuple[int, int, _Forwarder]] = []
+        try:
+            for fd in (1, 2):
+                saved = os.dup(fd)
+                read_end, write_end = os.pipe()
+                forwarder = _Forwarder(read_end, os.dup(saved))
+                forwarder.start()
+                os.dup2(write_end, fd)
+                os.close(write_end)
+                opened.append((fd, saved, forwarder))
+            _depth += 1
+            yield
+        finally:
+            _depth = 0
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, saved, forwarder in opened:
+                os.dup2(saved, fd)
+                os.close(saved)
+                forwarder.closing.set()
+            for _, _, forwarder in opened:
+                forwarder.drained.wait(timeout=1.0)
 
 
 _context_ready = False

@@ -1,71 +1,90 @@
-"""Reading and writing the pickle cache safely.
+"""Reading and writing the pickle cache safely, one writer at a time.
 
 The cache is code: unpickling runs whatever the file says. Like ssh with its
-keys, we refuse a file (or its folder) that another user owns or that group or
-others can write, and we write our own files 0600. A corrupt or truncated file
-is reported and left where it is, so nothing about a running job is lost.
+keys, we refuse a file, or any folder from ``.monarch/`` down to it, that
+another user owns or that group or others can write, and we write our own files
+0600. A FIFO, device or huge file is refused without blocking (see ``_files``).
+A corrupt or truncated file is reported and left where it is; ``%job kill`` and
+``%job apply`` move it aside (:func:`quarantine`), never delete it.
+
+Writers (apply, kill, context switches; this kernel, another kernel, or the
+``monarch`` CLI through us) serialise on an ``fcntl`` lock, ``.monarch/.lock``
+(:func:`locked`), so two notebooks acting at once end with one job.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
 import pickle
 import stat
-import tempfile
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, TypeVar
 
+from . import _files
+from ._files import shown as _shown
 from .errors import CacheError
 
+LOCK_FILE = ".lock"
+F = TypeVar("F", bound=Callable[..., Any])
 
-def _shown(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
+
+class UnreadableCacheError(CacheError):
+    """The cache file is empty, corrupt, truncated or not a job: move it aside to recover."""
 
 
 def check_safe(path: Path) -> None:
-    """Raise CacheError unless ``path`` and its folder are ours and not writable by others."""
-    real = Path(os.path.realpath(path))
-    for target in (real, real.parent):
-        info = target.stat()
-        if info.st_uid != os.getuid():
-            raise CacheError(
-                f"refusing to load {_shown(path)}: {_shown(target)} belongs to uid {info.st_uid}, "
-                f"not you (uid {os.getuid()}); the job cache is code, so only your own files are loaded"
-            )
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            mode = stat.S_IMODE(info.st_mode)
-            raise CacheError(
-                f"refusing to load {_shown(path)}: {_shown(target)} is writable by group/others "
-                f"(mode {mode:o}); if you trust it, run: chmod go-w {_shown(target)}"
-            )
+    """Raise CacheError unless ``path`` and the folders from ``.monarch/`` down are
+    ours and not writable by group/others."""
+    try:
+        _files.check_trusted(path, what="job cache")
+    except _files.UnsafeFileError as error:
+        raise CacheError(str(error)) from None
 
 
 def load_job(path: Path) -> Any:
-    """Unpickle the job at ``path`` after the safety check; never modifies the file."""
-    check_safe(path)
-    data = Path(path).read_bytes()
+    """Unpickle the job at ``path`` after the safety checks; never modifies the file."""
+    path = Path(path)
+    if path.is_symlink():  # e.g. .monarch/job_state.pkl: check and read what it points to
+        path = Path(os.path.realpath(path))
+    try:
+        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
+        check_safe(path)
+    except _files.UnsafeFileError as error:
+        raise CacheError(str(error)) from None
+    recover = "`%job kill` moves it aside, `%job apply SPEC` moves it aside and starts a new job"
     if not data:
-        raise CacheError(
-            f"{_shown(path)} is empty; it was left as it is. "
-            "`%job kill` clears it, `%job apply SPEC` starts a new job"
-        )
+        raise UnreadableCacheError(f"{_shown(path)} is empty; it was left as it is. {recover}")
     try:
         job = pickle.loads(data)  # noqa: S301 - checked above: our own, private file
     except Exception as error:  # pickle can raise almost anything on bad input
-        raise CacheError(
+        raise UnreadableCacheError(
             f"{_shown(path)} is corrupt or truncated ({type(error).__name__}: {error}); "
-            "it was left as it is. `%job kill` removes it, `%job apply SPEC` replaces it"
+            f"it was left as it is. {recover}"
         ) from None
     from monarch.job import JobTrait
 
     if not isinstance(job, JobTrait):
-        raise CacheError(
-            f"{_shown(path)} holds a {type(job).__name__}, not a Monarch job; it was left as it is"
+        raise UnreadableCacheError(
+            f"{_shown(path)} holds a {type(job).__name__}, not a Monarch job; it was left as it is. {recover}"
         )
     return job
+
+
+def quarantine(path: Path) -> Path:
+    """Move an unreadable cache file aside in its folder (never delete it); returns where."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for n in range(100):
+        target = path.with_name(f"{path.name}.unreadable-{stamp}" + (f"-{n}" if n else ""))
+        if not os.path.lexists(target):
+            os.rename(path, target)
+            return target
+    raise CacheError(f"could not move {_shown(path)} aside: too many unreadable copies next to it")
 
 
 def dump_job(job: Any, path: Path) -> None:
@@ -73,16 +92,7 @@ def dump_job(job: Any, path: Path) -> None:
     path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
     real.parent.mkdir(parents=True, exist_ok=True)
-    data = pickle.dumps(job)
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=".state.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, real)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _files.write_atomic(real, pickle.dumps(job), 0o600)
 
 
 def remove(path: Path) -> None:
@@ -90,3 +100,62 @@ def remove(path: Path) -> None:
     path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
     real.unlink(missing_ok=True)
+
+
+# ── one writer at a time ───────────────────────────────────────────────
+_held: dict[str, int] = {}  # lock path -> depth held by this process
+_held_guard = threading.RLock()
+
+
+@contextmanager
+def locked(monarch_dir: Path, create: bool = True) -> Iterator[None]:
+    """Hold the folder's ``.monarch/.lock`` (re-entrant within this process).
+
+    Blocks while another process holds it; Ctrl-C interrupts the wait. Without
+    ``create``, a folder with no ``.monarch/`` yet is left as it is (nothing to guard).
+    """
+    monarch_dir = Path(monarch_dir)
+    if not create and not monarch_dir.is_dir():
+        yield
+        return
+    key = str(monarch_dir.absolute())
+    with _held_guard:
+        if _held.get(key):
+            _held[key] += 1
+            try:
+                yield
+            finally:
+                _held[key] -= 1
+            return
+        monarch_dir.mkdir(parents=True, exist_ok=True)
+        lock_path = monarch_dir / LOCK_FILE
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+        try:
+            fd = os.open(lock_path, flags, 0o600)
+        except OSError as error:
+            raise CacheError(f"cannot open the lock {_shown(lock_path)}: {error.strerror}; remove it") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CacheError(
+                    f"{_shown(lock_path)} is {_files.kind(os.fstat(fd).st_mode)}, not a regular file; remove it"
+                )
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _held[key] = 1
+            try:
+                yield
+            finally:
+                _held.pop(key, None)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def locked_method(method: F) -> F:
+    """Run a session method holding the lock of its folder's ``.monarch/``."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with locked(self.layout.dir, create=method.__name__ in ("apply", "use")):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

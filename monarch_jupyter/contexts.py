@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import _files
 from .errors import MonarchJupyterError
 
 MONARCH_DIR = ".monarch"
@@ -64,11 +65,27 @@ class Layout:
         return self.context_dir(name) / STATE_FILE
 
     def current(self) -> str:
-        """The active context: the symlink's target folder, else ``default``."""
+        """The active context: the symlink's target folder, else ``default``.
+
+        The link must read ``<name>/state.pkl`` (as ``monarch context use`` writes
+        it); anything else is named with its fix instead of being guessed at.
+        """
         if self.link.is_symlink():
-            parts = Path(os.readlink(self.link)).parts
-            if len(parts) >= 2 and parts[-1] == STATE_FILE:
-                return parts[-2]
+            target = os.readlink(self.link)
+            parts = Path(target).parts
+            if (
+                not os.path.isabs(target)
+                and len(parts) == 2
+                and parts[1] == STATE_FILE
+                and _NAME.match(parts[0])
+                and parts[0] not in (".", "..")
+            ):
+                return parts[0]
+            raise MonarchJupyterError(
+                f"{_files.shown(self.link)} points to {target!r}, not to a context's "
+                f"<name>/{STATE_FILE} inside {MONARCH_DIR}/; fix it with "
+                f"%job context use {DEFAULT_CONTEXT} (or another context name)"
+            )
         return DEFAULT_CONTEXT
 
     def legacy_state(self) -> Path | None:
@@ -107,7 +124,7 @@ class Layout:
         """Point the symlink at ``name`` (created if missing), as ``monarch context use``."""
         self.ensure()
         self.context_dir(name).mkdir(exist_ok=True)
-        tmp = self.dir / f".{LINK_NAME}.tmp"
+        tmp = self.dir / f".{LINK_NAME}.{os.getpid()}.tmp"
         if tmp.is_symlink() or tmp.exists():
             tmp.unlink()
         tmp.symlink_to(Path(name) / STATE_FILE)
@@ -119,11 +136,21 @@ class Layout:
         if self.link.is_symlink() and self.current() == name:
             self.use(DEFAULT_CONTEXT)
 
-    def read_spec(self, name: str) -> str | None:
+    def read_spec(self, name: str, trusted: bool = False) -> str | None:
+        """The saved spec text, or None. ``trusted=True`` (before the spec leads
+        to importing code) also requires it, and its folders from ``.monarch/``
+        down, to be ours and not writable by others."""
+        path = self.context_dir(name) / SPEC_FILE
         try:
-            text = (self.context_dir(name) / SPEC_FILE).read_text().strip()
+            text = _files.read_text(path, what="spec").strip()
         except FileNotFoundError:
             return None
+        except _files.UnsafeFileError:
+            if trusted:
+                raise
+            return None
+        if trusted:
+            _files.check_trusted(path, what="spec")
         return text or None
 
     def write_spec(self, name: str, spec: str | None) -> None:
@@ -133,21 +160,20 @@ class Layout:
             path.unlink(missing_ok=True)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(spec)
+        _files.write_atomic(path, spec.encode(), 0o644)
 
     def read_status(self, name: str) -> dict | None:
         try:
-            return json.loads((self.context_dir(name) / STATUS_FILE).read_text())
-        except (FileNotFoundError, ValueError):
+            status = json.loads(_files.read_text(self.context_dir(name) / STATUS_FILE, what="status"))
+        except (OSError, ValueError, _files.UnsafeFileError):  # missing, a FIFO, a symlink, huge, not JSON
             return None
+        return status if isinstance(status, dict) else None
 
     def write_status(self, name: str, status: dict) -> None:
         """Write ``status.json`` atomically (the sidebar polls it)."""
         path = self.context_dir(name) / STATUS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(status, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        _files.write_atomic(path, json.dumps(status, indent=1, sort_keys=True).encode(), 0o644)
 
     def infos(self) -> list[ContextInfo]:
         current = self.current()

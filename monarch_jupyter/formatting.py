@@ -84,6 +84,8 @@ def apply_line(result: ApplyResult) -> str:
 
 
 def kill_line(status: JobStatus) -> str:
+    if status.note and status.job_class is None:  # nothing was killed: say what was done
+        return f"context '{status.context}': {status.note}"
     return (
         f"killed the job of context '{status.context}' ({status.job_class} "
         f"{short_id(status.apply_id)}, {meshes_text(status)}); state file removed"

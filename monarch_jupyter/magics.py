@@ -1,19 +1,32 @@
-"""The ``%job`` line magic: a thin shell over :class:`~monarch_jupyter.session.JobSession`."""
+"""The ``%job`` line magic: a thin shell over :class:`~monarch_jupyter.session.JobSession`.
+
+Parsing and help come from :mod:`.job_args`; every failure a user can act on is
+one ``UsageError`` line.
+"""
 
 from __future__ import annotations
-
-import shlex
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
-from . import formatting
+import os
+
+from . import batch, formatting, job_args
 from .errors import MonarchJupyterError
 from .session import JobSession
 from .specs import parse_apply
 
-_CONTEXT_VERBS = ("ls", "use", "create", "rm")
+_JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
+
+{commands}
+
+Applying when the running job can already run the spec does nothing.
+State lives in .monarch/ of the current folder, shared with `monarch`:
+a job applied here or by `monarch apply` survives kernel restarts.
+`%job COMMAND -h` shows one command's arguments.
+From Python: monarch_jupyter.job() and monarch_jupyter.state().
+"""
 
 
 @magics_class
@@ -24,46 +37,23 @@ class JobMagics(Magics):
 
     @line_magic
     def job(self, line: str) -> None:
-        """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
-
-        %job [status [CONTEXT]]     show the job: class, apply id, state, meshes, URLs
-        %job apply --local MESH=N[,MESH=N...]
-                                    start a local job: one worker process per host
-        %job apply module.attr      apply a JobTrait importable from the notebook's folder
-        %job apply NAME             apply the JobTrait held by notebook variable NAME
-        %job apply                  re-apply the context's saved spec
-        %job kill [CONTEXT]         reap the workers and remove the state file
-        %job reconnect              drop connections and re-attach from the cache
-        %job context ls             list contexts (* marks the active one)
-        %job context use NAME       switch the active context (attaches to its job)
-        %job context create NAME    create a context
-        %job context rm NAME        kill a context's job and delete the context
-
-        Applying when the running job can already run the spec does nothing.
-        State lives in .monarch/ of the current folder, shared with `monarch`:
-        a job applied here or by `monarch apply` survives kernel restarts.
-        From Python: monarch_jupyter.job() and monarch_jupyter.state().
-        """
         try:
-            words = shlex.split(line)
-        except ValueError as error:
-            raise UsageError(f"%job: {error}") from None
-        verb, args = (words[0], words[1:]) if words else ("status", [])
-        handler = getattr(self, f"_do_{verb}", None)
-        if handler is None:
-            raise UsageError(
-                f"%job: unknown subcommand {verb!r}; use status, apply, kill, reconnect or context (see %job?)"
-            )
+            command = job_args.parse(line)
+        except job_args.HelpRequested as request:
+            print(request.text)
+            return
+        except job_args.ArgumentsError as error:
+            raise UsageError(str(error)) from None
+        handler = getattr(self, "_do_" + command.command.replace(" ", "_"))
         try:
-            handler(args, line.strip()[len(verb):].strip())
+            handler(command)
         except MonarchJupyterError as error:
-            raise UsageError(f"%job {verb}: {error}") from None
+            raise UsageError(f"%job {command.command}: {error}") from None
 
-    # Each handler gets the split words and the raw rest of the line.
-    def _do_status(self, args: list[str], _rest: str) -> None:
-        if len(args) > 1:
-            raise UsageError("%job status takes at most one CONTEXT")
-        status = self.session.status(args[0] if args else None)
+    job.__doc__ = _JOB_DOC.format(commands=job_args.help_text())
+
+    def _do_status(self, command: job_args.JobCommand) -> None:
+        status = self.session.status(command.context)
         from .widgets import in_widget_kernel
 
         if in_widget_kernel(self.shell):
@@ -77,57 +67,83 @@ class JobMagics(Magics):
             display(JobWidget(self.session, status))
         else:
             display(formatting.StatusView(status))
-        if not args:
+        context_dir = self.session.layout.dir / status.context
+        runs = batch.runs(context_dir) if context_dir.is_dir() else []
+        if runs:
+            print(batch.lines(runs))
+        if not command.context:
             _runs_note(self.session)
 
-    def _do_apply(self, _args: list[str], rest: str) -> None:
-        result = self.session.apply(parse_apply(rest), namespace=self.shell.user_ns)
+    def _do_apply(self, command: job_args.JobCommand) -> None:
+        result = self.session.apply(parse_apply(command.spec_text), namespace=self.shell.user_ns)
         print(formatting.apply_line(result))
 
-    def _do_kill(self, args: list[str], _rest: str) -> None:
-        if len(args) > 1:
-            raise UsageError("%job kill takes at most one CONTEXT")
-        if not args or args[0] == self.session.context:  # its runs first, while the workers answer
+    def _do_kill(self, command: job_args.JobCommand) -> None:
+        if command.context and batch.is_id(command.context):  # a batch run: see batch.py
+            run = batch.kill(self._context_dir(), command.context)
+            print(f"batch run {run.id}: {run.state}")
+            return
+        if not command.context or command.context == self.session.context:  # its runs first (issue #10)
             from .remote import runs
             from .remote.runner import runner_for
 
             note = runs.stop_for_kill(self.session, runner_for(self.session))
             if note:
                 print(note)
-        print(formatting.kill_line(self.session.kill(args[0] if args else None)))
+        print(formatting.kill_line(self.session.kill(command.context)))
 
-    def _do_reconnect(self, args: list[str], _rest: str) -> None:
-        if args:
-            raise UsageError("%job reconnect takes no arguments")
+    # ── batch runs (batch.py) ───────────────────────────────────────────
+    def _context_dir(self):
+        return self.session.layout.dir / self.session.context
+
+    def _do_batch(self, command: job_args.JobCommand) -> None:
+        run = batch.start(self._context_dir(), command.script, self.session.root, command.spec)
+        where = f"Slurm job {run.slurm_job_id}" if run.slurm_job_id else f"pid {run.pid}"
+        print(
+            f"batch run {run.id} started: {command.script} ({where}); "
+            f"%job logs {run.id} --follow streams {os.path.relpath(run.log, self.session.root)}"
+        )
+
+    def _do_logs(self, command: job_args.JobCommand) -> None:
+        run_id = command.name
+        if not command.follow:
+            run = batch.load(self._context_dir(), run_id)
+            size = run.log.stat().st_size if run.log.exists() else 0
+            text, _ = batch.read_log(run, max(0, size - batch.TAIL_BYTES))
+            print(text, end="")
+            print(f"[batch run {run.id}: {run.state}]")
+            return
+        try:
+            for text in batch.follow(self._context_dir(), run_id):
+                print(text, end="", flush=True)
+        except KeyboardInterrupt:
+            print(f"\n[stopped following {run_id}; the script keeps running: %job kill {run_id} stops it]")
+            return
+        print(f"[batch run {run_id}: {batch.load(self._context_dir(), run_id).state}]")
+
+    def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))
 
-    def _do_context(self, args: list[str], _rest: str) -> None:
-        verb = args[0] if args else "ls"
-        if verb not in _CONTEXT_VERBS:
-            raise UsageError(f"%job context: unknown action {verb!r}; use ls, use, create or rm")
-        if verb == "ls":
-            if len(args) > 1:
-                raise UsageError("%job context ls takes no arguments")
-            print(formatting.contexts_text(self.session.contexts()))
-            return
-        if len(args) != 2:
-            raise UsageError(f"%job context {verb} takes one NAME")
-        name = args[1]
-        if verb == "create":
-            made = self.session.create(name)
-            print(f"created context '{name}'" if made else f"context '{name}' already exists")
-        elif verb == "use":
-            status = self.session.use(name)
-            print(f"switched to context '{name}'")
-            print(formatting.attach_line(status))
-        else:
-            killed = self.session.remove(name)
-            extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
-            print(f"removed context '{name}'{extra}")
+    def _do_context_ls(self, command: job_args.JobCommand) -> None:
+        print(formatting.contexts_text(self.session.contexts()))
+
+    def _do_context_create(self, command: job_args.JobCommand) -> None:
+        made = self.session.create(command.name)
+        print(f"created context '{command.name}'" if made else f"context '{command.name}' already exists")
+
+    def _do_context_use(self, command: job_args.JobCommand) -> None:
+        status = self.session.use(command.name)
+        print(f"switched to context '{command.name}'")
+        print(formatting.attach_line(status))
+
+    def _do_context_rm(self, command: job_args.JobCommand) -> None:
+        killed = self.session.remove(command.name)
+        extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
+        print(f"removed context '{command.name}'{extra}")
 
 
 def _runs_note(session: JobSession) -> None:
-    """One line about the context's runs still running (``%remote runs`` has the rest)."""
+    """One line about the context's ``%%remote`` runs still running (``%remote runs`` has the rest)."""
     from .remote import runs
 
     note = runs.restart_note(session)

@@ -21,6 +21,22 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
+# Real daemons for the cluster tests (tests/daemons.py): sshd and a single-node Slurm on loopback.
+need_daemons=()
+[ -x /usr/sbin/sshd ] || need_daemons+=(openssh-server)
+[ -x /usr/sbin/slurmctld ] || need_daemons+=(slurmctld)
+[ -x /usr/sbin/slurmd ] || need_daemons+=(slurmd)
+command -v sbatch >/dev/null 2>&1 || need_daemons+=(slurm-client)
+if [ ${#need_daemons[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing ${need_daemons[*]} from Debian (for the SSH and Slurm tests)"
+    [ ${#need_apt[@]} -gt 0 ] || apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_daemons[@]}" >/dev/null
+  else
+    echo "setup: the SSH and Slurm tests need ${need_daemons[*]} (Debian: apt-get install --no-install-recommends ${need_daemons[*]})" >&2
+  fi
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($python --version)"

@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 export MONARCH_JUPYTER_BROWSER_TESTS=${MONARCH_JUPYTER_BROWSER_TESTS:-1}
 bash scripts/setup.sh
 
-echo "test: labextension (jest)"
-(cd labextension && ../.venv/bin/jlpm install --immutable >/dev/null && ../.venv/bin/jlpm test --silent)
+echo "test: labextension (eslint, prettier, tsc on run.js, then jest)"
+(cd labextension && ../.venv/bin/jlpm install --immutable >/dev/null && ../.venv/bin/jlpm lint:check \
+  && ../.venv/bin/jlpm test --silent)
 
 echo "test: python (pytest)"
 exec .venv/bin/python -m pytest tests --nbval notebooks \

@@ -70,3 +70,32 @@ def pytest_sessionfinish(session, exitstatus):
             f"ORPHANS: processes outlived their tests: {leftovers}", red=True
         )
         session.exitstatus = 1
+
+
+# ── real cluster daemons (tests/daemons.py): fail, never skip, when one cannot start ──
+@pytest.fixture
+def sshd(tmp_path: Path, tag: str):
+    """A real sshd on 127.0.0.1/.2/.3 (free port); its sessions carry the test's tag."""
+    from daemons import Sshd
+
+    from harness import TAG_VAR
+
+    server = Sshd(tmp_path / "sshd", {TAG_VAR: tag})
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def slurm(tmp_path: Path):
+    """A real single-node Slurm (slurmctld + slurmd) with state, spool, pids and logs in tmp_path."""
+    from daemons import Slurm
+
+    cluster = Slurm(tmp_path / "slurm")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

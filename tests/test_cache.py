@@ -79,3 +79,113 @@ def test_not_a_job_is_refused(tmp_path):
     path.chmod(0o600)
     with pytest.raises(CacheError, match="not a Monarch job"):
         cache.load_job(path)
+
+
+# ── issue #9: hostile files, recovery, the lock ───────────────────────────
+def _within(seconds, fn, *args):
+    """Run fn in a thread; fail (instead of hanging the suite) if it blocks."""
+    import threading
+
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as error:  # noqa: BLE001 - handed back to the test
+            box["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"{fn.__name__} blocked for {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def test_fifo_state_is_refused_without_blocking(tmp_path):
+    monarch = tmp_path / ".monarch" / "default"
+    monarch.mkdir(parents=True)
+    os.mkfifo(monarch / "state.pkl", 0o600)
+    with pytest.raises(CacheError, match="a FIFO, not a regular file"):
+        _within(5, cache.load_job, monarch / "state.pkl")
+
+
+def test_symlinked_state_to_a_fifo_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "pipe", 0o600)
+    (tmp_path / "state.pkl").symlink_to("pipe")
+    with pytest.raises(CacheError, match="FIFO"):
+        _within(5, cache.load_job, tmp_path / "state.pkl")
+
+
+def test_huge_state_is_refused(tmp_path, monkeypatch):
+    from monarch_jupyter import _files
+
+    monkeypatch.setattr(_files, "PICKLE_BYTES", 1000)
+    path = tmp_path / "state.pkl"
+    path.write_bytes(b"x" * 2000)
+    path.chmod(0o600)
+    with pytest.raises(CacheError, match="2000 bytes, more than"):
+        cache.load_job(path)
+
+
+def test_every_folder_from_dot_monarch_down_is_checked(tmp_path, job):
+    """.monarch/ 0777 with a fine context folder and file: still refused (StrictModes)."""
+    ctx = tmp_path / ".monarch" / "default"
+    ctx.mkdir(parents=True)
+    cache.dump_job(job, ctx / "state.pkl")
+    ctx.chmod(0o700)
+    (tmp_path / ".monarch").chmod(0o777)
+    with pytest.raises(CacheError, match=r"\.monarch is writable by group/others \(mode 777\)"):
+        cache.load_job(ctx / "state.pkl")
+    (tmp_path / ".monarch").chmod(0o755)
+    assert cache.load_job(ctx / "state.pkl")._meshes == {"hosts": 1}
+
+
+@pytest.mark.parametrize("data", [b"", b"\x80\x04garbage"])
+def test_unreadable_cache_is_its_own_error_and_quarantine_keeps_it(tmp_path, data):
+    path = tmp_path / "state.pkl"
+    path.write_bytes(data)
+    path.chmod(0o600)
+    with pytest.raises(cache.UnreadableCacheError, match="moves it aside"):
+        cache.load_job(path)
+    moved = cache.quarantine(path)
+    assert not path.exists() and moved.parent == tmp_path
+    assert moved.name.startswith("state.pkl.unreadable-") and moved.read_bytes() == data
+    path.write_bytes(data)
+    assert cache.quarantine(path) != moved  # a second one never overwrites the first
+
+
+def test_lock_serialises_processes_and_is_reentrant(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    monarch = tmp_path / ".monarch"
+    with cache.locked(monarch):
+        with cache.locked(monarch):  # re-entrant: kill inside remove
+            pass
+        child = subprocess.Popen(
+            [sys.executable, "-c",
+             "import sys, time; from monarch_jupyter import cache\n"
+             f"with cache.locked({str(monarch)!r}): print(time.monotonic(), flush=True)"],
+            stdout=subprocess.PIPE, text=True,
+        )
+        time.sleep(1.0)
+        released = time.monotonic()
+    out, _ = child.communicate(timeout=30)
+    assert float(out) >= released  # the other process got the lock only after we let go
+    assert stat.S_IMODE((monarch / ".lock").stat().st_mode) == 0o600
+
+
+def test_lock_refuses_a_fifo(tmp_path):
+    monarch = tmp_path / ".monarch"
+    monarch.mkdir()
+    os.mkfifo(monarch / ".lock")
+
+    def take():
+        with cache.locked(monarch):
+            pass
+
+    with pytest.raises(CacheError, match="FIFO"):
+        _within(5, take)

@@ -81,3 +81,58 @@ def test_layout_matches_the_monarch_cli(tmp_path):
     assert "from_cli" in listing
     cli(tmp_path, "context", "rm", "from_nb")
     assert layout.current() == "default"
+
+
+# ── issue #9: odd links, hostile files, the trusted spec ──────────────────
+@pytest.mark.parametrize("target", ["../state.pkl", "/etc/state.pkl", "default/sub/state.pkl", "default/other"])
+def test_odd_active_link_is_named_with_its_fix(tmp_path, target):
+    layout = Layout(tmp_path)
+    layout.create("default")
+    layout.link.symlink_to(target)
+    with pytest.raises(MonarchJupyterError) as info:
+        layout.current()
+    message = str(info.value)
+    assert ".monarch/job_state.pkl" in message and repr(target) in message
+    assert "%job context use default" in message
+    layout.use("default")  # the fix named works
+    assert layout.current() == "default"
+
+
+def test_fifo_status_of_another_context_does_not_block(tmp_path):
+    import threading
+
+    layout = Layout(tmp_path)
+    layout.create("default")
+    layout.create("other")
+    os.mkfifo(layout.context_dir("other") / "status.json")
+    os.mkfifo(layout.context_dir("other") / "spec")
+    layout.write_status("default", {"state": "running"})
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("infos", layout.infos()), daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive(), "listing contexts blocked on a FIFO"
+    infos = {i.name: i for i in box["infos"]}
+    assert infos["other"].status is None and infos["other"].spec is None
+    assert infos["default"].status == {"state": "running"}
+
+
+def test_trusted_spec_is_checked_like_the_pickle(tmp_path):
+    layout = Layout(tmp_path)
+    layout.create("default")
+    layout.write_spec("default", "evil.job")
+    spec = layout.context_dir("default") / "spec"
+    spec.chmod(0o666)
+    assert layout.read_spec("default") == "evil.job"  # shown in a listing
+    with pytest.raises(MonarchJupyterError, match="spec is writable by group/others"):
+        layout.read_spec("default", trusted=True)  # but not imported
+    spec.chmod(0o644)
+    (tmp_path / ".monarch").chmod(0o777)
+    with pytest.raises(MonarchJupyterError, match=r"\.monarch is writable by group/others"):
+        layout.read_spec("default", trusted=True)
+    (tmp_path / ".monarch").chmod(0o755)
+    assert layout.read_spec("default", trusted=True) == "evil.job"
+    spec.unlink()
+    os.mkfifo(spec)
+    with pytest.raises(MonarchJupyterError, match="FIFO"):
+        layout.read_spec("default", trusted=True)

@@ -40,7 +40,7 @@ def usage_error(result) -> str:
     """The single UsageError line a bad %job produces (never a traceback)."""
     text = result.text
     assert "Traceback" not in text, text
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("UsageError: "), text
     return lines[0]
 
@@ -66,7 +66,7 @@ def test_apply_status_kill(kernel, tag, workdir):
     status = kernel.ok("%job")
     assert "running" in status.text and apply_id in status.text
     assert "hosts: 2 hosts, 2 live workers" in status.text
-    html = [o for o in status.outputs if o.msg_type == "display_data"][0].content["data"]["text/html"]
+    html = next(o for o in status.outputs if o.msg_type == "display_data").content["data"]["text/html"]
     assert "running" in html and "<table>" in html
 
     again = kernel.ok("%job apply --local hosts=2")
@@ -105,7 +105,7 @@ def test_kernel_restart_reattaches_without_reapplying(start_kernel, tag):
     loaded = second.ok("%load_ext monarch_jupyter")
     assert_quiet(loaded)
     line = loaded.stream().strip()
-    assert line.startswith("monarch_jupyter: re-attached to context 'default': ProcessJob")
+    assert line.startswith("monarch_jupyter: re-attaching to context 'default': ProcessJob")  # in the background
     assert apply_id in line and "\n" not in line
     state, apply_id2, pids2 = status_of(second)
     assert (state, apply_id2, sorted(pids2)) == ("running", apply_id, sorted(pids))
@@ -119,7 +119,7 @@ def test_two_kernels_share_the_job_and_actors_run(start_kernel, tag):
     a.ok("%job apply --local hosts=2")
     b = start_kernel()
     loaded = b.ok("%load_ext monarch_jupyter")
-    assert "re-attached" in loaded.text
+    assert "re-attaching" in loaded.text
     assert status_of(a)[1] == status_of(b)[1]
     # user code reaches the meshes from Python, and .get() in a cell is quiet
     spawned = b.ok(
@@ -144,7 +144,7 @@ def test_cli_and_notebook_see_the_same_jobs(start_kernel, tag, workdir):
     assert done.returncode == 0, done.stderr
     kernel = start_kernel()
     loaded = kernel.ok("%load_ext monarch_jupyter")
-    assert "re-attached to context 'default'" in loaded.text
+    assert "attaching to the cached job of context 'default'" in loaded.text  # no status.json from the CLI
     state, _, pids = status_of(kernel)
     assert state == "running" and len(pids) == 2
 
@@ -179,7 +179,12 @@ BAD_INPUTS = [
     ("%job kill nosuch", "no context 'nosuch'"),
     ("%job status ../x", "invalid context name"),
     ("%job context frob", "unknown action 'frob'"),
-    ("%job context use", "takes one NAME"),
+    (
+        "%job context use",
+        "%job context use: the following arguments are required: NAME (usage: %job context use NAME)",
+    ),
+    ("%job status a b", "%job status: unrecognized arguments: b"),
+    ("%job reconnect now", "%job reconnect: unrecognized arguments: now"),
     ("%job apply", "has no saved spec"),
 ]
 
@@ -205,7 +210,9 @@ def test_failed_apply_leaves_previous_job_and_cache(kernel, tag, workdir):
     before = cache.read_bytes()
     line = usage_error(kernel.execute("%job apply broken.job"))
     assert "scheduler said no" in line and "left as they were" in line
-    assert usage_error(kernel.execute("%job apply broken.notajob")).endswith("is a int, not a Monarch JobTrait")
+    assert usage_error(kernel.execute("%job apply broken.notajob")).endswith(
+        "is a int, not a Monarch JobTrait"
+    )
     assert cache.read_bytes() == before
     assert status_of(kernel) == ("running", apply_id, pids)
     assert (workdir / ".monarch/default/spec").read_text() == "monarch_jupyter.local_jobs.hosts_2"
@@ -252,8 +259,13 @@ def test_corrupt_cache_is_one_line_and_untouched(start_kernel, workdir, content)
     assert loaded.text.startswith("monarch_jupyter: ") and "left as it is" in loaded.text
     assert len(loaded.text.strip().splitlines()) == 1
     assert "left as it is" in usage_error(kernel.execute("%job status"))
-    assert "left as it is" in usage_error(kernel.execute("%job apply --local hosts=1"))
     assert state.read_bytes() == content
+    # issue #9: %job apply recovers, keeping the unreadable file aside (never deleting it)
+    applied = kernel.ok("%job apply --local hosts=1").text
+    assert "applied" in applied and "moved the unreadable .monarch/default/state.pkl aside" in applied
+    (kept,) = state.parent.glob("state.pkl.unreadable-*")
+    assert kept.read_bytes() == content
+    kernel.ok("%job kill")
 
 
 def test_unsafe_cache_is_refused(start_kernel, workdir):
@@ -261,9 +273,7 @@ def test_unsafe_cache_is_refused(start_kernel, workdir):
     state = workdir / ".monarch/default/state.pkl"
     state.parent.mkdir(parents=True)
     (workdir / ".monarch/job_state.pkl").symlink_to("default/state.pkl")
-    state.write_bytes(
-        b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR."
-    )
+    state.write_bytes(b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
     state.chmod(0o666)
     kernel = start_kernel()
     loaded = kernel.ok("%load_ext monarch_jupyter")
@@ -275,6 +285,7 @@ def test_unsafe_cache_is_refused(start_kernel, workdir):
 def test_help_and_contexts(kernel, workdir):
     text = kernel.ok("print(get_ipython().find_line_magic('job').__doc__)").text
     assert "%job apply --local MESH=N" in text and "%job context rm NAME" in text
+    assert kernel.ok("%job kill -h").text.startswith("usage: %job kill [-h] [CONTEXT]")
     kernel.ok("%job context create exp2")
     assert "context 'exp2' already exists" in kernel.ok("%job context create exp2").text
     kernel.ok("%job context use exp2")
@@ -288,7 +299,9 @@ def test_help_and_contexts(kernel, workdir):
 
 def test_load_ext_is_cheap_and_silent_without_a_job(start_kernel):
     kernel = start_kernel()
-    loaded = kernel.ok("%load_ext monarch_jupyter\nimport sys\nprint('MONARCH_LOADED', 'monarch' in sys.modules)")
+    loaded = kernel.ok(
+        "%load_ext monarch_jupyter\nimport sys\nprint('MONARCH_LOADED', 'monarch' in sys.modules)"
+    )
     assert "no job in context 'default' yet" in loaded.text
     assert_quiet(loaded)
 
@@ -296,7 +309,9 @@ def test_load_ext_is_cheap_and_silent_without_a_job(start_kernel):
 def test_variable_spec_reconnect_and_cd(kernel, tag, workdir):
     other = workdir / "elsewhere"
     other.mkdir()
-    applied = kernel.ok("from monarch.job import ProcessJob\nmyjob = ProcessJob({'hosts': 1})\n%job apply myjob")
+    applied = kernel.ok(
+        "from monarch.job import ProcessJob\nmyjob = ProcessJob({'hosts': 1})\n%job apply myjob"
+    )
     assert "applied: context 'default': ProcessJob hosts×1 (1 live)" in applied.text
     # a plain ProcessJob variable is saved as an importable spec, so the CLI can re-apply it
     assert (workdir / ".monarch/default/spec").read_text() == "monarch_jupyter.local_jobs.hosts_1"
@@ -310,3 +325,73 @@ def test_variable_spec_reconnect_and_cd(kernel, tag, workdir):
     kernel.ok(f"%cd {workdir}")
     assert status_of(kernel)[1] == apply_id
     kernel.ok("%job kill")
+
+
+THREAD_WRITES_DURING_APPLY = """
+import os, sys, threading, time
+_stop = threading.Event()
+_count = [0]
+def _writer():
+    while not _stop.is_set():
+        n = _count[0]
+        os.write(1, b"tick %d\\n" % n)  # at the fd, as C code or a child process writes
+        print(f"print {n}", file=sys.stderr, flush=True)  # through ipykernel's stream
+        _count[0] = n + 1
+        time.sleep(0.002)
+_t = threading.Thread(target=_writer)
+_t.start()
+try:
+    get_ipython().run_line_magic("job", "apply --local hosts=1")
+finally:
+    _stop.set()
+    _t.join()
+print("WROTE", _count[0])
+"""
+
+
+def fd_capturing_kernel(start_kernel, monkeypatch, **kwargs):
+    """A kernel that forwards fds 1/2 into cells, as under Jupyter (ipykernel turns
+    that off when it sees PYTEST_CURRENT_TEST in its environment)."""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    kernel = start_kernel(**kwargs)
+    kernel.ok("%load_ext monarch_jupyter")
+    return kernel
+
+
+def test_other_threads_output_during_apply_is_kept(start_kernel, monkeypatch):
+    """The first apply creates Monarch's client context (whose banner is dropped):
+    everything another thread writes meanwhile still reaches the cell."""
+    kernel = fd_capturing_kernel(start_kernel, monkeypatch)
+    result = kernel.ok(THREAD_WRITES_DURING_APPLY)
+    assert_quiet(result)
+    out, err = result.stream("stdout"), result.stream("stderr")
+    written = int(re.search(r"WROTE (\d+)", out).group(1))
+    assert written > 10, out
+    missing = [n for n in range(written) if f"tick {n}\n" not in out]
+    assert missing == [], f"{len(missing)} of {written} fd writes lost, first {missing[:5]}"
+    missing = [n for n in range(written) if f"print {n}\n" not in err]
+    assert missing == [], f"{len(missing)} of {written} prints lost"
+    kernel.ok("%job kill")
+
+
+def test_failing_apply_shows_the_real_error(start_kernel, workdir, monkeypatch):
+    """What a failing start writes to stderr (a scheduler CLI's message, Monarch's
+    own start-up errors) reaches the cell, and the error line names the failure."""
+    (workdir / "failing.py").write_text(
+        "import subprocess, sys\n"
+        "from monarch.job import ProcessJob\n"
+        "class Failing(ProcessJob):\n"
+        "    def _create(self, client_script):\n"
+        "        subprocess.run(['sh', '-c', 'echo \"sbatch: error: invalid partition gpu\" >&2'])\n"
+        "        raise RuntimeError('sbatch exited with 1')\n"
+        "job = Failing({'hosts': 1})\n"
+    )
+    kernel = fd_capturing_kernel(start_kernel, monkeypatch)
+    result = kernel.execute("%job apply failing.job")
+    lines = [line for line in result.text.splitlines() if line.strip()]
+    assert "Traceback" not in result.text and "Monarch internal logs" not in result.text
+    assert lines[0] == "sbatch: error: invalid partition gpu", result.text
+    assert lines[1].startswith(
+        "UsageError: %job apply: applying failing.job failed: RuntimeError: sbatch exited with 1;"
+    )
+    assert lines[1].endswith("left as they were") and len(lines) == 2, result.text

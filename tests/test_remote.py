@@ -290,3 +290,33 @@ def test_steady_stream_is_coalesced_to_20_messages_a_second(shared):
     for rank in (0, 1):
         got = [int(l.split()[-1]) for l in text.splitlines() if l.startswith(f"[hosts={rank}] line")]
         assert got == list(range(300))  # coalesced, not dropped: 300 lines stay under the live budget
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def test_memory_returns_after_a_giant_line(start_kernel):
+    """Issue 9 item 8: a 50 MB line without newline on 2 ranks once raised kernel RSS by
+    ~200 MB for good. What is kept of a line is bounded, so RSS must come back."""
+    k = start_kernel()
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=2")
+    giant = "%%remote python\nimport sys\nsys.stdout.write('x' * ({} << 20)); sys.stdout.flush()\n"
+    k.ok(giant.format(1))  # warm every code path (widget included) with a 1 MB line
+    pid = int(k.ok("import os, gc; print(os.getpid())").stream())
+    k.ok("gc.collect()")
+    before = _rss_mb(pid)
+    r = k.ok(giant.format(50), timeout=180)
+    cut = f"(+{(50 << 20) - 2000} chars)"
+    assert r.stream().count(cut) == 2, r.stream()[-500:]  # each rank's line, shown cut
+    assert all(rank["lines"][-1][1].endswith(cut) for rank in bundle(r)["ranks"])
+    k.ok("%remote true")
+    k.ok("%remote true")
+    k.ok("gc.collect()")
+    after = _rss_mb(pid)
+    print(f"kernel RSS {before:.0f} MB before, {after:.0f} MB after a 50 MB line on 2 ranks")
+    assert after - before < 60, (before, after)

@@ -30,7 +30,13 @@ from monarch_jupyter.remote.render import TextRenderer, group_text
 def test_flags_before_and_after_mode():
     a = parse_cell("--quiet bash --rank 0,2 -e A=1 --env=B=x=y --timeout 2.5", "echo hi\n")
     assert (a.mode, a.quiet, a.ranks, a.env, a.timeout, a.command) == (
-        "bash", True, (0, 2), (("A", "1"), ("B", "x=y")), 2.5, "echo hi\n")
+        "bash",
+        True,
+        (0, 2),
+        (("A", "1"), ("B", "x=y")),
+        2.5,
+        "echo hi\n",
+    )
     b = parse_cell("python --point hosts=1,gpu=0 --per-host gpu=2 --save res --group", "print(1)")
     assert b.mode == "python" and b.point == (("hosts", 1), ("gpu", 0)) and b.per_host == (("gpu", 2),)
     assert b.save == "res" and b.group and not b.live
@@ -81,9 +87,17 @@ def test_line_needs_a_command():
 # ── model ──
 def _state(n=2, labels=None):
     labels = labels or [f"hosts={i}" for i in range(n)]
-    ranks = [RankState(label=l, mesh="hosts", point={"hosts": i}, rank=i) for i, l in enumerate(labels)]
-    return RunState(command="echo hi", mode="bash", target=f"mesh hosts ({n} ranks)", ranks=ranks, started=0.0,
-                    log_path=".monarch/default/runs/x.log")
+    ranks = [
+        RankState(label=label, mesh="hosts", point={"hosts": i}, rank=i) for i, label in enumerate(labels)
+    ]
+    return RunState(
+        command="echo hi",
+        mode="bash",
+        target=f"mesh hosts ({n} ranks)",
+        ranks=ranks,
+        started=0.0,
+        log_path=".monarch/default/runs/x.log",
+    )
 
 
 def test_partial_lines_and_carriage_returns():
@@ -132,7 +146,17 @@ def test_statuses_summary_and_failure_message():
     assert "3 of 4" in msg and "hosts=1" in msg and "hosts=0" not in msg
     mime = s.to_mime()
     assert mime["version"] == 1 and mime["summary"]["timed_out"] == 1
-    assert set(mime["ranks"][0]) >= {"label", "mesh", "point", "rank", "status", "returncode", "duration", "lines", "truncated"}
+    assert set(mime["ranks"][0]) >= {
+        "label",
+        "mesh",
+        "point",
+        "rank",
+        "status",
+        "returncode",
+        "duration",
+        "lines",
+        "truncated",
+    }
     bundle = s.mime_bundle()
     assert set(bundle) == {"application/vnd.monarch.remote+json", "text/plain", "text/html"}
 
@@ -312,10 +336,12 @@ def test_help_documents_every_flag():
 def test_saved_results_display_as_a_table():
     from monarch_jupyter.remote.model import RankResult, RemoteResults
 
-    results = RemoteResults([
-        RankResult("hosts=0", "hosts", {"hosts": 0}, 0, "ok", 0, "a\nlast <b>\n", "", 0.5),
-        RankResult("hosts=1", "hosts", {"hosts": 1}, 1, "timed_out", None, "", "", None),
-    ])
+    results = RemoteResults(
+        [
+            RankResult("hosts=0", "hosts", {"hosts": 0}, 0, "ok", 0, "a\nlast <b>\n", "", 0.5),
+            RankResult("hosts=1", "hosts", {"hosts": 1}, 1, "timed_out", None, "", "", None),
+        ]
+    )
     bundle = results._repr_mimebundle_()
     lines = bundle["text/plain"].splitlines()
     assert lines[0].split() == ["rank", "status", "rc", "time", "last", "stdout", "line"]
@@ -339,3 +365,158 @@ def test_fed_lines_are_cut_only_where_shown():
     big = rank.feed(OUT, "\n" + "".join(f"{i}\n" for i in range(100_000)), newlines=100_001)
     assert big.first() == "rest" and big.last(2) == ["99998", "99999"]
     assert rank.counts[OUT] == 3 + 100_001
+
+
+# ── bounded memory: giant lines (issue 9 item 8) ──
+def _reference_lines(text: str) -> list[str]:
+    """What a terminal shows, line by line, cut as the model cuts: from the whole text at once."""
+    from monarch_jupyter.remote.model import clip
+
+    pieces = text.split("\n")
+    if pieces[-1] == "":
+        pieces.pop()
+    return [clip(visible(piece)) for piece in pieces]
+
+
+def test_a_giant_line_without_newline_costs_a_line_not_its_size():
+    from monarch_jupyter.remote.model import LINE_CHARS, TAIL_CHARS
+
+    s = _state(1)
+    rank = s.ranks[0]
+    chunk = "x" * (1 << 20)
+    for _ in range(50):  # 50 MB without a newline, in the actor's 1 MB chunks
+        assert s.apply(Output(0, OUT, chunk)) == []
+        assert len(rank.pending[OUT]) <= LINE_CHARS
+    assert rank.partial(OUT) == "x" * LINE_CHARS + f" … (+{50 * (1 << 20) - LINE_CHARS} chars)"
+    s.apply(Exited(0, 0, 1.0))
+    s.apply(Finished())
+    (line,) = [text for _, text in rank.lines]
+    assert line == "x" * LINE_CHARS + f" … (+{50 * (1 << 20) - LINE_CHARS} chars)"
+    assert rank.lines.chars <= TAIL_CHARS and rank.partial(OUT) == ""
+    assert len(json.dumps(s.to_mime())) < 10_000
+
+
+def test_the_tail_is_bounded_in_characters_too():
+    from monarch_jupyter.remote.model import LINE_CHARS, TAIL_CHARS
+
+    s = _state(1)
+    s.apply(Output(0, OUT, ("y" * 100_000 + "\n") * 300))
+    rank = s.ranks[0]
+    assert rank.counts[OUT] == 300 and rank.lines.chars <= TAIL_CHARS
+    assert all(len(text) <= LINE_CHARS + 40 for _, text in rank.lines)
+    assert 0 < len(rank.lines) < TAIL_LINES and rank.truncated == 300 - len(rank.lines)
+    assert s.to_mime()["ranks"][0]["truncated"] == rank.truncated
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bounded_lines_match_the_whole_text_however_it_is_chunked(seed):
+    """Cutting an unfinished line early must not change what is shown: compare with the
+    whole text split at once, for random text of long runs, \\r and \\n in random chunks."""
+    import random
+
+    from monarch_jupyter.remote.model import LINE_CHARS
+
+    rnd = random.Random(seed)
+    parts = []
+    for _ in range(rnd.randint(1, 30)):
+        kind = rnd.random()
+        if kind < 0.5:
+            parts.append(
+                rnd.choice("abcé") * rnd.choice([1, 5, LINE_CHARS - 1, LINE_CHARS, LINE_CHARS + 1, 7000])
+            )
+        elif kind < 0.75:
+            parts.append("\r" * rnd.randint(1, 2))
+        else:
+            parts.append("\n")
+    text = "".join(parts)
+    s = _state(1)
+    cuts = (
+        sorted(rnd.sample(range(1, len(text)), min(len(text) - 1, rnd.randint(0, 12))))
+        if len(text) > 1
+        else []
+    )
+    for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
+        s.apply(Output(0, OUT, text[a:b]))
+    s.apply(Exited(0, 0, 0.1))
+    expected = _reference_lines(text)
+    got = [line for _, line in s.ranks[0].lines]
+    assert got == expected[-len(got) :] and s.ranks[0].counts[OUT] == len(expected)
+
+
+# ── the saved payload against its schema ──
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def _validator():
+    from monarch_jupyter.schema import SCHEMA
+
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    return jsonschema.Draft202012Validator(SCHEMA)
+
+
+def test_payloads_the_model_writes_match_the_schema():
+    validator = _validator()
+    s = _state(4)
+    s.apply(Started(0, 11))
+    s.apply(Output(0, OUT, "a\nb\rc\n"))
+    s.apply(Output(1, ERR, "z" * 10_000))
+    s.apply(Exited(0, 0, 0.1))
+    s.apply(Lost(2, "worker process 99 died"))
+    s.apply(Stopping("interrupted"))
+    s.apply(Finished("stopped"))
+    payload = s.to_mime()
+    validator.validate(payload)
+    assert {r["status"] for r in payload["ranks"]} == {"ok", "failed", "interrupted"}
+    assert {r["status"] for r in _state(1).to_mime()["ranks"]} == {"pending"}  # a run not yet finished
+    validator.validate(_state(1).to_mime())
+    bad = json.loads(json.dumps(payload))
+    bad["ranks"][0]["status"] = "exploded"
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(bad)
+    bad = json.loads(json.dumps(payload))
+    bad["summary"]["running"] = 1  # the summary counts final statuses only
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(bad)
+
+
+def test_todays_saved_payloads_still_match_the_schema():
+    """Old notebooks must keep rendering: the frozen version-1 payloads (and those in
+    notebooks/) are valid, so the renderer, checked against the same schema, reads them."""
+    from pathlib import Path
+
+    validator = _validator()
+    root = Path(__file__).parent.parent
+    fixtures = json.loads((root / "tests/fixtures/remote-run-v1.json").read_text())
+    assert set(fixtures) == {"saved-in-notebook", "mixed-statuses"}
+    for payload in fixtures.values():
+        validator.validate(payload)
+    seen = 0
+    for notebook in sorted((root / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            for output in cell.get("outputs", []):
+                payload = output.get("data", {}).get("application/vnd.monarch.remote+json")
+                if payload is not None:
+                    validator.validate(payload)
+                    seen += 1
+    assert seen >= 3
+
+
+def test_the_model_names_the_schema_statuses():
+    from monarch_jupyter import schema
+    from monarch_jupyter.remote import model
+
+    named = {
+        model.RUNNING,
+        model.OK,
+        model.FAILED,
+        model.TIMED_OUT,
+        model.SKIPPED,
+        model.INTERRUPTED,
+        model.PENDING,
+    }
+    assert named == set(schema.STATUSES)
+    assert model.STATUSES == schema.FINAL_STATUSES and set(schema.FAILING_STATUSES) == model.FAILING
+    assert set(schema.FAILING_STATUSES) <= set(schema.FINAL_STATUSES) <= set(schema.STATUSES)
+    assert model.MIME_TYPE == "application/vnd.monarch.remote+json" and model.VERSION == 1
+    with pytest.raises(ValueError, match="not a status"):
+        schema.status("exploded")

@@ -89,4 +89,75 @@ def test_local_jobs_module_builds_process_jobs():
     assert isinstance(job, ProcessJob)
     assert job._meshes == {"trainers": 2, "loaders": 1}
     with pytest.raises(AttributeError):
-        getattr(local_jobs, "nonsense")
+        local_jobs.nonsense  # noqa: B018 - the module __getattr__ is what raises
+
+
+def test_import_attr_imports_from_the_folder_and_picks_up_edits(tmp_path):
+    import sys
+
+    from monarch_jupyter.specs import import_attr
+
+    module = tmp_path / "spec_mod_for_test.py"
+    module.write_text("job = 1\n")
+    try:
+        assert import_attr("spec_mod_for_test.job", tmp_path) == 1
+        assert sys.path[0] == str(tmp_path)
+        module.write_text("job = 2  # edited\n")
+        assert import_attr("spec_mod_for_test.job", tmp_path) == 2
+    finally:
+        sys.modules.pop("spec_mod_for_test", None)
+
+
+@pytest.mark.parametrize(
+    "source, path, fragment",
+    [
+        (None, "absent_mod_xyz.job", "no module named 'absent_mod_xyz'"),
+        ("import absent_dep_xyz\n", "spec_bad_dep.job", "No module named 'absent_dep_xyz'"),
+        ("raise ValueError('bad config')\n", "spec_raises.job", "ValueError: bad config"),
+        ("x = 1\n", "spec_no_attr.job", "has no attribute 'job'"),
+    ],
+)
+def test_import_attr_failures_are_one_line(tmp_path, source, path, fragment):
+    import sys
+
+    from monarch_jupyter.specs import import_attr
+
+    name = path.split(".")[0]
+    if source is not None:
+        (tmp_path / f"{name}.py").write_text(source)
+    try:
+        with pytest.raises(SpecError) as info:
+            import_attr(path, tmp_path)
+    finally:
+        sys.modules.pop(name, None)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+# ── issue #9: the stray word and the total bound ──────────────────────────
+def test_stray_word_after_a_mesh_is_named():
+    with pytest.raises(SpecError) as info:
+        parse_apply("--local hosts=2 extra")
+    assert "unexpected word 'extra' after hosts=2" in str(info.value)
+    assert "got '2 extra'" not in str(info.value)
+    # a space after the comma is still fine
+    assert parse_apply("--local hosts=2, aux=1").meshes == (("hosts", 2), ("aux", 1))
+
+
+def test_local_total_is_bounded_and_the_bound_can_be_raised(monkeypatch):
+    from monarch_jupyter.specs import MAX_LOCAL_WORKERS_VAR, spec_from_saved
+
+    many = ",".join(f"m{i}=1" for i in range(65))
+    monkeypatch.delenv(MAX_LOCAL_WORKERS_VAR, raising=False)
+    with pytest.raises(SpecError) as info:
+        parse_apply(f"--local {many}")
+    message = str(info.value)
+    assert "65 worker processes in all, more than the bound of 64" in message
+    assert f"%env {MAX_LOCAL_WORKERS_VAR}=65" in message and "\n" not in message
+    assert parse_apply("--local a=32,b=32").meshes == (("a", 32), ("b", 32))
+    with pytest.raises(SpecError, match="bound of 64"):  # the saved spec (or the CLI's) too
+        spec_from_saved("monarch_jupyter.local_jobs.a_40__b_40")
+    with pytest.raises(AttributeError):
+        parse_local_attr("a_40__b_40")
+    monkeypatch.setenv(MAX_LOCAL_WORKERS_VAR, "80")
+    assert len(parse_apply(f"--local {many}").meshes) == 65
+    assert parse_local_attr("a_40__b_40") == {"a": 40, "b": 40}

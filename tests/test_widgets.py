@@ -17,10 +17,16 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 def running(context: str = "default", hosts: int = 2, live: int = 2, **extra) -> JobStatus:
     return JobStatus(
-        context=context, state=RUNNING, job_class="ProcessJob",
-        apply_id="46cedd42-7289-40bd-aaee-9a152d09104d", spec="monarch_jupyter.local_jobs.hosts_2",
-        meshes=[MeshStatus("hosts", hosts, live)], applied_at=1000.0, attached=True,
-        cache_path=".monarch/default/state.pkl", **extra,
+        context=context,
+        state=RUNNING,
+        job_class="ProcessJob",
+        apply_id="46cedd42-7289-40bd-aaee-9a152d09104d",
+        spec="monarch_jupyter.local_jobs.hosts_2",
+        meshes=[MeshStatus("hosts", hosts, live)],
+        applied_at=1000.0,
+        attached=True,
+        cache_path=".monarch/default/state.pkl",
+        **extra,
     )
 
 
@@ -56,8 +62,12 @@ class FakeSession:
 
 # ── pure view data ──────────────────────────────────────────────────────
 def test_view_of_a_running_job():
-    view = job_view(running(urls={"telemetry": "http://127.0.0.1:9000/t", "dashboard": None,
-                                  "admin": "tcp://10.0.0.1:26600"}), now=1042.0)
+    view = job_view(
+        running(
+            urls={"telemetry": "http://127.0.0.1:9000/t", "dashboard": None, "admin": "tcp://10.0.0.1:26600"}
+        ),
+        now=1042.0,
+    )
     assert (view.state, view.context, view.job_class) == (RUNNING, "default", "ProcessJob")
     assert view.colour == "#1a7f37" and view.can_kill
     assert [(m.name, m.hosts, m.live_workers) for m in view.meshes] == [("hosts", "2", "2")]
@@ -76,8 +86,14 @@ def test_view_of_no_job_and_dead_workers():
     none = job_view(JobStatus(context="exp", state=NO_JOB))
     assert not none.can_kill and none.meshes == [] and "%job apply --local hosts=2" in none.hint
     assert "monarch-job-apply-id" not in details_html(none)  # no class/apply id rows
-    dead = job_view(JobStatus(context="exp", state=WORKERS_DEAD, job_class="ProcessJob",
-                              meshes=[MeshStatus("hosts", 2, 0), MeshStatus("gpus", None, None)]))
+    dead = job_view(
+        JobStatus(
+            context="exp",
+            state=WORKERS_DEAD,
+            job_class="ProcessJob",
+            meshes=[MeshStatus("hosts", 2, 0), MeshStatus("gpus", None, None)],
+        )
+    )
     assert dead.can_kill and dead.colour == "#cf222e" and "Kill clears the cache" in dead.hint
     assert [(m.hosts, m.live_workers) for m in dead.meshes] == [("2", "0"), ("?", "?")]
     assert dead.total_hosts == 2
@@ -171,11 +187,12 @@ def test_real_session_publishes_to_the_widget(tmp_path):
     session.status()
     assert heads and 'data-state="no job"' in heads[-1]
     widget.close()
-    assert widget._on_status not in session._listeners
+    assert widget._on_status not in session._board.listeners
 
 
-# ── run grid: the RunView protocol ──────────────────────────────────────
-from monarch_jupyter.widgets.run_model import BATCH_LINES, TAIL, RunView, Throttle  # noqa: E402
+# ── run grid: a view of the run model ───────────────────────────────────
+from monarch_jupyter.remote import model  # noqa: E402
+from monarch_jupyter.widgets.run_model import BATCH_LINES, GridSync, Throttle, tails, tile_json  # noqa: E402
 
 
 class Clock:
@@ -186,65 +203,87 @@ class Clock:
         return self.t
 
 
-def test_run_view_tiles_follow_events():
+def run_state(n: int, clock=None, observers=(), labels=None) -> model.RunState:
+    labels = labels or [f"hosts={i}" for i in range(n)]
+    ranks = [
+        model.RankState(label=label, mesh="hosts", point={"hosts": i}, rank=i)
+        for i, label in enumerate(labels)
+    ]
+    return model.RunState(
+        command="echo",
+        mode="bash",
+        target=f"mesh hosts ({n} ranks)",
+        ranks=ranks,
+        started=100.0,
+        observers=list(observers),
+        clock=clock or time.time,
+    )
+
+
+def test_tiles_are_read_from_the_run_model():
     clock = Clock(100.0)
-    view = RunView(["hosts=0", "hosts=1", "hosts=2", "hosts=3"], title="%%remote hosts", clock=clock)
-    assert [t.status for t in view.tiles] == ["pending"] * 4
-    view.rank_started(0, "hosts=0")
-    view.rank_started(1, "hosts=1")
-    view.lines(0, [("out", "step 1"), ("err", "warn")])
+    state = run_state(4, clock)
+    assert [tile_json(i, r)["status"] for i, r in enumerate(state.ranks)] == ["pending"] * 4
+    assert state.progress_line() == "4 ranks: 4 pending"
+    state.apply(model.Started(0))
+    state.apply(model.Started(1))
+    state.apply(model.Output(0, model.OUT, "step 1\n"))
+    state.apply(model.Output(0, model.ERR, "warn\n"))
     clock.t = 102.5
-    assert view.tiles[0].status == "running" and view.tiles[0].last == "warn"
-    assert view.tiles[0].elapsed(clock()) == 2.5
-    view.rank_finished(0, "ok", 0, 2.4)
-    view.rank_finished(1, "failed", 3, 1.0)
-    view.lines(2, [("out", "late start")])  # lines before a start event still start the rank
-    assert view.tiles[2].status == "running"
-    view.rank_finished(2, "timed_out", None, 30.0)
-    assert view.counts()["ok"] == 1 and view.counts()["pending"] == 1
-    assert [t.rank for t in view.shown(failing_only=True)] == [1, 2]
-    assert [t.rank for t in view.shown()] == [0, 1, 2, 3]
-    assert view.output(0) == [("out", "step 1"), ("err", "warn")]
-    assert view.summary() == "4 ranks: 1 ok, 1 failed, 1 timed out, 1 pending"
-    view.finish()
-    assert view.tiles[3].status == "skipped" and view.finished
-    with pytest.raises(ValueError):
-        view.rank_finished(0, "bogus", None, None)
+    state.apply(model.Exited(0, 0, 2.4))
+    state.apply(model.Exited(1, 3, 1.0))
+    state.apply(model.Output(2, model.OUT, "late start\n"))  # lines before a start event still start the rank
+    assert state.ranks[2].status == "running" and state.ranks[2].started == 102.5
+    tile = tile_json(0, state.ranks[0])
+    assert tile == {
+        "rank": 0,
+        "label": "hosts=0",
+        "status": "ok",
+        "failing": False,
+        "returncode": 0,
+        "duration": 2.4,
+        "started": 100.0,
+        "error": None,
+    }
+    assert tile_json(1, state.ranks[1])["failing"] is True
+    assert [r.rank for r in state.failing()] == [1]
+    assert state.progress_line() == "4 ranks: 1 running, 1 ok, 1 failed, 1 pending"
+    state.apply(model.Stopping("timed_out"))
+    assert state.progress_line().endswith(" · stopping (timed out)")
+    state.apply(model.Finished())
+    # one end-of-run rule: the running rank ends as the stop reason, the silent one too
+    assert [r.status for r in state.ranks] == ["ok", "failed", "timed_out", "timed_out"]
+    assert state.progress_line() == state.summary_line()
+    assert tails(state) == {"0": [["out", "step 1"], ["err", "warn"]], "2": [["out", "late start"]]}
 
 
-def test_run_view_stop_marks_unfinished_ranks():
-    view = RunView(["a", "b", "c"])
-    view.rank_started(0)
-    view.rank_started(1)
-    view.rank_finished(1, "ok", 0, 0.1)
-    view.stopping("interrupted")
-    assert "stopping (interrupted)" in view.summary()
-    view.finish("remote: stopped")
-    assert [t.status for t in view.tiles] == ["interrupted", "ok", "interrupted"]
-    assert view.summary() == "remote: stopped"
-
-
-def test_run_view_batches_only_changes_and_bounds_lines():
-    view = RunView(["a", "b"])
-    first = view.take()
-    assert [t["rank"] for t in first.tiles] == [0, 1] and first.lines == {}
-    assert view.take() is None  # nothing changed
-    view.lines(1, [("out", f"l{i}") for i in range(BATCH_LINES + 50)])
-    batch = view.take()
-    assert [t["rank"] for t in batch.tiles] == [1]  # started by its first lines
+def test_grid_sync_sends_only_changes_and_bounds_lines():
+    state = run_state(2)
+    sync = GridSync(state)
+    first = sync.take()
+    assert [t["rank"] for t in first.tiles] == [0, 1] and first.lines == {} and first.message() is None
+    assert sync.take() is None  # nothing changed
+    state.apply(model.Output(1, model.OUT, "".join(f"l{i}\n" for i in range(BATCH_LINES + 50))))
+    batch = sync.take()
+    assert [t["status"] for t in batch.tiles] == ["pending", "running"]  # started by its first lines
     assert len(batch.lines[1]) == BATCH_LINES and batch.lines[1][-1] == ["out", f"l{BATCH_LINES + 49}"]
     assert batch.dropped == {1: 50}
-    assert batch.to_json()["lines"]["1"][0] == ["out", "l50"]
-    assert len(view.output(1)) == TAIL and view.tiles[1].nlines == BATCH_LINES + 50
-    view.lines(1, [("out", "more")])
-    batch = view.take()
-    assert batch.tiles == [] and batch.lines == {1: [["out", "more"]]}  # a line is not a tile change
-
-
-def test_run_view_grows_for_unknown_ranks():
-    view = RunView()
-    view.rank_started(2, "hosts=2")
-    assert [t.label for t in view.tiles] == ["rank 0", "rank 1", "hosts=2"]
+    assert batch.message()["lines"]["1"][0] == ["out", "l50"] and batch.message()["dropped"] == {"1": 50}
+    state.apply(model.Output(1, model.OUT, "more\n"))
+    batch = sync.take()
+    assert batch.tiles is None and batch.lines == {1: [["out", "more"]]}  # a line is not a tile change
+    state.apply(model.Output(0, model.OUT, "partial"))  # an unfinished line: the tile starts, no line yet
+    batch = sync.take()
+    assert batch.tiles[0]["status"] == "running" and batch.lines == {}
+    state.apply(model.Stopping("interrupted"))
+    batch = sync.take()
+    assert (
+        batch.tiles is None and batch.stopping == "interrupted" and "stopping (interrupted)" in batch.summary
+    )
+    state.apply(model.Finished())
+    batch = sync.take()
+    assert batch.finished and batch.lines == {0: [["out", "partial"]]}  # closed by the end of the run
+    assert [t["status"] for t in batch.tiles] == ["interrupted", "interrupted"]
 
 
 def test_throttle():
@@ -283,8 +322,9 @@ class Sent:
 @needs_anywidget
 def test_run_widget_sends_one_batch_per_interval_at_64_ranks():
     clock = Clock(0.0)
-    labels = [f"hosts={i}" for i in range(64)]
-    widget = RunWidget(labels, title="%%remote", start_timer=False, clock=clock)
+    state = run_state(64)
+    widget = RunWidget(state, title="%%remote", clock=clock)
+    state.observers.append(widget)
     sent = Sent(widget)
     assert widget.batches == 1 and len(widget.tiles) == 64
     # 2 s of 64 ranks each printing every 5 ms: 25,600 lines, events every 5 ms
@@ -292,9 +332,10 @@ def test_run_widget_sends_one_batch_per_interval_at_64_ranks():
         clock.t = step * 0.005
         for rank in range(64):
             if step == 0:
-                widget.rank_started(rank, labels[rank])
-            widget.lines(rank, [("out", f"r{rank} line {step}")])
-    widget.flush()  # what the timer does after the last event
+                state.apply(model.Started(rank))
+            state.apply(model.Output(rank, model.OUT, f"r{rank} line {step}\n"))
+    clock.t += 0.05
+    widget.on_tick(state)  # what the magic does between events
     assert widget.batches - 1 <= 2.0 / 0.05 + 2  # one flush per 50 ms, not per line
     assert sent.syncs <= widget.batches  # one state sync per flush (hold_sync)
     assert len(sent.messages) <= widget.batches
@@ -305,23 +346,32 @@ def test_run_widget_sends_one_batch_per_interval_at_64_ranks():
     assert got["63"][-1] == ["out", "r63 line 399"] and len(got["0"]) == 400  # nothing lost
     assert all(t["status"] == "running" for t in widget.tiles)
     for rank in range(64):
-        widget.rank_finished(rank, "ok" if rank % 8 else "failed", 0 if rank % 8 else 1, 2.0)
-    widget.finish("remote: 56 ok, 8 failed")
-    assert widget.finished and widget.summary == "remote: 56 ok, 8 failed"
-    assert [t["rank"] for t in widget.tiles if t["status"] == "failed"] == list(range(0, 64, 8))
+        state.apply(model.Exited(rank, 0 if rank % 8 else 1, 2.0))
+    state.apply(model.Finished())  # sent at once, whatever the throttle says
+    assert widget.finished and widget.summary == state.summary_line()
+    assert [t["rank"] for t in widget.tiles if t["failing"]] == list(range(0, 64, 8))
     assert widget.tails["5"][-1] == ["out", "r5 line 399"]
+    assert widget.state is None  # the finished run is not kept alive by its grid
     widget.close()
 
 
 @needs_anywidget
-def test_run_widget_timer_flushes_the_last_batch():
-    widget = RunWidget(["a"], interval=0.05)
-    widget.rank_started(0)  # due: flushed at once
+def test_run_widget_tick_flushes_the_last_batch():
+    clock = Clock(0.0)
+    state = run_state(1)
+    widget = RunWidget(state, clock=clock)
+    state.observers.append(widget)
+    state.apply(model.Started(0))  # due: flushed at once
     before = widget.batches
-    widget.lines(0, [("out", "x")])  # within 50 ms: left to the timer
-    deadline = time.monotonic() + 2
-    while widget.batches == before and time.monotonic() < deadline:
-        time.sleep(0.01)
+    clock.t = 0.01
+    state.apply(model.Output(0, model.OUT, "x\n"))  # within 50 ms: left for later
+    widget.on_tick(state)
+    assert widget.batches == before
+    clock.t = 0.06
+    widget.on_tick(state)
+    assert widget.batches == before + 1
+    clock.t = 0.2
+    widget.on_tick(state)  # nothing changed: nothing sent
     assert widget.batches == before + 1
     widget.close()
 
@@ -329,7 +379,7 @@ def test_run_widget_timer_flushes_the_last_batch():
 @needs_anywidget
 def test_run_widget_bundle_and_stop_message():
     stops = []
-    widget = RunWidget(["a", "b"], title="%%remote", start_timer=False, on_stop=lambda: stops.append(1))
+    widget = RunWidget(run_state(2), title="%%remote", on_stop=lambda: stops.append(1))
     data = widget._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
     assert data[WIDGET_MIME]["model_id"] == widget.model_id
@@ -341,14 +391,11 @@ def test_run_widget_bundle_and_stop_message():
 
 
 @needs_anywidget
-def test_remote_observer_adapts_run_state_events():
+def test_remote_observer_shows_a_widget_per_run():
     """The %%remote RunState observer interface, with the real model classes."""
-    model = pytest.importorskip("monarch_jupyter.remote.model")
     shown = []
-    observer = RemoteRunObserver(show=shown.append, placeholder=lambda text: None, show_after=0, start_timer=False)
-    ranks = [model.RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(2)]
-    state = model.RunState(command="echo", mode="bash", target="hosts", ranks=ranks, started=time.time(),
-                           observers=[observer])
+    observer = RemoteRunObserver(show=shown.append, placeholder=lambda text: None, show_after=0)
+    state = run_state(2, observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "one\ntw"))
     state.apply(model.Output(0, model.OUT, "o\n"))
@@ -359,14 +406,11 @@ def test_remote_observer_adapts_run_state_events():
     state.apply(model.Finished())
     widget = observer.widget
     assert shown == [widget]
-    view = widget.view
-    assert [t.status for t in view.tiles] == ["ok", "interrupted"]
-    assert view.output(0) == [("out", "one"), ("out", "two")]
-    assert view.output(1) == [("err", "bad")]
-    assert view.final_summary == state.summary_line() and widget.finished
+    assert [t["status"] for t in widget.tiles] == ["ok", "interrupted"]
+    assert widget.tails == {"0": [["out", "one"], ["out", "two"]], "1": [["err", "bad"]]}
+    assert widget.summary == state.summary_line() and widget.finished
     # a second run gets a new widget
-    state2 = model.RunState(command="x", mode="bash", target="hosts", ranks=[model.RankState("h", "hosts", {}, 0)],
-                            started=time.time(), observers=[observer])
+    state2 = run_state(1, observers=[observer])
     state2.apply(model.Started(0))
     assert observer.widget is not widget and len(shown) == 2
     widget.close()
@@ -388,8 +432,7 @@ def test_widgets_only_where_there_is_a_kernel():
 
 @needs_anywidget
 def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
-    model = pytest.importorskip("monarch_jupyter.remote.model")
-    now = [0.0]
+    now = Clock(0.0)
     placeholders, updates = [], []
 
     class Handle:
@@ -400,35 +443,36 @@ def test_grid_replaces_its_placeholder_only_once_the_run_lasts():
         placeholders.append(text)
         return Handle()
 
-    observer = RemoteRunObserver(placeholder=placeholder, clock=lambda: now[0], start_timer=False)
-    ranks = [model.RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(2)]
-    state = model.RunState(command="echo", mode="bash", target="mesh hosts (2 ranks)", ranks=ranks,
-                           started=time.time(), observers=[observer])
+    observer = RemoteRunObserver(placeholder=placeholder, clock=now)
+    state = run_state(2, observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "early\n"))
     assert placeholders == ["%%remote mesh hosts (2 ranks)"]
     assert observer.widget is None and updates == []
-    now[0] = 0.31
+    now.t = 0.31
     observer.on_tick(state)  # a silent run still gets its grid
     widget = observer.widget
     assert updates == [widget]
     bundle = widget._repr_mimebundle_()
     bundle = bundle[0] if isinstance(bundle, tuple) else bundle
     assert bundle["text/plain"] == placeholders[0]
-    assert widget.view.output(0) == [("out", "early")]
     assert widget.tails == {"0": [["out", "early"]]}  # what a view rendered now starts from
+    sent = Sent(widget)
+    state.apply(model.Output(0, model.OUT, "later\n"))
     state.apply(model.Exited(0, 0, 0.4))
-    assert widget.view.tiles[0].status == "ok"
+    now.t = 0.4
+    observer.on_tick(state)
+    assert widget.tiles[0]["status"] == "ok"
+    assert sent.messages == [
+        {"kind": "lines", "lines": {"0": [["out", "later"]]}, "dropped": {}}
+    ]  # not "early" again
     widget.close()
 
 
 @needs_anywidget
 def test_fast_runs_never_build_the_widget():
-    model = pytest.importorskip("monarch_jupyter.remote.model")
-    observer = RemoteRunObserver(placeholder=lambda text: None, clock=lambda: 0.0, start_timer=False)
-    ranks = [model.RankState(label="hosts=0", mesh="hosts", point={"hosts": 0}, rank=0)]
-    state = model.RunState(command="true", mode="bash", target="hosts", ranks=ranks, started=time.time(),
-                           observers=[observer])
+    observer = RemoteRunObserver(placeholder=lambda text: None, clock=lambda: 0.0)
+    state = run_state(1, observers=[observer])
     for event in (model.Started(0), model.Exited(0, 0, 0.01), model.Finished()):
         state.apply(event)
     assert observer.widget is None

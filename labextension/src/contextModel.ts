@@ -65,8 +65,7 @@ function num(value: unknown): number | null {
 
 function meshText(mesh: IMeshStatus): string {
   const hosts = mesh.hosts === null ? '?' : String(mesh.hosts);
-  const live =
-    mesh.live_workers === null ? '' : ` (${mesh.live_workers} live)`;
+  const live = mesh.live_workers === null ? '' : ` (${mesh.live_workers} live)`;
   return `${mesh.name} ×${hosts}${live}`;
 }
 

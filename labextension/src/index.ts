@@ -9,6 +9,8 @@ import {
 } from '@jupyterlab/application';
 
 import { monarchIcon } from './icon';
+// The sidebar is added as the application starts: activation needs the panel at once.
+// eslint-disable-next-line jupyter/prefer-lazy-imports
 import { MonarchPanel } from './panel';
 import { requestAPI } from './request';
 

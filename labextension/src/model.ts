@@ -5,23 +5,49 @@
  * code, so they are unit-testable.
  */
 
-/** The mimetype the kernel side displays run results with. */
+/*
+ * The payload and its status vocabulary are defined once, in
+ * monarch_jupyter/schema/remote-run.schema.json (a JSON Schema). The constants
+ * below are typed copies of it: src/__tests__/schema.spec.ts fails when they
+ * differ from the schema.
+ */
+
+/** The mimetype the kernel side displays run results with (schema: x-mime-type). */
 export const MIME_TYPE = 'application/vnd.monarch.remote+json';
 
-/** The only payload version this renderer understands. */
+/** The only payload version this renderer understands (schema: version). */
 export const FORMAT_VERSION = 1;
 
-/** Every status a rank can be in. */
+/** Every status a rank can be in, in display order (schema: $defs.status). */
 export const RANK_STATUSES = [
+  'running',
+  'ok',
+  'failed',
+  'timed_out',
+  'interrupted',
+  'skipped',
+  'pending'
+] as const;
+
+export type RankStatus = (typeof RANK_STATUSES)[number];
+
+/** What a rank ends as: the keys of the summary (schema: $defs.finalStatus). */
+export const FINAL_STATUSES = [
   'ok',
   'failed',
   'timed_out',
   'skipped',
-  'interrupted',
-  'running'
+  'interrupted'
 ] as const;
 
-export type RankStatus = (typeof RANK_STATUSES)[number];
+export type FinalStatus = (typeof FINAL_STATUSES)[number];
+
+/** Final statuses that count as a failure (schema: $defs.failingStatus). */
+export const FAILING_STATUSES: readonly RankStatus[] = [
+  'failed',
+  'timed_out',
+  'interrupted'
+];
 
 /** Which stream a line came from. */
 export type Stream = 'out' | 'err';
@@ -30,13 +56,7 @@ export type Stream = 'out' | 'err';
 export type Line = [Stream, string];
 
 /** Per-status counts over all ranks. */
-export interface ISummary {
-  ok: number;
-  failed: number;
-  timed_out: number;
-  skipped: number;
-  interrupted: number;
-}
+export type Summary = Record<FinalStatus, number>;
 
 /** One rank's result. */
 export interface IRank {
@@ -62,20 +82,12 @@ export interface IRunResult {
   started: string;
   duration: number | null;
   log_path: string | null;
-  summary: ISummary;
+  summary: Summary;
   ranks: IRank[];
 }
 
 /** Thrown by `parseRunResult` when the payload is not a valid version-1 result. */
 export class RunResultError extends Error {}
-
-const SUMMARY_KEYS: (keyof ISummary)[] = [
-  'ok',
-  'failed',
-  'timed_out',
-  'skipped',
-  'interrupted'
-];
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -171,8 +183,8 @@ export function parseRunResult(data: unknown): IRunResult {
   }
   const ranks = data.ranks.map(parseRank);
   const rawSummary = isObject(data.summary) ? data.summary : {};
-  const summary = {} as ISummary;
-  for (const key of SUMMARY_KEYS) {
+  const summary = {} as Summary;
+  for (const key of FINAL_STATUSES) {
     summary[key] = count(rawSummary[key]);
   }
   return {
@@ -188,13 +200,9 @@ export function parseRunResult(data: unknown): IRunResult {
   };
 }
 
-/** True for a rank that did not finish cleanly (everything but ok/skipped/running). */
+/** True for a rank that did not finish cleanly (a failing status). */
 export function isFailing(rank: IRank): boolean {
-  return (
-    rank.status === 'failed' ||
-    rank.status === 'timed_out' ||
-    rank.status === 'interrupted'
-  );
+  return FAILING_STATUSES.includes(rank.status);
 }
 
 /** Ranks expanded by default when a result has at most this many. */
@@ -202,7 +210,9 @@ export const OPEN_ALL_MAX = 8;
 
 /** Whether a rank's panel starts expanded: failing ranks always, others in small runs. */
 export function initiallyOpen(rank: IRank, rankCount: number): boolean {
-  return isFailing(rank) || (rankCount <= OPEN_ALL_MAX && rank.lines.length > 0);
+  return (
+    isFailing(rank) || (rankCount <= OPEN_ALL_MAX && rank.lines.length > 0)
+  );
 }
 
 /** The ranks to show: all of them, or only the failing ones. */
@@ -224,8 +234,8 @@ export function formatDuration(seconds: number | null): string {
 }
 
 /** "1 ok, 1 failed": the non-zero counts in a fixed order ("no ranks" if none). */
-export function summaryText(summary: ISummary): string {
-  const parts = SUMMARY_KEYS.filter(key => summary[key] > 0).map(
+export function summaryText(summary: Summary): string {
+  const parts = FINAL_STATUSES.filter(key => summary[key] > 0).map(
     key => `${summary[key]} ${key.replace('_', ' ')}`
   );
   return parts.length ? parts.join(', ') : 'no ranks';

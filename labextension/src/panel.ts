@@ -112,7 +112,11 @@ export class MonarchPanel extends Widget {
       head.appendChild(el('span', `${CLASS}-activeTag`, 'active'));
     }
     head.appendChild(
-      el('span', `${CLASS}-state ${CLASS}-state-${stateClass(item.state)}`, item.state)
+      el(
+        'span',
+        `${CLASS}-state ${CLASS}-state-${stateClass(item.state)}`,
+        item.state
+      )
     );
     row.appendChild(head);
     if (item.meshes.length) {

@@ -45,7 +45,11 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
   const summary = el('summary', `${CLASS}-rankHeader`);
   summary.appendChild(el('span', `${CLASS}-label`, rank.label));
   summary.appendChild(
-    el('span', `${CLASS}-badge ${CLASS}-badge-${badgeKind(rank)}`, badgeText(rank))
+    el(
+      'span',
+      `${CLASS}-badge ${CLASS}-badge-${badgeKind(rank)}`,
+      badgeText(rank)
+    )
   );
   const duration = formatDuration(rank.duration);
   if (duration) {

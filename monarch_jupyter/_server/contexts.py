@@ -64,16 +64,29 @@ def _is_real_dir(path: str) -> bool:
 
 
 def read_status(context_dir: str) -> dict[str, Any] | None:
-    """The context's status.json as a dict, or None if absent, a symlink or invalid."""
+    """The context's status.json as a dict, or None if absent, not a regular file,
+    a symlink, too large or invalid.
+
+    Never blocks: a FIFO, socket or device is refused from ``lstat`` before it
+    is opened, and the open is non-blocking and does not follow symlinks.
+    """
     path = os.path.join(context_dir, STATUS_FILE)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_STATUS_BYTES:
+        return None
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
     except OSError:
         return None
     try:
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_STATUS_BYTES:
+                return None  # swapped between lstat and open
             raw = f.read(MAX_STATUS_BYTES + 1)
     except OSError:
         return None

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
+from tornado.ioloop import IOLoop
 
 from .contexts import InvalidPath, list_contexts
+
+#: Scans touch the file system (a slow or hung mount, thousands of folders):
+#: they run here, never on the server's event loop, so no file can stall
+#: the other endpoints. Two threads: polls from many tabs queue, they don't pile up.
+_SCANNER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="monarch-jupyter-scan")
 
 
 class ContextsHandler(APIHandler):
@@ -22,9 +29,10 @@ class ContextsHandler(APIHandler):
 
     @web.authenticated
     @authorized
-    def get(self) -> None:
+    async def get(self) -> None:
+        path = self.get_argument("path", "")
         try:
-            body = list_contexts(self.root_dir, self.get_argument("path", ""))
+            body = await IOLoop.current().run_in_executor(_SCANNER, list_contexts, self.root_dir, path)
         except InvalidPath as exc:
             raise web.HTTPError(400, f"invalid path: {exc}") from None
         self.finish(json.dumps(body))

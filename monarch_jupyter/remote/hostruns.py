@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any
 
-from .process import GRACE, READ_SIZE, Process, killpg
+from .process import GRACE, READ_SIZE, Process, _wait_exit, killpg
 from .protocol import ERR, OUT, Chunk
 
 MARKER = "MONARCH_JUPYTER_RUN"
@@ -632,8 +632,6 @@ class CapturedProcess(Process):
 
     def finish_now(self, limit: float) -> int | None:
         """The return code if the command (and everything in its group) ends within ``limit``."""
-        from .process import _wait_exit
-
         if self.popen.poll() is None:
             _wait_exit(self.popen, limit)
             if self.popen.poll() is None:

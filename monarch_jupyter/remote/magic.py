@@ -200,9 +200,7 @@ def register(ipython: Any, session: Any) -> None:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
     in a kernel, every run also shows the live rank grid (widgets/run.py)."""
     ipython.register_magics(RemoteMagics(ipython, session))
-    from ..widgets import in_widget_kernel
+    from ..widgets import in_widget_kernel, install_run_grid
 
     if in_widget_kernel(ipython):
-        from ..widgets.run import install
-
-        install(ipython)
+        install_run_grid(ipython)

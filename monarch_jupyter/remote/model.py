@@ -1,32 +1,47 @@
 """The plain-data model of one ``%%remote`` run, updated by events.
 
 No Monarch, no IPython, no threads: the runner produces events, the magic
-applies them on the kernel thread (:meth:`RunState.apply`) and observers —
-the text renderer today, widgets later — read the state.
+applies them on the kernel thread (:meth:`RunState.apply`) and views read the
+state: the text renderer (``render.py``), the saved output (:meth:`RunState.to_mime`)
+and the live grid (``widgets/run.py``, an observer). Every fact about a run —
+statuses, the end-of-run rules, tails, counts, failing ranks, summaries — lives
+here once. Statuses come from ``monarch_jupyter/schema/remote-run.schema.json``.
+
+Memory is bounded whatever a rank prints: a line longer than :data:`LINE_CHARS`
+is cut (its length is still reported), an unfinished line keeps only what could
+be shown, and each rank's tail is bounded in lines and characters. The run log
+(``spool.py``) has every byte.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import html
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
+from ..schema import STATUSES as ALL_STATUSES
+from ..schema import status as _status
+
 OUT, ERR = "out", "err"
 
-RUNNING = "running"
-OK = "ok"
-FAILED = "failed"
-TIMED_OUT = "timed_out"
-SKIPPED = "skipped"
-INTERRUPTED = "interrupted"
-PENDING = "pending"
-STATUSES = (OK, FAILED, TIMED_OUT, SKIPPED, INTERRUPTED)
+RUNNING = _status("running")
+OK = _status("ok")
+FAILED = _status("failed")
+TIMED_OUT = _status("timed_out")
+SKIPPED = _status("skipped")
+INTERRUPTED = _status("interrupted")
+PENDING = _status("pending")
+STATUSES = FINAL_STATUSES  # what a rank ends as: the keys of the payload's summary
+FAILING = frozenset(FAILING_STATUSES)
 
 TAIL_LINES = 200  # lines kept per rank (saved output, widgets)
-MIME_TYPE = "application/vnd.monarch.remote+json"
+TAIL_CHARS = 64_000  # characters kept per rank: 200 long lines must not pin megabytes
+LINE_CHARS = 2000  # a longer line is cut where it is shown or kept (never in the log)
 
 
 # ── events (what the runner reports) ────────────────────────────────────
@@ -78,18 +93,96 @@ Event = Any  # one of the dataclasses above
 
 
 class Observer(Protocol):
+    """A view of a run (``RunState.observers``), called on the kernel thread.
+
+    ``on_event`` after every event is applied; the magic also calls ``on_tick(state)``,
+    when an observer has it, every few milliseconds between events."""
+
     def on_event(self, state: RunState, event: Event) -> None: ...
 
 
 # ── per-rank state ─────────────────────────────────────────────────────
+def _segment(line: str) -> tuple[int, int]:
+    """Where the last non-empty ``\\r``-separated segment of ``line`` starts and ends."""
+    end = len(line)
+    while True:
+        cut = line.rfind("\r", 0, end)
+        if cut < 0:
+            return 0, end
+        if cut + 1 < end:
+            return cut + 1, end
+        end = cut
+
+
 def visible(line: str) -> str:
     """What a terminal shows for ``line``: the text after its last ``\\r`` (trailing ``\\r`` ignored)."""
     if "\r" not in line:
         return line
-    for segment in reversed(line.split("\r")):
-        if segment:
-            return segment
-    return ""
+    start, end = _segment(line)
+    return line[start:end]
+
+
+def clip(line: str, dropped: int = 0, limit: int = LINE_CHARS) -> str:
+    """``line`` cut to ``limit`` characters, saying how many more it had (``dropped``
+    characters were already cut off before it reached us)."""
+    if len(line) + dropped <= limit:
+        return line
+    return line[:limit] + f" … (+{len(line) + dropped - limit} chars)"
+
+
+def shown(line: str, dropped: int = 0) -> str:
+    """A line as views show it: ``\\r`` applied, cut to :data:`LINE_CHARS`.
+
+    ``dropped``: characters of the line's first segment we did not keep."""
+    if "\r" in line:
+        start, end = _segment(line)
+        if start:  # a later segment replaced the one whose characters were dropped
+            dropped = 0
+        line = line[start:end]
+    return clip(line, dropped)
+
+
+class Tail:
+    """The last lines of a rank, as ``(stream, line)``, bounded in lines and characters."""
+
+    __slots__ = ("_lines", "chars", "max_chars", "max_lines")
+
+    def __init__(self, max_lines: int = TAIL_LINES, max_chars: int = TAIL_CHARS) -> None:
+        self._lines: deque[tuple[str, str]] = deque()
+        self.chars = 0
+        self.max_lines = max_lines
+        self.max_chars = max_chars
+
+    def extend(self, stream: str, lines: Iterable[str]) -> None:
+        for line in lines:
+            self._lines.append((stream, line))
+            self.chars += len(line)
+        lines_ = self._lines
+        while len(lines_) > self.max_lines or (self.chars > self.max_chars and len(lines_) > 1):
+            self.chars -= len(lines_.popleft()[1])
+
+    def last(self, n: int) -> list[tuple[str, str]]:
+        """The last ``n`` lines, oldest first."""
+        if n <= 0:
+            return []
+        if n >= len(self._lines):
+            return list(self._lines)
+        out = []
+        for item in reversed(self._lines):
+            out.append(item)
+            if len(out) == n:
+                break
+        out.reverse()
+        return out
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
 
 
 @dataclass
@@ -97,9 +190,10 @@ class Fed:
     """Complete lines one event added to one rank's stream, kept as the chunk they came in.
 
     The lines are ``(prefix + text[:end]).split("\n")``: ``prefix`` is the rank's
-    unfinished line before this chunk, ``end`` the position of the chunk's last
-    newline. Splitting (or even copying) millions of lines is what makes a flood
-    slow, so consumers take only the lines they show: :meth:`last`, :meth:`first`.
+    unfinished line before this chunk (``dropped`` more characters of it were not
+    kept), ``end`` the position of the chunk's last newline. Splitting (or even
+    copying) millions of lines is what makes a flood slow, so consumers take only
+    the lines they show: :meth:`last`, :meth:`first` (both :func:`shown`).
     """
 
     index: int
@@ -108,25 +202,30 @@ class Fed:
     text: str
     end: int
     count: int
+    dropped: int = 0
 
     def last(self, n: int) -> list[str]:
-        """The last ``n`` lines as a terminal shows them (``\r`` applied)."""
+        """The last ``n`` lines as a terminal shows them (``\r`` applied, long lines cut)."""
         if n <= 0 or self.count <= 0:
             return []
         if n >= self.count:
             lines = (self.prefix + self.text[: self.end]).split("\n")
-        else:  # n < count: the last n lines all lie in text (n newlines back from end)
-            start = self.end
-            for _ in range(n):
-                start = self.text.rfind("\n", 0, start)
-            lines = self.text[start + 1 : self.end].split("\n")
-        return [visible(line) if "\r" in line else line for line in lines]
+            first = shown(lines[0], self.dropped)
+            return [
+                first,
+                *(shown(line) if len(line) > LINE_CHARS or "\r" in line else line for line in lines[1:]),
+            ]
+        # n < count: the last n lines all lie in text (n newlines back from end)
+        start = self.end
+        for _ in range(n):
+            start = self.text.rfind("\n", 0, start)
+        lines = self.text[start + 1 : self.end].split("\n")
+        return [shown(line) if len(line) > LINE_CHARS or "\r" in line else line for line in lines]
 
     def first(self) -> str:
         """The first line as a terminal shows it."""
         cut = self.text.find("\n", 0, self.end)
-        line = self.prefix + self.text[: cut if cut >= 0 else self.end]
-        return visible(line) if "\r" in line else line
+        return shown(self.prefix + self.text[: cut if cut >= 0 else self.end], self.dropped)
 
 
 @dataclass
@@ -140,10 +239,13 @@ class RankState:
     duration: float | None = None
     pid: int | None = None
     error: str | None = None
-    lines: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    started: float | None = None  # wall clock (epoch seconds) of its first sign of life
+    lines: Tail = field(default_factory=Tail)
     counts: dict[str, int] = field(default_factory=lambda: {OUT: 0, ERR: 0})
     nbytes: int = 0
+    # the unfinished line per stream: its last segment (\r), at most LINE_CHARS of it
     pending: dict[str, str] = field(default_factory=lambda: {OUT: "", ERR: ""})
+    dropped: dict[str, int] = field(default_factory=lambda: {OUT: 0, ERR: 0})  # characters of it not kept
     full: dict[str, list[str]] | None = None  # whole text per stream, when kept (--save)
     full_limit: int = 64 << 20
 
@@ -152,8 +254,21 @@ class RankState:
         return self.status not in (PENDING, RUNNING)
 
     @property
+    def failing(self) -> bool:
+        return self.status in FAILING
+
+    @property
     def total_lines(self) -> int:
         return self.counts[OUT] + self.counts[ERR]
+
+    @property
+    def truncated(self) -> int:
+        """Lines counted but no longer in the tail."""
+        return max(0, self.total_lines - len(self.lines))
+
+    def partial(self, stream: str) -> str:
+        """The unfinished line of ``stream`` as a terminal shows it now ('' if none)."""
+        return shown(self.pending[stream], self.dropped[stream]) if self.pending[stream] else ""
 
     def feed(self, stream: str, text: str, index: int = 0, newlines: int | None = None) -> Fed | None:
         """Add a decoded chunk; returns its complete lines (None when it completed none).
@@ -163,28 +278,48 @@ class RankState:
         self.nbytes += len(text)
         if self.full is not None and self.nbytes <= self.full_limit:
             self.full[stream].append(text)
-        prefix = self.pending[stream]
         cut = text.rfind("\n")
         if cut < 0:
-            self.pending[stream] = prefix + text
+            self._grow(stream, text)
             return None
-        self.pending[stream] = text[cut + 1:]
+        prefix, dropped = self.pending[stream], self.dropped[stream]
+        self.pending[stream], self.dropped[stream] = "", 0
+        if cut + 1 < len(text):
+            self._grow(stream, text[cut + 1 :])
         # the pending part has no newline: the lines completed are the newlines of text
-        fed = Fed(index, stream, prefix, text, cut, newlines if newlines else text.count("\n", 0, cut) + 1)
+        fed = Fed(
+            index, stream, prefix, text, cut, newlines if newlines else text.count("\n", 0, cut) + 1, dropped
+        )
         self.counts[stream] += fed.count
-        self.lines.extend((stream, line) for line in fed.last(TAIL_LINES))
+        self.lines.extend(stream, fed.last(TAIL_LINES))
         return fed
+
+    def _grow(self, stream: str, text: str) -> None:
+        """Append ``text`` (no newline) to the unfinished line, keeping only what can be shown:
+        the last ``\\r`` segment, cut to LINE_CHARS (a 50 MB line costs 2 KB, not 50 MB)."""
+        line = self.pending[stream] + text
+        if "\r" in line:
+            start, _ = _segment(line)
+            if start:  # a new segment replaces what came before, dropped characters included
+                line = line[start:]
+                self.dropped[stream] = 0
+        if len(line) > LINE_CHARS:
+            body = line.rstrip("\r")  # a trailing \r must survive: what follows replaces the line
+            if len(body) > LINE_CHARS:
+                self.dropped[stream] += len(body) - LINE_CHARS
+                line = body[:LINE_CHARS] + ("\r" if len(body) < len(line) else "")
+        self.pending[stream] = line
 
     def close_pending(self, index: int = 0) -> list[Fed]:
         """End of output: a last line without newline becomes a line."""
         closed = []
         for stream in (OUT, ERR):
-            rest = self.pending[stream]
+            rest, dropped = self.pending[stream], self.dropped[stream]
             if rest:
-                self.pending[stream] = ""
+                self.pending[stream], self.dropped[stream] = "", 0
                 self.counts[stream] += 1
-                self.lines.append((stream, visible(rest)))
-                closed.append(Fed(index, stream, "", rest, len(rest), 1))
+                self.lines.extend(stream, [shown(rest, dropped)])
+                closed.append(Fed(index, stream, "", rest, len(rest), 1, dropped))
         return closed
 
     def text(self, stream: str) -> str:
@@ -218,6 +353,7 @@ class RunState:
     error: str | None = None
     finished: bool = False
     observers: list[Any] = field(default_factory=list)
+    clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
 
     def apply(self, event: Event) -> list[Fed]:
         """Update from one event and notify observers; returns the lines it completed."""
@@ -225,7 +361,7 @@ class RunState:
         if isinstance(event, Output):
             rank = self.ranks[event.index]
             if rank.status == PENDING:
-                rank.status = RUNNING
+                self._start(rank)
             item = rank.feed(event.stream, event.text, event.index, event.newlines)
             if item is not None:
                 fed.append(item)
@@ -233,7 +369,7 @@ class RunState:
             rank = self.ranks[event.index]
             rank.pid = event.pid
             if rank.status == PENDING:
-                rank.status = RUNNING
+                self._start(rank)
         elif isinstance(event, Exited):
             rank = self.ranks[event.index]
             if not rank.done:
@@ -257,11 +393,9 @@ class RunState:
             self.finished = True
             self.error = self.error or event.error
             if self.duration is None:
-                import time
-
-                self.duration = max(0.0, time.time() - self.started)
+                self.duration = max(0.0, self.clock() - self.started)
             for index, rank in enumerate(self.ranks):
-                if not rank.done:
+                if not rank.done:  # the end-of-run rule: never heard of, or never reported its end
                     fed.extend(rank.close_pending(index))
                     if rank.status == PENDING and self.stopping is None:
                         rank.status = SKIPPED
@@ -272,8 +406,13 @@ class RunState:
             observer.on_event(self, event)
         return fed
 
+    def _start(self, rank: RankState) -> None:
+        rank.status = RUNNING
+        rank.started = self.clock()
+
     # ── reading ──
     def counts(self) -> dict[str, int]:
+        """Ranks per final status (the payload's summary)."""
         summary = {status: 0 for status in STATUSES}
         for rank in self.ranks:
             if rank.status in summary:
@@ -281,14 +420,28 @@ class RunState:
         return summary
 
     def failing(self) -> list[RankState]:
-        return [r for r in self.ranks if r.status not in (OK, SKIPPED, PENDING, RUNNING)]
+        return [r for r in self.ranks if r.failing]
+
+    def progress_line(self) -> str:
+        """``64 ranks: 60 ok, 2 failed, 2 running`` while it runs; :meth:`summary_line` once finished."""
+        if self.finished:
+            return self.summary_line()
+        counts = {status: 0 for status in ALL_STATUSES}
+        for rank in self.ranks:
+            counts[rank.status] = counts.get(rank.status, 0) + 1
+        parts = [f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n]
+        head = f"{len(self.ranks)} rank{'s' if len(self.ranks) != 1 else ''}"
+        text = f"{head}: {', '.join(parts)}" if parts else head
+        if self.stopping:
+            text += f" · stopping ({self.stopping.replace('_', ' ')})"
+        return text
 
     def summary_line(self) -> str:
         """``remote: 2 ok, 1 failed [hosts=1 (rc 3)] · 0.42 s · log .monarch/…``"""
         parts = []
         ok = [r for r in self.ranks if r.status == OK]
         parts.append(f"{len(ok)} ok" + (" (rc 0)" if ok else ""))
-        for status in (FAILED, TIMED_OUT, INTERRUPTED, SKIPPED):
+        for status in (s for s in ALL_STATUSES if s in STATUSES and s != OK):  # failed, timed out, …
             members = [r for r in self.ranks if r.status == status]
             if members or status == FAILED:
                 text = f"{len(members)} {status.replace('_', ' ')}"
@@ -315,13 +468,15 @@ class RunState:
         )
 
     def to_mime(self) -> dict:
-        """The ``application/vnd.monarch.remote+json`` payload (version 1)."""
+        """The ``application/vnd.monarch.remote+json`` payload (``schema/remote-run.schema.json``)."""
         return {
-            "version": 1,
+            "version": VERSION,
             "command": self.command,
             "mode": self.mode,
             "target": self.target,
-            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"
+            ),
             "duration": round(self.duration, 3) if self.duration is not None else None,
             "log_path": self.log_path,
             "summary": self.counts(),
@@ -335,7 +490,7 @@ class RunState:
                     "returncode": r.returncode,
                     "duration": round(r.duration, 3) if r.duration is not None else None,
                     "lines": [[stream, line] for stream, line in r.lines],
-                    "truncated": max(0, r.total_lines - len(r.lines)),
+                    "truncated": r.truncated,
                     **({"error": r.error} if r.error else {}),
                 }
                 for r in self.ranks
@@ -345,7 +500,7 @@ class RunState:
     def to_html(self) -> str:
         rows = []
         for r in self.ranks:
-            tail = "\n".join(line for _, line in list(r.lines)[-5:])
+            tail = "\n".join(line for _, line in r.lines.last(5))
             rows.append(
                 "<tr>"
                 f"<td><code>{html.escape(r.label)}</code></td>"
@@ -359,9 +514,7 @@ class RunState:
         return (
             f"<div class='monarch-remote'><div>{html.escape(self.summary_line())}</div>"
             "<table><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
-            "<th>lines</th><th>last lines</th></tr></thead><tbody>"
-            + "".join(rows)
-            + "</tbody></table></div>"
+            "<th>lines</th><th>last lines</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
         )
 
     def mime_bundle(self) -> dict:
@@ -409,9 +562,13 @@ class RemoteResults(list):
 
     def _rows(self) -> list[tuple[str, str, str, str, str]]:
         return [
-            (r.label, r.status.replace("_", " "), "" if r.returncode is None else str(r.returncode),
-             "" if r.duration is None else f"{r.duration:.2f} s",
-             (r.stdout.strip().splitlines() or [""])[-1][:80])
+            (
+                r.label,
+                r.status.replace("_", " "),
+                "" if r.returncode is None else str(r.returncode),
+                "" if r.duration is None else f"{r.duration:.2f} s",
+                (r.stdout.strip().splitlines() or [""])[-1][:80],
+            )
             for r in self
         ]
 
@@ -419,22 +576,35 @@ class RemoteResults(list):
         head = ("rank", "status", "rc", "time", "last stdout line")
         rows = self._rows()
         widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
-        text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-                         for row in [head, *rows])
+        text = "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in [head, *rows]
+        )
         cells = "".join(
             "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
         )
-        table = ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-                 + cells + "</tbody></table>")
+        table = (
+            "<table><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead><tbody>"
+            + cells
+            + "</tbody></table>"
+        )
         return {"text/plain": text, "text/html": table}
 
     @classmethod
     def from_state(cls, state: RunState) -> RemoteResults:
         return cls(
-            RankResult(r.label, r.mesh, dict(r.point), r.rank, r.status, r.returncode,
-                       r.text(OUT), r.text(ERR), r.duration)
+            RankResult(
+                r.label,
+                r.mesh,
+                dict(r.point),
+                r.rank,
+                r.status,
+                r.returncode,
+                r.text(OUT),
+                r.text(ERR),
+                r.duration,
+            )
             for r in state.ranks
         )
-
-
-Callback = Callable[[RunState, Event], None]

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from typing import IO, Any
+from typing import IO
 
 from .protocol import ERR, OUT, Chunk
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model import ERR, OUT, Fed, RunState, visible
+from .model import ERR, OUT, Fed, RunState
 
 # A token bucket: a line right after another is not held back (BURST writes back to
 # back), yet no 1 s window ever sees more than MAX_RATE + BURST = 20 writes.
@@ -21,7 +21,6 @@ WRITE_LINES = 1000  # lines per write, shared by the ranks that have output
 WRITE_CHARS = 48_000  # characters per write (Jupyter server drops IOPub data above 1 MB/s)
 LIVE_LINES = 1000  # lines per rank shown live; then only the final tail
 FINAL_TAIL = 10  # lines per capped rank shown at the end
-LINE_CHARS = 2000  # longer lines are cut in the cell (never in the log)
 PARTIAL_AFTER = 0.2  # a line still unfinished after this long is shown as it stands (prompts,
 #                      \r progress bars); lines split by chunking complete well before
 PARTIAL_EVERY = 1.0  # a changing partial line (\r progress) is re-shown at most this often
@@ -31,12 +30,6 @@ def prefix(label: str, stream: str, width: int = 0) -> str:
     """``[hosts=0]`` for stdout, ``[hosts=0:err]`` for stderr, padded to ``width``."""
     tag = f"[{label}]" if stream == OUT else f"[{label}:err]"
     return tag.ljust(width) + " "
-
-
-def clip(line: str, limit: int = LINE_CHARS) -> str:
-    if len(line) <= limit:
-        return line
-    return line[:limit] + f" … (+{len(line) - limit} chars)"
 
 
 @dataclass
@@ -124,7 +117,10 @@ class TextRenderer:
             shown.reverse()
             label = self.state.ranks[item.index].label
             if count > len(shown):
-                out.append(prefix(label, OUT, self.width) + f"… {count - len(shown)} lines not shown (they are in the log)")
+                out.append(
+                    prefix(label, OUT, self.width)
+                    + f"… {count - len(shown)} lines not shown (they are in the log)"
+                )
             out.extend(shown)
             left[item.index] -= len(shown)
             view.shown += len(shown)
@@ -143,7 +139,8 @@ class TextRenderer:
         return "\n".join(out) + "\n"
 
     def _line(self, index: int, stream: str, line: str) -> str:
-        return prefix(self.state.ranks[index].label, stream, self.width) + clip(line)
+        """A labelled line (the model already cut it to LINE_CHARS)."""
+        return prefix(self.state.ranks[index].label, stream, self.width) + line
 
     def _partials(self, now: float) -> list[str]:
         """Lines still without a newline (prompts, \\r progress bars), shown as they stand."""
@@ -153,7 +150,7 @@ class TextRenderer:
             if view.capped:
                 continue
             for stream in (OUT, ERR):
-                text = visible(rank.pending[stream])
+                text = rank.partial(stream)
                 if not text or text == view.partial[stream]:
                     continue
                 if view.since[stream] is None:
@@ -174,7 +171,9 @@ class TextRenderer:
         for index, rank in enumerate(self.state.ranks):
             if self.live and self._ranks[index].capped:
                 tail = list(rank.lines)[-FINAL_TAIL:]
-                extra.append(prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:")
+                extra.append(
+                    prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:"
+                )
                 extra.extend(self._line(index, stream, line) for stream, line in tail)
         if extra:
             text += "\n".join(extra) + "\n"
@@ -185,7 +184,7 @@ def group_text(state: RunState) -> str:
     """``clush -b`` style: identical outputs once, under the ranks that produced them."""
     groups: dict[tuple, list] = {}
     for rank in state.ranks:
-        key = (tuple(rank.lines), rank.status, rank.returncode, max(0, rank.total_lines - len(rank.lines)))
+        key = (tuple(rank.lines), rank.status, rank.returncode, rank.truncated)
         groups.setdefault(key, []).append(rank)
     out = []
     for (lines, status, returncode, truncated), members in groups.items():
@@ -199,5 +198,5 @@ def group_text(state: RunState) -> str:
         if truncated:
             out.append(f"… {truncated} earlier lines are in the log")
         for stream, line in lines:
-            out.append(clip(line) if stream == OUT else "[err] " + clip(line))
+            out.append(line if stream == OUT else "[err] " + line)
     return "\n".join(out) + ("\n" if out else "")

@@ -142,7 +142,8 @@ class RemoteRunner:
         per_host = tuple(args.per_host or ())
         for key in [k for k in self._warm if k.apply_id != apply_id]:
             del self._warm[key]
-        pids = _introspect.worker_pids(job)
+        # the rank → worker pid map (and killpg on loss) is for workers on this machine only
+        pids = _introspect.worker_pids(job) if _introspect.workers_are_local(job) else {}
         ranks: list[RankState] = []
         targets: list[_Target] = []
         local_pids: dict[int, int | None] = {}
@@ -210,7 +211,11 @@ class RemoteRunner:
             )
 
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple) -> _Warm:
+        from .. import engines
+        from . import actor
         from .actor import RemoteActor
+
+        engines.send_by_value(actor)  # workers need only torchmonarch, not monarch_jupyter
 
         async def spawn() -> _Warm:
             procs = host_mesh.spawn_procs(per_host=dict(per_host) or None, name=f"remote_{name}")

@@ -50,7 +50,8 @@ def host_meta(session: Any, plan: Any) -> dict:
 
 
 def _apply_id(session: Any) -> str | None:
-    job = getattr(session, "_job", None)
+    attachment = getattr(session, "_attachment", None)  # (no call: the run is on its way already)
+    job = getattr(attachment, "job", None) if attachment is not None else getattr(session, "_job", None)
     return getattr(job, "apply_id", None)
 
 

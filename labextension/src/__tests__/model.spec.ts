@@ -108,9 +108,14 @@ describe('filterRanks', () => {
   it('keeps failed, timed out and interrupted ranks when failing only', () => {
     const result = parseRunResult(
       payload({
-        ranks: ['ok', 'failed', 'timed_out', 'skipped', 'interrupted', 'running'].map(
-          (status, i) => ({ label: `r${i}`, status })
-        )
+        ranks: [
+          'ok',
+          'failed',
+          'timed_out',
+          'skipped',
+          'interrupted',
+          'running'
+        ].map((status, i) => ({ label: `r${i}`, status }))
       })
     );
     expect(filterRanks(result.ranks, false)).toHaveLength(6);
@@ -138,10 +143,22 @@ describe('text helpers', () => {
       '1 ok, 1 failed'
     );
     expect(
-      summaryText({ ok: 0, failed: 0, timed_out: 3, skipped: 0, interrupted: 0 })
+      summaryText({
+        ok: 0,
+        failed: 0,
+        timed_out: 3,
+        skipped: 0,
+        interrupted: 0
+      })
     ).toBe('3 timed out');
     expect(
-      summaryText({ ok: 0, failed: 0, timed_out: 0, skipped: 0, interrupted: 0 })
+      summaryText({
+        ok: 0,
+        failed: 0,
+        timed_out: 0,
+        skipped: 0,
+        interrupted: 0
+      })
     ).toBe('no ranks');
   });
 

@@ -21,7 +21,13 @@ const response = {
         updated: 'now'
       }
     },
-    { name: 'bare', dir: '.monarch/bare', active: false, state: 'unknown', status: null }
+    {
+      name: 'bare',
+      dir: '.monarch/bare',
+      active: false,
+      state: 'unknown',
+      status: null
+    }
   ]
 };
 
@@ -43,7 +49,9 @@ describe('MonarchPanel', () => {
   it('reports fetch errors', async () => {
     const panel = new MonarchPanel(() => Promise.reject(new Error('403')));
     await panel.refresh();
-    expect(panel.node.textContent).toContain('Cannot list contexts: Error: 403');
+    expect(panel.node.textContent).toContain(
+      'Cannot list contexts: Error: 403'
+    );
     panel.dispose();
   });
 

@@ -24,7 +24,12 @@ const data = {
   duration: 1.23,
   summary: { ok: 1, failed: 1 },
   ranks: [
-    { label: 'hosts=0', status: 'ok', returncode: 0, lines: [['out', 'hello']] },
+    {
+      label: 'hosts=0',
+      status: 'ok',
+      returncode: 0,
+      lines: [['out', 'hello']]
+    },
     {
       label: 'hosts=1',
       status: 'failed',

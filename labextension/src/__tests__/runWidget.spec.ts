@@ -1,0 +1,244 @@
+/**
+ * @jest-environment jsdom
+ *
+ * The run grid's anywidget front end (monarch_jupyter/widgets/run.js) against a
+ * model that behaves like anywidget's: synced values, change events, custom
+ * messages.
+ */
+import widget, {
+  formatSeconds,
+  statusText
+} from '../../../monarch_jupyter/widgets/run.js';
+
+type Handler = (...args: any[]) => void;
+
+class FakeModel {
+  saved = 0;
+  private _data: Record<string, any>;
+  private _handlers = new Map<string, Set<Handler>>();
+
+  constructor(data: Record<string, any>) {
+    this._data = {
+      title: '%%remote mesh hosts (3 ranks)',
+      summary: '',
+      tiles: [],
+      tails: {},
+      finished: false,
+      stopping: '',
+      kernel_id: 'k1',
+      selected: -1,
+      failing_only: false,
+      ...data
+    };
+  }
+
+  get(name: string): any {
+    return this._data[name];
+  }
+
+  set(name: string, value: any): void {
+    this._data[name] = value;
+    this.emit(`change:${name}`);
+  }
+
+  save_changes(): void {
+    this.saved += 1;
+  }
+
+  on(event: string, handler: Handler): void {
+    if (!this._handlers.has(event)) {
+      this._handlers.set(event, new Set());
+    }
+    this._handlers.get(event)!.add(handler);
+  }
+
+  off(event: string, handler: Handler): void {
+    this._handlers.get(event)?.delete(handler);
+  }
+
+  emit(event: string, ...args: any[]): void {
+    for (const handler of this._handlers.get(event) ?? []) {
+      handler(...args);
+    }
+  }
+
+  listeners(): number {
+    let n = 0;
+    this._handlers.forEach(set => (n += set.size));
+    return n;
+  }
+}
+
+function tile(rank: number, status: string, extra: Record<string, any> = {}) {
+  return {
+    rank,
+    label: `hosts=${rank}`,
+    status,
+    failing: ['failed', 'timed_out', 'interrupted'].includes(status),
+    returncode: null,
+    duration: null,
+    started: null,
+    error: null,
+    ...extra
+  };
+}
+
+function texts(root: HTMLElement, selector: string): string[] {
+  return Array.from(root.querySelectorAll(selector)).map(
+    node => node.textContent ?? ''
+  );
+}
+
+describe('run grid helpers', () => {
+  it('formats seconds and statuses', () => {
+    expect(formatSeconds(null)).toBe('');
+    expect(formatSeconds(4.25)).toBe('4.3s');
+    expect(formatSeconds(125)).toBe('2m 05s');
+    expect(statusText(tile(0, 'failed', { returncode: 3 }))).toBe(
+      'failed · rc 3'
+    );
+    expect(statusText(tile(0, 'timed_out'))).toBe('timed out');
+    expect(statusText(tile(0, 'running', { returncode: 0 }))).toBe('running');
+  });
+});
+
+describe('run grid view', () => {
+  let root: HTMLElement;
+  let cleanup: () => void;
+
+  beforeEach(() => {
+    jest.useFakeTimers();
+    root = document.createElement('div');
+    document.body.appendChild(root);
+  });
+
+  afterEach(() => {
+    cleanup?.();
+    root.remove();
+    jest.useRealTimers();
+  });
+
+  function frame(): void {
+    jest.advanceTimersByTime(20); // one animation frame
+  }
+
+  it('draws tiles, follows batches of lines and filters failing ranks', () => {
+    const model = new FakeModel({
+      tiles: [tile(0, 'running', { started: Date.now() / 1000 - 3 })],
+      tails: { '0': [['out', 'early']] } // a view opened late starts from the tails
+    });
+    cleanup = widget.render({ model, el: root } as any);
+    expect(root.classList).toContain('monarch-run-widget');
+    expect(texts(root, '.monarch-run-title')).toEqual([
+      '%%remote mesh hosts (3 ranks)'
+    ]);
+    expect(texts(root, '.monarch-run-last')).toEqual(['early']);
+    expect(texts(root, '.monarch-run-elapsed')[0]).toMatch(/^3\.\ds$/);
+
+    model.set('tiles', [
+      tile(0, 'running'),
+      tile(1, 'failed', { returncode: 3, error: null }),
+      tile(2, 'ok', { returncode: 0, duration: 1.5 })
+    ]);
+    model.set('summary', '3 ranks: 1 running, 1 ok, 1 failed');
+    model.emit('msg:custom', {
+      kind: 'lines',
+      lines: { '0': [['out', 'tick 1']], '1': [['err', 'boom']] },
+      dropped: { '1': 7 }
+    });
+    frame();
+    expect(texts(root, '.monarch-run-tile .monarch-run-label')).toEqual([
+      'hosts=0',
+      'hosts=1',
+      'hosts=2'
+    ]);
+    const failed = root.querySelector<HTMLElement>(
+      ".monarch-run-tile[data-rank='1']"
+    )!;
+    expect(failed.dataset.status).toBe('failed');
+    expect(failed.querySelector('.monarch-run-status')!.textContent).toBe(
+      'failed · rc 3'
+    );
+    expect(texts(root, '.monarch-run-last')).toEqual(['tick 1', 'boom', '']);
+    expect(texts(root, '.monarch-run-summary')).toEqual([
+      '3 ranks: 1 running, 1 ok, 1 failed'
+    ]);
+
+    // "failing only" keeps the tiles the kernel side marked failing
+    const filter = root.querySelector<HTMLInputElement>(
+      '.monarch-run-filter input'
+    )!;
+    filter.checked = true;
+    filter.dispatchEvent(new Event('change'));
+    frame();
+    expect(model.get('failing_only')).toBe(true);
+    expect(texts(root, '.monarch-run-tile .monarch-run-label')).toEqual([
+      'hosts=1'
+    ]);
+
+    // clicking a tile shows its output, with the lines not received counted
+    failed.click();
+    frame();
+    expect(model.get('selected')).toBe(1);
+    expect(model.saved).toBe(2);
+    expect(texts(root, '.monarch-run-detailHead')).toEqual([
+      'hosts=1 · failed · rc 3'
+    ]);
+    expect(texts(root, '.monarch-run-dropped')).toEqual([
+      '7 earlier lines not shown'
+    ]);
+    expect(texts(root, '.monarch-run-output .monarch-run-line')).toEqual([
+      'boom'
+    ]);
+  });
+
+  it('keeps a bounded buffer per rank and stops following when finished', () => {
+    const model = new FakeModel({ tiles: [tile(0, 'running')], selected: 0 });
+    cleanup = widget.render({ model, el: root } as any);
+    const lines = Array.from({ length: 600 }, (_, i) => ['out', `l${i}`]);
+    model.emit('msg:custom', { kind: 'lines', lines: { '0': lines } });
+    model.emit('msg:custom', { kind: 'other' }); // ignored
+    frame();
+    const shown = texts(root, '.monarch-run-output .monarch-run-line');
+    expect(shown).toHaveLength(500);
+    expect(shown[499]).toBe('l599');
+    expect(texts(root, '.monarch-run-dropped')).toEqual([
+      '100 earlier lines not shown'
+    ]);
+    const stop = root.querySelector<HTMLButtonElement>('.monarch-run-stop')!;
+    expect(stop.disabled).toBe(false);
+    model.set('tiles', [tile(0, 'interrupted', { returncode: -2 })]);
+    model.set('finished', true);
+    frame();
+    expect(stop.disabled).toBe(true);
+    expect(root.classList).toContain('monarch-run-finished');
+    expect(
+      root.querySelector<HTMLElement>('.monarch-run-tile')!.dataset.status
+    ).toBe('interrupted');
+    cleanup();
+    cleanup = () => undefined;
+    expect(model.listeners()).toBe(0); // the view lets go of the model
+  });
+
+  it('Stop interrupts the kernel through the server (as the toolbar does)', async () => {
+    const calls: [string, any][] = [];
+    (global as any).fetch = (url: string, init: any) => {
+      calls.push([url, init]);
+      return Promise.resolve({ ok: true, status: 204 });
+    };
+    document.cookie = '_xsrf=abc%3D';
+    const model = new FakeModel({
+      tiles: [tile(0, 'running')],
+      kernel_id: 'k 1'
+    });
+    cleanup = widget.render({ model, el: root } as any);
+    root.querySelector<HTMLButtonElement>('.monarch-run-stop')!.click();
+    await Promise.resolve();
+    expect(calls).toHaveLength(1);
+    expect(calls[0][0]).toBe('/api/kernels/k%201/interrupt');
+    expect(calls[0][1].method).toBe('POST');
+    expect(calls[0][1].headers['X-XSRFToken']).toBe('abc=');
+    expect(texts(root, '.monarch-run-note')).toEqual(['stopping…']);
+    delete (global as any).fetch;
+  });
+});

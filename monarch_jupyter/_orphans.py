@@ -1,0 +1,222 @@
+"""Workers of an apply that never completed: recorded as they start, reaped later.
+
+A ``ProcessJob`` starts its workers in sessions of their own, so when the kernel
+dies (or is interrupted, or the apply fails) between the first ``Popen`` and the
+cache write, nothing else knows about them. :class:`ApplyGuard` first writes
+``.monarch/<context>/workers.pending.<kernel pid>`` with a fresh token that every
+worker of this apply carries in its environment (``MONARCH_JUPYTER_APPLY``), then
+each worker's PID and start time as it starts (for a person reading it), and removes
+the file once the workers are in the cache or killed. Only processes carrying the
+token are ever signalled, so a reused PID or a doctored record harms nothing. :func:`reap_leftovers`,
+run by ``%load_ext`` and ``%job apply``, kills the sessions of workers recorded
+by a kernel that is gone.
+
+While the guard is on, an interrupt also stops a ``ProcessJob`` between two
+spawns (Monarch's ``_create`` then reaps the ones already started).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from . import _files, _introspect
+
+PENDING_PREFIX = "workers.pending."
+TOKEN_VAR = "MONARCH_JUPYTER_APPLY"
+_GRACE_SECONDS = 1.0
+
+
+class ApplyAbandoned(KeyboardInterrupt):
+    """Raised inside Monarch's spawn loop when the kernel gave up on the apply."""
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X", "x"):
+        return None
+    return int(fields[19])
+
+
+class ApplyGuard:
+    """Record the workers a ProcessJob apply spawns; stop spawning once abandoned."""
+
+    def __init__(self, context_dir: Path, job: Any) -> None:
+        self.path = Path(context_dir) / f"{PENDING_PREFIX}{os.getpid()}"
+        self.job = job
+        self.abandoned = threading.Event()
+        self.token = uuid.uuid4().hex
+        self._lock = threading.Lock()
+        self._saved_env: Any = None
+        self._unhook: Any = None
+
+    def __enter__(self) -> ApplyGuard:
+        from monarch.job import ProcessJob
+
+        if isinstance(self.job, ProcessJob):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            me = _start_time(os.getpid())
+            self.path.write_text(f"owner {os.getpid()} {me}\ntoken {self.token} -\n")
+            # ProcessJob passes its extra environment to every worker: the token marks
+            # them all, even one whose PID the kernel died before recording.
+            self._saved_env = _introspect.worker_env(self.job)
+            _introspect.set_worker_env(self.job, {**(self._saved_env or {}), TOKEN_VAR: self.token})
+            self._unhook = _introspect.watch_worker_spawns(self.job, self._spawned)
+        return self
+
+    def _spawned(self, pid: int) -> None:
+        self.record(pid)
+        if self.abandoned.is_set():
+            raise ApplyAbandoned("the apply was interrupted")
+
+    def __exit__(self, *exc: Any) -> None:
+        # The job is pickled into the cache next: drop the (unpicklable) hook and the token.
+        if self._unhook is not None:
+            self._unhook()
+            self._unhook = None
+            _introspect.set_worker_env(self.job, self._saved_env)
+
+    def record(self, pid: int) -> None:
+        with self._lock, open(self.path, "a") as out:
+            out.write(f"worker {pid} {_start_time(pid)}\n")
+
+    def done(self) -> None:
+        """The workers are in the cache, or killed: forget the record."""
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, int | None]], str | None]:
+    owner, workers, token = None, [], None
+    try:
+        text = _files.read_text(path, what="worker record")
+    except Exception:
+        return None, [], None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "token" and parts[1].isalnum():
+            token = parts[1]
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        start = int(parts[2]) if parts[2].isdigit() else None
+        if parts[0] == "owner":
+            owner = (int(parts[1]), start)
+        elif parts[0] == "worker":
+            workers.append((int(parts[1]), start))
+    return owner, workers, token
+
+
+def _carrying(token: str) -> set[int]:
+    """Our processes whose environment holds ``MONARCH_JUPYTER_APPLY=token``."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                found.add(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _same(pid: int, start: int | None) -> bool:
+    return start is not None and _start_time(pid) == start
+
+
+def _leads_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except OSError:
+        return False
+
+
+def _session_members(sessions: set[int]) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.getsid(int(entry)) in sessions and _start_time(int(entry)) is not None:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def kill_sessions(sessions: set[int]) -> None:
+    """SIGTERM then SIGKILL every process in ``sessions`` (workers lead their own)."""
+    if not sessions:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _session_members(sessions):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + _GRACE_SECONDS
+        while sig == signal.SIGTERM and time.monotonic() < deadline and _session_members(sessions):
+            time.sleep(0.05)
+
+
+def _cached_after(record: Path) -> bool:
+    """Whether the context's state.pkl was written after the record's last worker."""
+    try:
+        return os.stat(record.parent / "state.pkl").st_mtime_ns >= os.stat(record).st_mtime_ns
+    except OSError:
+        return False
+
+
+def reaped_line(pids: list[int]) -> str | None:
+    """One line about reaped leftovers, or None."""
+    if not pids:
+        return None
+    shown = ", ".join(map(str, pids[:8])) + (", …" if len(pids) > 8 else "")
+    return (
+        f"stopped {len(pids)} worker process(es) left by an apply that never completed "
+        f"(kernel killed, interrupted or failed): pid {shown}"
+    )
+
+
+def reap_leftovers(monarch_dir: Path) -> list[int]:
+    """Kill the workers of applies whose kernel is gone; returns their PIDs.
+
+    Records of a live kernel (an apply in progress elsewhere) are left alone.
+    """
+    monarch_dir = Path(monarch_dir)
+    if not monarch_dir.is_dir():
+        return []
+    reaped: list[int] = []
+    for record in sorted(monarch_dir.glob(f"*/{PENDING_PREFIX}*")):
+        try:
+            _files.check_trusted(record, what="worker record")
+        except (OSError, _files.UnsafeFileError):
+            continue  # not ours (or odd): never act on it
+        owner, workers, token = _read(record)
+        if owner is not None and _same(*owner):
+            continue  # that kernel (maybe this one) is alive and may still be applying
+        if _cached_after(record):
+            # The kernel died between writing the cache and removing the record:
+            # these workers are the context's job now, not leftovers.
+            with contextlib.suppress(OSError):
+                record.unlink()
+            continue
+        # Only processes that carry this apply's token (every worker it spawned
+        # does) are signalled: a record naming other PIDs cannot make us kill them.
+        marked = _carrying(token) if token else set()
+        alive = {pid for pid in marked if _leads_session(pid)}
+        kill_sessions(alive)
+        reaped.extend(sorted(alive))
+        with contextlib.suppress(OSError):
+            record.unlink()
+    return reaped

@@ -1,0 +1,228 @@
+"""``%load_ext`` without waiting for Monarch: the attach goes on in the background.
+
+Re-attaching after a kernel restart means unpickling the cached job, which
+imports Monarch (about half a second), then connecting to its workers. The
+load itself need not wait for that: :func:`begin` says what the cache holds
+from plain files — the context's ``status.json`` that the kernel side writes,
+checked against the pickle's mtime, and the worker PIDs in it checked in
+``/proc`` — and leaves the unpickling and the connection to a background
+thread (:class:`Warmup`) started when the loading cell ends. The session waits
+for that thread before its next use (``JobSession.ready_hook``); the wait is
+interruptible and a Ctrl-C in it is one line.
+
+Anything the plain files cannot vouch for (no ``status.json``, one older than
+the pickle, a job class without local PIDs) gets a line that says only that
+the job is being attached; ``%job`` then shows what came of it. A cache that
+the session would refuse (not ours, empty, not a pickle) takes the ordinary
+synchronous path, which reports it at once without importing Monarch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickletools
+import stat
+import threading
+import time
+from typing import Any
+
+from . import cache, formatting
+from ._introspect import pid_alive
+from .contexts import DEFAULT_CONTEXT, STATUS_FILE
+from .errors import MonarchJupyterError
+from .session import RUNNING, WORKERS_DEAD, JobSession, JobStatus, MeshStatus
+
+_POLL_SECONDS = 0.05
+# Importing Monarch holds the GIL for long stretches (loading its Rust extension):
+# started the moment the loading cell ends, it would delay the kernel's reply and
+# idle status it shares the GIL with. Nobody needs it that soon unless a command
+# asks, and a command that asks starts it at once.
+START_DELAY = 0.1
+_MAX_PICKLE = 16 << 20  # a bigger cache is not checked here: the synchronous path reads it
+_MAX_STATUS = 1 << 20
+
+
+class AttachInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a command waited for the background attach: one line, no traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self}"]
+
+
+class Warmup:
+    """One background attach of ``session``; :meth:`wait` is the session's ready hook."""
+
+    def __init__(self, session: JobSession, context: str) -> None:
+        self._session = session
+        self._context = context
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self._needed = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def start(self, delay: float = 0.0) -> None:
+        """Start the attach thread (once); it begins after ``delay`` s unless :meth:`wait` is called."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, args=(delay,), name="monarch-jupyter-attach", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self, delay: float) -> None:
+        if delay > 0:
+            self._needed.wait(delay)
+        try:
+            # Unpickling imports Monarch here; the connection itself runs on the
+            # session's loop worker, as every blocking Monarch call does.
+            self._session.attach()
+        except BaseException:  # noqa: BLE001 - Monarch's PanicException is a BaseException
+            pass  # the session's next call meets the same problem and reports it in its own cell
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        """Block until the attach finished; Ctrl-C raises :class:`AttachInterrupted`."""
+        if self._done.is_set() or threading.current_thread() is self._thread:
+            return
+        self._needed.set()
+        self.start()
+        try:
+            while not self._done.wait(_POLL_SECONDS):
+                pass
+        except KeyboardInterrupt:
+            raise AttachInterrupted(
+                f"stopped waiting for the job of context '{self._context}' to attach; "
+                "it goes on in the background: run the cell again"
+            ) from None
+        if self._session.ready_hook == self.wait:
+            self._session.ready_hook = None
+
+
+def begin(session: JobSession, ipython: Any = None) -> str:
+    """The line ``%load_ext`` prints; schedules the attach when there is a cached job.
+
+    With ``ipython`` the attach thread starts after the current cell (so the
+    cell returns to the prompt first); without, at once. Any use of the session
+    before then starts it and waits.
+    """
+    layout = session.layout
+    try:
+        context = layout.current()
+        legacy = layout.legacy_state() if context == DEFAULT_CONTEXT else None
+        path = legacy or layout.state_path(context)
+        info = os.stat(path)
+    except (OSError, MonarchJupyterError):
+        info = None
+    if info is None or session.attached or not _looks_loadable(path, info):
+        # No cache, a job attached already (%reload_ext), or a cache the session
+        # refuses before unpickling: cheap and exact.
+        try:
+            return formatting.attach_line(session.attach())
+        except MonarchJupyterError as error:
+            return f"monarch_jupyter: {error}"
+
+    warmup = Warmup(session, context)
+    session.ready_hook = warmup.wait
+    if ipython is not None and hasattr(ipython, "events"):
+        def after_cell(*_args: Any) -> None:
+            ipython.events.unregister("post_run_cell", after_cell)
+            warmup.start(START_DELAY)
+
+        ipython.events.register("post_run_cell", after_cell)
+    else:
+        warmup.start()
+    status = _status_from_files(layout, context, info)
+    if status is None:
+        return (
+            f"monarch_jupyter: attaching to the cached job of context '{context}' in the background; "
+            "%job shows it"
+        )
+    if status.state == WORKERS_DEAD:
+        return formatting.attach_line(status)
+    what = f"{status.job_class} {formatting.short_id(status.apply_id)}"
+    when = f", applied {formatting.age(time.time() - status.applied_at)} ago" if status.applied_at else ""
+    return (
+        f"monarch_jupyter: re-attaching to context '{context}': {what}, {formatting.meshes_text(status)}, "
+        f"apply id {status.apply_id}{when}"
+    )
+
+
+def _looks_loadable(path: os.PathLike, info: os.stat_result) -> bool:
+    """Whether ``cache.load_job`` would get as far as unpickling (without running the pickle)."""
+    if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or info.st_size > _MAX_PICKLE:
+        return False
+    try:
+        cache.check_safe(path)
+        with open(path, "rb") as stream:
+            for _ in pickletools.genops(stream.read(_MAX_PICKLE)):
+                pass
+    except Exception:  # noqa: BLE001 - anything odd: let the synchronous path say what
+        return False
+    return True
+
+
+def _status_from_files(layout: Any, context: str, info: os.stat_result) -> JobStatus | None:
+    """The job described by ``status.json`` when it is about this very pickle, with
+    the worker PIDs checked in /proc; None when the files cannot vouch for it."""
+    data = _read_json(layout.context_dir(context) / STATUS_FILE)
+    if not isinstance(data, dict) or data.get("state") not in (RUNNING, WORKERS_DEAD):
+        return None
+    if data.get("applied_at") != info.st_mtime or not data.get("apply_id"):
+        return None  # written about another pickle (re-applied since, e.g. by the CLI)
+    pids = data.get("worker_pids")
+    if not isinstance(pids, dict) or not pids:
+        return None  # not a local job: only connecting can tell whether it is alive
+    try:
+        meshes = [MeshStatus(str(m["name"]), m.get("hosts"), None) for m in data.get("meshes", [])]
+        keys = {f"{m.name}_{i}" for m in meshes for i in range(m.hosts or 0)}
+        if set(pids) - keys:
+            return None  # PIDs keyed by host (SSHJob's ssh clients), not local workers: connecting tells
+        alive = {key: _is_worker(int(pid)) for key, pid in pids.items()}
+        for mesh in meshes:
+            mesh.live_workers = sum(1 for i in range(mesh.hosts or 0) if alive.get(f"{mesh.name}_{i}"))
+        return JobStatus(
+            context=context,
+            state=RUNNING if all(alive.values()) else WORKERS_DEAD,
+            job_class=str(data.get("job_class") or "job"),
+            apply_id=str(data["apply_id"]),
+            spec=data.get("spec"),
+            meshes=meshes,
+            worker_pids={key: int(pid) for key, pid in pids.items()},
+            applied_at=info.st_mtime,
+        )
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+
+
+def _is_worker(pid: int) -> bool:
+    """Alive, and still a Python process (a recycled PID rarely is one)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            return b"python" in stream.read(4096)
+    except OSError:
+        return True  # alive but unreadable: pid_alive already said yes
+
+
+def _read_json(path: os.PathLike) -> Any:
+    """Parse a small regular file; None for anything else (FIFOs and huge files are never read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_STATUS:
+            return None
+        return json.loads(os.read(fd, _MAX_STATUS))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)

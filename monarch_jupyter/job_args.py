@@ -1,0 +1,167 @@
+"""The ``%job`` command line: one argparse definition per subcommand, used both to
+parse and to write ``%job?`` help and usage errors. Pure: no IPython, no Monarch.
+
+``%job apply``'s spec keeps its own grammar (:func:`.specs.parse_apply`): the
+text after ``apply`` is handed over exactly as typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+
+from .errors import MonarchJupyterError
+
+
+class ArgumentsError(MonarchJupyterError):
+    """A ``%job`` line that does not parse; the message starts with the command and ends with its usage."""
+
+
+class HelpRequested(Exception):
+    """``-h``/``--help`` was given; ``text`` is the help to show."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, prog: str, summary: str, description: str | None = None) -> None:
+        super().__init__(prog=prog, description=description or summary, add_help=True)
+        self.summary = summary
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgumentsError(f"{self.prog}: {message} (usage: {self.synopsis})")
+
+    def print_help(self, file: object = None) -> None:
+        raise HelpRequested(self.format_help())
+
+    @property
+    def synopsis(self) -> str:
+        usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
+        return usage.replace(" [-h]", "")
+
+
+#: The forms of ``%job apply SPEC`` (parsed by :func:`.specs.parse_apply`).
+APPLY_FORMS = (
+    ("--local MESH=N[,MESH=N...]", "start a local job: one worker process per host"),
+    ("--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
+     "start an SSHJob on hosts of your ssh config (they need torchmonarch of this version)"),
+    ("module.attr", "apply a JobTrait importable from the notebook's folder"),
+    ("NAME", "apply the JobTrait held by notebook variable NAME"),
+    ("", "re-apply the context's saved spec"),
+)
+
+
+def _line(synopsis: str, summary: str) -> str:
+    if len(synopsis) >= 32:
+        return f"{synopsis}\n{'':<32} {summary}"
+    return f"{synopsis:<32} {summary}"
+
+
+def _parsers() -> dict[str, _Parser]:
+    table: dict[str, _Parser] = {}
+
+    def add(words: str, summary: str, description: str | None = None) -> _Parser:
+        parser = _Parser(f"%job {words}", summary, description)
+        table[words] = parser
+        return parser
+
+    add("status", "show the job: class, apply id, state, meshes, URLs").add_argument(
+        "context", nargs="?", metavar="CONTEXT", help="another context (default: the active one)"
+    )
+    add(
+        "apply",
+        "start the job of a spec (nothing, if the running job can already run it)",
+        "\n".join(_line(f"%job apply {form}".strip(), text) for form, text in APPLY_FORMS),
+    ).add_argument("spec", nargs="*", metavar="SPEC", help="--local MESH=N[,...], module.attr or NAME")
+    add("kill", "reap the workers and remove the state file (or stop batch run ID)").add_argument(
+        "context", nargs="?", metavar="CONTEXT", help="another context (default: the active one), or a batch run ID"
+    )
+    # batch runs (batch.py)
+    batch = add("batch", "run a client script detached in its own folder, as Monarch's batch mode does")
+    batch.add_argument("script", metavar="SCRIPT")
+    batch.add_argument("spec", nargs="?", metavar="SPEC", help="a module.attr SlurmJob (default: this machine)")
+    logs = add("logs", "print a batch run's output (--follow: live; Ctrl-C stops following only)")
+    logs.add_argument("name", metavar="ID")
+    logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")
+    add("reconnect", "drop connections and re-attach from the cache")
+    add("context ls", "list contexts (* marks the active one)")
+    for action, summary in (
+        ("use", "switch the active context (attaches to its job)"),
+        ("create", "create a context"),
+        ("rm", "kill a context's job and delete the context"),
+    ):
+        add(f"context {action}", summary).add_argument("name", metavar="NAME")
+    return table
+
+
+PARSERS = _parsers()
+VERBS = tuple(dict.fromkeys(words.split()[0] for words in PARSERS))
+CONTEXT_ACTIONS = tuple(words.split()[1] for words in PARSERS if words.startswith("context "))
+
+
+@dataclass(frozen=True)
+class JobCommand:
+    """A parsed ``%job`` line: ``command`` is e.g. ``"status"`` or ``"context use"``."""
+
+    command: str
+    context: str | None = None
+    name: str | None = None
+    script: str | None = None  # %job batch
+    spec: str | None = None  # %job batch
+    follow: bool = False  # %job logs
+    spec_text: str = ""  # %job apply: the rest of the line, exactly as typed
+
+
+def parse(line: str) -> JobCommand:
+    """Parse a ``%job`` line; ArgumentsError (one line) or HelpRequested."""
+    try:
+        words = shlex.split(line)
+    except ValueError as error:
+        raise ArgumentsError(f"%job: {error} in {line.strip()!r}") from None
+    verb = words[0] if words else "status"
+    if verb in ("-h", "--help"):
+        raise HelpRequested(help_text())
+    if verb not in VERBS:
+        raise ArgumentsError(f"%job: unknown subcommand {verb!r}; use {_choices(VERBS)} (see %job?)")
+    if verb == "apply":
+        rest = line.strip()[len(verb) :].strip()
+        if rest in ("-h", "--help"):
+            raise HelpRequested(PARSERS["apply"].format_help())
+        return JobCommand("apply", spec_text=rest)
+    args = words[1:]
+    command = verb
+    if verb == "context":
+        action = args[0] if args else "ls"
+        if action in ("-h", "--help"):
+            raise HelpRequested(help_text())
+        if action not in CONTEXT_ACTIONS:
+            raise ArgumentsError(f"%job context: unknown action {action!r}; use {_choices(CONTEXT_ACTIONS)}")
+        command, args = f"context {action}", args[1:]
+    parsed = PARSERS[command].parse_args(args)
+    return JobCommand(
+        command,
+        context=getattr(parsed, "context", None),
+        name=getattr(parsed, "name", None),
+        script=getattr(parsed, "script", None),
+        spec=getattr(parsed, "spec", None) if command == "batch" else None,
+        follow=bool(getattr(parsed, "follow", False)),
+    )
+
+
+def _choices(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def help_text() -> str:
+    """The command listing of ``%job?``, from the parsers above."""
+    lines = []
+    for words, parser in PARSERS.items():
+        if words == "apply":
+            lines.extend(parser.description.splitlines())
+            continue
+        synopsis = "%job [status [CONTEXT]]" if words == "status" else parser.synopsis
+        lines.append(_line(synopsis, parser.summary))
+    return "\n".join(lines)

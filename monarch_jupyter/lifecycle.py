@@ -1,0 +1,159 @@
+"""Starting, reusing and replacing jobs: the apply policy, without files or IPython.
+
+The rules, each a small function the session composes:
+
+- a running job that can run the requested spec is reused, nothing is applied
+  (:func:`reusable`);
+- otherwise the new job is started and connected first; only when that worked
+  is it recorded (``commit``) and then the old job killed (:func:`replace`). A
+  failed start leaves the previous job running and its cache as it was, and
+  reaps whatever the failed start left behind.
+
+Blocking Monarch calls go through ``call`` (the session's ``EventLoopThread.call``;
+a plain ``lambda fn, *a: fn(*a)`` in unit tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _introspect, _orphans, _quiet, engines
+from .errors import MonarchJupyterError
+
+Call = Callable[..., Any]
+
+
+def reusable(old: Any, new: Any) -> bool:
+    """Whether ``old`` (a cached or connected job) is alive and can run ``new``'s spec."""
+    return old is not None and _introspect.is_alive(old) and can_run(old, new)
+
+
+def can_run(old: Any, new: Any) -> bool:
+    """``old``'s allocation can run ``new`` (Monarch's ``JobTrait.can_run``)."""
+    running = _introspect.running_job(old)
+    if running is None:
+        return False
+    try:
+        return bool(running.can_run(new))
+    except Exception:
+        # can_run compares private fields and probes the allocation: a job pickled
+        # by another Monarch version lacks a field (AttributeError, e.g. SSHJob's
+        # _transport), or the probe fails (squeue, kubectl). Either way it cannot
+        # be reused here, so a new job is applied.
+        return False
+
+
+def connect(job: Any) -> Any:
+    """Connect to an already running ``job`` (never applies); returns its JobState."""
+    engines.before_connect(job)  # engines: e.g. an unpickled SSHJob's transport
+    _quiet.start_client_context()
+    # cached_path=None keeps Monarch off our cache file.
+    state = job.state(cached_path=None)
+    engines.after_connect(job)
+    return state
+
+
+def start(job: Any, guard: Any = None, log: Any = None) -> Any:
+    """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed.
+
+    ``guard`` (a context manager with an ``abandoned`` event, see ``_orphans.ApplyGuard``)
+    records the workers as they start; once the kernel gave up on the apply, whatever
+    started is killed and ``ApplyAbandoned`` is raised. ``log``: where an engine's
+    processes write (SSH clients), see :mod:`.engines`.
+    """
+    _quiet.start_client_context()
+    try:
+        with engines.output(job, log) or _quiet.quietly(), guard or contextlib.nullcontext():
+            state = job.state(cached_path=None)
+        if guard is not None and guard.abandoned.is_set():
+            raise _orphans.ApplyAbandoned("the apply was interrupted")
+        engines.after_start(job, log)  # engines: wait until the workers are really up (SSH)
+        return state
+    except KeyboardInterrupt:  # abandoned (or interrupted): reap, and say nothing more
+        kill_error(job)
+        if guard is not None:
+            guard.done()
+        raise
+    except BaseException as error:  # PanicException derives from BaseException
+        cleanup = kill_error(job)
+        if guard is not None:
+            guard.done()
+        line = engines.explain(job, error, log) or f"{type(error).__name__}: {error}"
+        raise StartFailed(line, cleanup) from None
+
+
+def kill(job: Any) -> None:
+    """Kill ``job``; Monarch's shutdown chatter is dropped, errors are raised."""
+    with _quiet.quietly():
+        job.kill()
+
+
+def kill_error(job: Any) -> str | None:
+    """Kill ``job`` and return None, or the error that stopped it, as one line."""
+    try:
+        kill(job)
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+class StartFailed(Exception):
+    """A job did not start; ``cleanup`` says if reaping its remains failed too."""
+
+    def __init__(self, reason: str, cleanup: str | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.cleanup = cleanup
+
+
+@dataclass
+class Replaced:
+    state: Any
+    replaced_apply_id: str | None = None
+    kill_failed: str | None = None
+
+
+def replace(
+    new: Any,
+    old: Any | None,
+    *,
+    label: str,
+    call: Call,
+    commit: Callable[[Any], None],
+    guard: Any = None,
+    log: Any = None,
+) -> Replaced:
+    """Start ``new``, ``commit`` it, then kill ``old``; in that order, and only so far as each step worked.
+
+    - ``new`` fails to start: ``old`` is untouched, nothing is committed; one-line error.
+    - ``commit`` fails (the cache cannot be written): ``new`` is killed, ``old`` is untouched.
+    - killing ``old`` fails: ``new`` stays (it is committed); the failure is returned.
+    """
+    try:
+        state = call(start, new, guard, log)
+    except StartFailed as failure:
+        extra = f" (reaping what it started also failed: {failure.cleanup})" if failure.cleanup else ""
+        raise MonarchJupyterError(
+            f"applying {label} failed: {failure.reason}; "
+            f"the previous job and its cache were left as they were{extra}"
+        ) from None
+    try:
+        commit(state)
+    except BaseException as error:
+        reaped = call(kill_error, new)
+        if not isinstance(error, Exception):  # Ctrl-C: the new job is gone, stop here
+            raise
+        lost = f"; stopping the new job failed too ({reaped}): it may still be running" if reaped else ""
+        if isinstance(error, MonarchJupyterError):
+            raise MonarchJupyterError(f"{error}{lost}") from None
+        raise MonarchJupyterError(
+            f"applying {label}: the job started but could not be recorded "
+            f"({type(error).__name__}: {error}), so it was stopped{lost}; "
+            "the previous job and its cache were left as they were"
+        ) from None
+    if old is None or _introspect.running_job(old) is None:
+        return Replaced(state)
+    return Replaced(state, getattr(old, "apply_id", None), call(kill_error, old))

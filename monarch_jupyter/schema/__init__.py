@@ -1,0 +1,30 @@
+"""The one definition of ``%%remote``'s status vocabulary and saved-output format.
+
+``remote-run.schema.json`` is a JSON Schema of the
+``application/vnd.monarch.remote+json`` payload. Its ``$defs`` name every rank
+status (``status``), the statuses a rank ends as (``finalStatus``, the keys of the
+payload's ``summary``) and the failing ones (``failingStatus``). The Python model
+reads them from here; ``labextension/src/model.ts`` and ``widgets/run.js`` are
+checked against this file by the jest tests (and the payload by pytest and jest).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PATH = Path(__file__).with_name("remote-run.schema.json")
+SCHEMA: dict = json.loads(PATH.read_text(encoding="utf-8"))
+
+MIME_TYPE: str = SCHEMA["x-mime-type"]
+VERSION: int = SCHEMA["properties"]["version"]["const"]
+STATUSES: tuple[str, ...] = tuple(SCHEMA["$defs"]["status"]["enum"])  # every status, display order
+FINAL_STATUSES: tuple[str, ...] = tuple(SCHEMA["$defs"]["finalStatus"]["enum"])
+FAILING_STATUSES: tuple[str, ...] = tuple(SCHEMA["$defs"]["failingStatus"]["enum"])
+
+
+def status(name: str) -> str:
+    """``name`` if the schema defines that status (so code can name statuses safely)."""
+    if name not in STATUSES:
+        raise ValueError(f"{name!r} is not a status of {PATH.name} (one of {', '.join(STATUSES)})")
+    return name

@@ -1,0 +1,166 @@
+"""Pins of the Monarch internals monarch_jupyter relies on, against the installed torchmonarch.
+
+Each failure names the field and the function of ours that reads it, so an
+upgrade that renames one says what to change. ``_introspect`` is the only reader
+of private fields; ``_quiet`` names Monarch's private loggers and messages.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from importlib.metadata import version
+
+import pytest
+from harness import TAG_VAR
+
+from monarch_jupyter import _introspect, _quiet
+
+MONARCH = f"torchmonarch {version('torchmonarch')}"
+
+
+def pin(obj, field, reader):
+    where = obj if isinstance(obj, type) else type(obj)
+    assert hasattr(obj, field), (
+        f"{MONARCH}: {where.__module__}.{where.__qualname__} has no '{field}' any more; update {reader}"
+    )
+
+
+def test_process_job_fields():
+    from monarch.job import JobTrait, ProcessJob
+
+    job = ProcessJob({"trainers": 2, "loaders": 1}, env={"A": "1"})
+    pin(job, "_meshes", "_introspect.declared_meshes")
+    pin(job, "_env", "_introspect.worker_env")
+    pin(job, "_host_to_pid", "_introspect.worker_pids")
+    pin(type(job), "_watch_process", "_introspect.watch_worker_spawns")
+    assert "self._watch_process(" in inspect.getsource(type(job)._create), (
+        f"{MONARCH}: ProcessJob._create no longer calls _watch_process after each Popen; "
+        "update _introspect.watch_worker_spawns"
+    )
+    pin(JobTrait, "_running", "_introspect.running_job")
+    pin(JobTrait, "_is_running", "_introspect.is_alive")
+    assert isinstance(inspect.getattr_static(JobTrait, "_running"), property), (
+        f"{MONARCH}: JobTrait._running is no longer a property; update _introspect.running_job"
+    )
+    assert _introspect.declared_meshes(job) == {"trainers": 2, "loaders": 1}, (
+        "ProcessJob._meshes changed shape"
+    )
+    assert _introspect.worker_env(job) == {"A": "1"}, "ProcessJob._env changed shape"
+    assert _introspect.running_job(job) is None and not _introspect.is_alive(job)
+    assert isinstance(job._host_to_pid, dict), "ProcessJob._host_to_pid is no longer a dict"
+
+
+def test_process_state_has_pid():
+    from monarch._src.job.job import ProcessState
+
+    assert "pid" in ProcessState._fields, (
+        f"{MONARCH}: ProcessState (values of ProcessJob._host_to_pid) has no 'pid'; update _introspect.worker_pids"
+    )
+
+
+def test_job_state_fields():
+    from monarch._src.job.job import JobState
+
+    state = JobState({"hosts": "mesh"}, telemetry_url="t", dashboard_url="d", admin_url="a")
+    pin(state, "_hosts", "_introspect.host_meshes")
+    assert _introspect.host_meshes(state) == {"hosts": "mesh"}, "JobState._hosts changed shape"
+    for key in ("telemetry", "dashboard", "admin"):
+        pin(state, f"{key}_url", "_introspect.urls")
+    assert _introspect.urls(None, state) == {"telemetry": "t", "dashboard": "d", "admin": "a"}
+
+
+def test_a_real_process_job_through_introspect(tag, monkeypatch):
+    from monarch.job import ProcessJob
+
+    monkeypatch.setenv(TAG_VAR, tag)  # the workers carry the test's tag: reaped even if this fails
+    _quiet.start_client_context()
+    job = ProcessJob({"hosts": 2})
+    try:
+        state = job.state(cached_path=None)
+        pids = _introspect.worker_pids(job)
+        assert sorted(pids) == ["hosts_0", "hosts_1"], (
+            f"{MONARCH}: ProcessJob._host_to_pid keys changed: {pids}"
+        )
+        assert all(_introspect.pid_alive(pid) for pid in pids.values())
+        assert _introspect.running_job(job) is job and _introspect.is_alive(job)
+        assert list(_introspect.host_meshes(state)) == ["hosts"]
+        assert _introspect.mesh_sizes(job, _introspect.host_meshes(state)) == {"hosts": 2}
+        assert _introspect.mesh_sizes(object(), _introspect.host_meshes(state)) == {"hosts": 2}, (
+            f"{MONARCH}: HostMesh.extent.nelements no longer sizes a mesh; update _introspect._host_count"
+        )
+    finally:
+        job.kill()
+    assert not _introspect.is_alive(job)
+
+
+@pytest.mark.parametrize("name", [*sorted(_quiet._CHATTY_LOGGERS), "monarch._src.actor.telemetry"])
+def test_private_loggers_exist(name):
+    module = importlib.import_module(name)
+    logger = getattr(module, "logger", None)
+    found = name in logging.Logger.manager.loggerDict
+    assert found or (logger is not None and logger.name == name), (
+        f"{MONARCH}: no logger named {name!r} any more; update _quiet's filters"
+    )
+
+
+def test_get_in_loop_message_and_logger():
+    from monarch._src.actor import future, telemetry
+
+    source = inspect.getsource(future)
+    assert _quiet._GET_IN_LOOP in source, (
+        f"{MONARCH}: the Future.get() in-loop log text changed; update _quiet"
+    )
+    assert future._GET_ON_LOOP_WARNING.startswith(
+        "Future.get() was called from within an active event loop"
+    ), f"{MONARCH}: the Future.get() in-loop warning changed; update _quiet.install's warnings filter"
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    target = logging.getLogger("monarch._src.actor.telemetry")
+    handler = Keep()
+    target.addHandler(handler)
+    _quiet.install()
+    try:
+        telemetry.log_with_tracing(logging.WARNING, "pin probe")
+        telemetry.log_with_tracing(logging.WARNING, _quiet._GET_IN_LOOP)
+    finally:
+        target.removeHandler(handler)
+    assert any(m.endswith("pin probe") for m in seen), (
+        f"{MONARCH}: log_with_tracing no longer logs through 'monarch._src.actor.telemetry'; update _quiet"
+    )
+    assert not any(_quiet._GET_IN_LOOP in m for m in seen), f"{MONARCH}: _quiet no longer drops {seen}"
+
+
+def test_fault_hook_is_read_from_monarch_actor_at_call_time():
+    import monarch.actor
+    from monarch._src.actor import actor_mesh
+
+    pin(monarch.actor, "unhandled_fault_hook", "_faults.install")
+    assert "from monarch.actor import unhandled_fault_hook" in inspect.getsource(actor_mesh), (
+        f"{MONARCH}: Monarch no longer reads monarch.actor.unhandled_fault_hook when a mesh fails; update _faults"
+    )
+
+
+def test_no_other_module_reads_monarch_private_fields():
+    """Only _introspect reads Monarch's private attributes (the ones pinned above)."""
+    import re
+    from pathlib import Path
+
+    import monarch_jupyter
+
+    private = r"(_hosts|_meshes|_env|_host_to_pid|_running|_is_running|_watch_process)"
+    access = re.compile(rf"\.{private}\b|[\"']{private}[\"']")
+    package = Path(monarch_jupyter.__file__).parent
+    offenders = [
+        f"{path.relative_to(package)}:{number}: {line.strip()}"
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "_introspect.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if access.search(line.split("#")[0])
+    ]
+    assert offenders == [], f"read Monarch's private fields outside _introspect: {offenders}"

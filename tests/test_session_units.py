@@ -1,0 +1,67 @@
+"""The JobSession facade over a real folder, with fake jobs and no Monarch workers."""
+
+from __future__ import annotations
+
+import pytest
+from fake_jobs import LOG, FakeJob
+
+from monarch_jupyter import _quiet
+from monarch_jupyter.errors import MonarchJupyterError
+from monarch_jupyter.session import RUNNING, JobSession
+from monarch_jupyter.specs import VariableSpec
+
+
+class InlineLoop:
+    def call(self, fn, *args, timeout=None):
+        return fn(*args)
+
+
+@pytest.fixture
+def session(tmp_path, monkeypatch):
+    monkeypatch.setattr(_quiet, "start_client_context", lambda: None)
+    LOG.clear()
+    return JobSession(loop=InlineLoop(), cwd=lambda: str(tmp_path))
+
+
+def apply(session, job):
+    return session.apply(VariableSpec("j"), namespace={"j": job})
+
+
+def test_apply_records_then_replaces(session, tmp_path):
+    first = apply(session, FakeJob("a"))
+    assert first.changed and first.status.state == RUNNING and first.status.attached
+    assert "lives only in this kernel" in first.note
+    cache = tmp_path / ".monarch/default/state.pkl"
+    assert cache.exists()
+    assert not apply(session, FakeJob("a")).changed  # the running job can run it
+    LOG.clear()
+    second = apply(session, FakeJob("b"))
+    assert second.replaced_apply_id == first.status.apply_id
+    assert LOG == [("start", "b"), ("kill", "a")]
+    assert session.status().apply_id == second.status.apply_id
+
+
+def test_failed_start_keeps_the_old_job_and_its_cache(session, tmp_path):
+    apply(session, FakeJob("a"))
+    cache = tmp_path / ".monarch/default/state.pkl"
+    before = cache.read_bytes()
+    with pytest.raises(MonarchJupyterError, match="scheduler said no"):
+        apply(session, FakeJob("b", fail="scheduler said no"))
+    assert cache.read_bytes() == before
+    assert ("kill", "a") not in LOG
+    assert session.job().name == "a"
+
+
+def test_a_kill_that_fails_keeps_the_cache(session, tmp_path):
+    apply(session, FakeJob("a", kill_fails="host unreachable"))
+    with pytest.raises(MonarchJupyterError, match=r"host unreachable.*cache was kept"):
+        session.kill()
+    assert (tmp_path / ".monarch/default/state.pkl").exists()
+
+
+def test_a_foreign_cache_change_drops_the_attachment(session, tmp_path):
+    apply(session, FakeJob("a"))
+    assert session.attached
+    (tmp_path / ".monarch/default/state.pkl").unlink()  # as `monarch kill` does
+    assert not session.attached
+    assert session.status().state == "no job"

@@ -1,0 +1,201 @@
+"""The %load_ext line from plain files and the background attach (no kernel, no Monarch).
+
+A small stand-in session records attach() calls; the real kernel path is in
+tests/test_lazy_load.py.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from monarch_jupyter import _warmup
+from monarch_jupyter.contexts import Layout
+from monarch_jupyter.errors import CacheError
+from monarch_jupyter.session import NO_JOB, RUNNING, JobStatus
+
+APPLY_ID = "0123abcd-0000-0000-0000-000000000000"
+
+
+class StandInSession:
+    """What begin() uses of a JobSession: layout, attached, attach(), ready_hook."""
+
+    attached = False
+
+    def __init__(self, root: Path, attach=None) -> None:
+        self.layout = Layout(root)
+        self.ready_hook = None
+        self.calls: list[str] = []
+        self._attach = attach or (lambda: JobStatus(context="default", state=NO_JOB))
+
+    def attach(self) -> JobStatus:
+        self.calls.append(threading.current_thread().name)
+        return self._attach()
+
+
+def write_cache(root: Path, pids: dict[str, int] | None, *, fresh: bool = True, hosts: int = 1) -> Path:
+    """A context with a (harmless) pickle and, unless pids is None, a status.json about it."""
+    layout = Layout(root)
+    layout.ensure()
+    state = layout.state_path("default")
+    state.write_bytes(pickle.dumps({"a": "job"}))
+    state.chmod(0o600)
+    if pids is not None:
+        applied = state.stat().st_mtime if fresh else state.stat().st_mtime - 60
+        layout.write_status("default", {
+            "context": "default", "state": RUNNING, "job_class": "ProcessJob", "apply_id": APPLY_ID,
+            "spec": "monarch_jupyter.local_jobs.hosts_1", "attached": True, "applied_at": applied,
+            "meshes": [{"name": "hosts", "hosts": hosts, "live_workers": hosts}],
+            "worker_pids": {f"hosts_{i}": pid for i, pid in enumerate(pids.values())},
+        })
+    return state
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_no_cache_attaches_at_once_and_schedules_nothing(tmp_path):
+    session = StandInSession(tmp_path)
+    line = _warmup.begin(session)
+    assert line.startswith("monarch_jupyter: no job in context 'default' yet")
+    assert session.calls == [threading.current_thread().name]
+    assert session.ready_hook is None
+
+
+def test_fresh_status_with_live_workers_says_re_attaching_then_attaches_in_background(tmp_path):
+    release = threading.Event()
+    session = StandInSession(tmp_path, attach=lambda: (release.wait(5), JobStatus("default", RUNNING))[1])
+    write_cache(tmp_path, {"w": os.getpid()})  # a live python process stands in for the worker
+    line = _warmup.begin(session)
+    assert line.startswith("monarch_jupyter: re-attaching to context 'default': ProcessJob 0123abcd, hosts×1 (1 live)")
+    assert f"apply id {APPLY_ID}" in line and "\n" not in line
+    assert session.ready_hook is not None
+    waiter = threading.Thread(target=session.ready_hook)
+    waiter.start()
+    time.sleep(0.1)
+    assert waiter.is_alive(), "the hook waits for the attach"
+    release.set()
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert session.calls == ["monarch-jupyter-attach"]
+    assert session.ready_hook is None, "the hook removes itself once the attach is done"
+
+
+def test_dead_worker_is_reported_from_the_files(tmp_path):
+    session = StandInSession(tmp_path)
+    write_cache(tmp_path, {"w0": os.getpid(), "w1": dead_pid()}, hosts=2)
+    line = _warmup.begin(session)
+    assert "has lost its workers" in line and "left as it is" in line
+    session.ready_hook()
+    assert session.calls == ["monarch-jupyter-attach"]
+
+
+@pytest.mark.parametrize("case", ["stale", "missing", "fifo"])
+def test_unvouched_cache_only_says_it_is_attaching(tmp_path, case):
+    session = StandInSession(tmp_path)
+    write_cache(tmp_path, {"w": os.getpid()} if case == "stale" else None, fresh=False)
+    if case == "fifo":
+        os.mkfifo(tmp_path / ".monarch/default/status.json")  # must not block the load
+    started = time.monotonic()
+    line = _warmup.begin(session)
+    assert time.monotonic() - started < 2
+    assert line == (
+        "monarch_jupyter: attaching to the cached job of context 'default' in the background; %job shows it"
+    )
+    session.ready_hook()
+    assert session.calls == ["monarch-jupyter-attach"]
+
+
+@pytest.mark.parametrize("content", [b"", b"\x80\x04\x95garbage"])
+def test_cache_refused_before_unpickling_takes_the_synchronous_path(tmp_path, content):
+    def refuse():
+        raise CacheError("state.pkl is corrupt; it was left as it is")
+
+    session = StandInSession(tmp_path, attach=refuse)
+    state = write_cache(tmp_path, {"w": os.getpid()})
+    state.write_bytes(content)
+    line = _warmup.begin(session)
+    assert line == "monarch_jupyter: state.pkl is corrupt; it was left as it is"
+    assert session.ready_hook is None and session.calls == [threading.current_thread().name]
+
+
+def test_with_ipython_the_attach_starts_after_the_cell(tmp_path):
+    class Events:
+        def __init__(self):
+            self.callbacks = []
+
+        def register(self, name, fn):
+            assert name == "post_run_cell"
+            self.callbacks.append(fn)
+
+        def unregister(self, name, fn):
+            self.callbacks.remove(fn)
+
+    class Shell:
+        events = Events()
+
+    session = StandInSession(tmp_path)
+    write_cache(tmp_path, {"w": os.getpid()})
+    _warmup.begin(session, Shell())
+    time.sleep(0.2)
+    assert session.calls == [], "nothing starts before the cell ends"
+    for callback in list(Shell.events.callbacks):
+        callback(None)
+    assert Shell.events.callbacks == []
+    deadline = time.monotonic() + 5
+    while not session.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert session.calls == ["monarch-jupyter-attach"]
+
+
+def test_interrupted_wait_is_one_line_and_the_attach_goes_on(tmp_path):
+    release = threading.Event()
+    session = StandInSession(tmp_path, attach=lambda: (release.wait(10), JobStatus("default", RUNNING))[1])
+    write_cache(tmp_path, {"w": os.getpid()})
+    _warmup.begin(session)
+    threading.Timer(0.2, _thread.interrupt_main).start()
+    with pytest.raises(_warmup.AttachInterrupted) as caught:
+        session.ready_hook()
+    assert isinstance(caught.value, KeyboardInterrupt)
+    shown = caught.value._render_traceback_()
+    assert len(shown) == 1 and "context 'default'" in shown[0] and "run the cell again" in shown[0]
+    assert session.ready_hook is not None, "still attaching: the next command waits again"
+    release.set()
+    session.ready_hook()
+    assert session.calls == ["monarch-jupyter-attach"]
+
+
+def test_status_json_is_read_without_following_links_or_reading_huge_files(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (2 << 20))
+    assert _warmup._read_json(big) is None
+    target = tmp_path / "t.json"
+    target.write_text(json.dumps({"state": RUNNING}))
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert _warmup._read_json(link) is None
+    assert _warmup._read_json(target) == {"state": RUNNING}
+
+
+def test_a_context_switch_waits_for_the_background_attach_first(tmp_path):
+    from monarch_jupyter.session import JobSession
+
+    session = JobSession(loop=object(), cwd=lambda: str(tmp_path))
+    Layout(tmp_path).ensure()
+    seen = []
+    session.ready_hook = lambda: seen.append(session.layout.current())
+    session.create("other")
+    session.use("other")  # its attach finds no job: nothing imported, nothing connected
+    assert seen and seen[0] == "default", "the hook runs before the symlink moves"
