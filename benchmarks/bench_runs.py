@@ -135,7 +135,7 @@ def main() -> None:
                             for p in rank_files(run_id).values())
         r = k.execute(f"%remote attach {run_id}", 400)  # to the end
         whole = 0
-        for name, path in rank_files(run_id).items():
+        for path in rank_files(run_id).values():
             if path.read_text().split() == [str(i) for i in range(1, count + 1)]:
                 whole += 1
         row(f"{opts.restarts} kernel restarts mid-run: ranks whose log has every line once, in order (of 2)", whole, "ranks")

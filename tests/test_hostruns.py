@@ -61,7 +61,8 @@ async def collect(proc: H.CapturedProcess) -> tuple[int, list]:
         rc = await proc.finish()
     finally:
         task.cancel()
-    got.append((time.monotonic(), proc.take()))
+    for chunks in proc.rest():  # what is left, in bounded batches; then the files are closed
+        got.append((time.monotonic(), chunks))
     return rc, got
 
 
@@ -268,3 +269,15 @@ def test_runs_root_refuses_a_folder_others_can_write(tmp_path, monkeypatch):
     monkeypatch.setenv("MONARCH_JUPYTER_RUNS_DIR", str(shared))
     with pytest.raises(RuntimeError, match="chmod 700"):
         H.runs_root()
+
+
+def test_a_flood_written_at_once_is_handed_out_in_bounded_batches(runs_dir):
+    async def main():
+        proc = start("f1", "import sys; sys.stdout.write('x' * (5 << 20)); sys.stdout.flush()", "python")
+        assert proc.finish_now(5.0) is None  # ended, but too much for one message: the slow path
+        rc, got = await collect(proc)
+        sizes = [len(c.text) for _, cs in got for c in cs]
+        assert rc == 0 and sum(sizes) == 5 << 20 and max(sizes) <= 2 * H.LAST_BYTES, sizes  # bounded (not one 5 MB message)
+        assert not open_fds_under(runs_dir)
+
+    run(main())

@@ -187,18 +187,26 @@ class RemoteActor(Actor):
         try:
             returncode = await proc.finish()
         except asyncio.CancelledError:  # the actor is stopping: the run goes on, captured on this host
+            leftovers.close()
             raise
         except Exception as exc:  # report it on the port: the client shows it on the rank, the actor lives on
             error = f"{type(exc).__name__}: {exc}"
         finally:
             sending.cancel()
-            leftovers.close()
             self._runs.pop(run_id, None)
             self._ended.pop(run_id, None)
             if ended is not None and not ended.done():
                 ended.set_result((returncode, time.monotonic() - started, error))
+        last: list[Chunk] = []
+        try:
+            for chunks in proc.rest():  # a flood's rest in messages of bounded size, the last with the exit
+                if port is not None and last:
+                    port.send(Data(run_id, key, rank, proc.pid, last))
+                last = chunks
+        finally:
+            leftovers.close()
         if port is not None:
-            port.send(Exit(run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, error))
+            port.send(Exit(run_id, key, rank, proc.pid, last, returncode, time.monotonic() - started, error))
 
     @endpoint
     async def cancel(self, run_id: str, grace: float = GRACE) -> None:
@@ -261,7 +269,9 @@ class RemoteActor(Actor):
                 returncode, duration, error = await hostruns.ended_status(folder, meta)
             await asyncio.sleep(0)
             sending.cancel()
-            tail.finish()
+            while tail.finish(hostruns.LAST_BYTES):  # a flood's rest in messages of bounded size
+                port.send(Data(run_id, key, rank, pid, first + tail.take()))
+                first = []
             port.send(Exit(run_id, key, rank, pid, first + tail.take(), returncode, duration or 0.0, error))
         finally:
             sending.cancel()

@@ -37,10 +37,11 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,6 +55,7 @@ REPLAY_LINES = 200  # … and at most this many lines (the cell's live budget st
 KEEP_RUNS = 50  # finished runs kept per host (newest)
 KEEP_SECONDS = 7 * 86400  # … and none older than this
 POLL = 0.02  # when inotify is unavailable, and for exits we cannot wait on
+LAST_BYTES = 1 << 20  # per stream and message once the command ended (a flood's rest: several messages)
 BOUND_EVERY = 2.0  # seconds between bound checks while tailing
 STATUS_WAIT = 0.5  # after a leader we did not start exits, how long its status may take to appear
 META = "meta.json"
@@ -121,7 +123,7 @@ def read_json(path: Path, limit: int = 1 << 20) -> dict | None:
         return None
     try:
         info = os.fstat(fd)
-        if not (info.st_mode & 0o170000 == 0o100000) or info.st_size > limit:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
         data = json.loads(os.read(fd, limit + 1) or b"null")
         return data if isinstance(data, dict) else None
@@ -261,7 +263,7 @@ class RunShell:
             os.close(b_read)
         self.fd = a_read  # its number in the shell
 
-    def take(self, folder: Path, run_id: str, mode: str, command: str) -> "CapturedProcess | None":
+    def take(self, folder: Path, run_id: str, mode: str, command: str) -> CapturedProcess | None:
         """Hand the run to the shell: its :class:`CapturedProcess`, or None (then discarded)."""
         try:
             text = payload(folder, run_id, mode, command, self.fd).encode("utf-8", "surrogateescape")
@@ -302,7 +304,7 @@ class RunShellKeeper:
         self._timer: asyncio.TimerHandle | None = None
 
     def take(self, folder: Path, run_id: str, mode: str, command: str, env: dict[str, str],
-             cwd: str | None) -> "CapturedProcess":
+             cwd: str | None) -> CapturedProcess:
         shell, self.shell = self.shell, None
         proc = None
         if shell is not None:
@@ -383,7 +385,7 @@ def punch_head(fd: int, keep: int = MAX_KEEP) -> int:
 
 # ── tailing ────────────────────────────────────────────────────────────
 class _Stream:
-    __slots__ = ("stream", "path", "fd", "decoder", "sink", "bounded_at", "skipped")
+    __slots__ = ("bounded_at", "decoder", "fd", "path", "sink", "skipped", "stream")
 
     def __init__(self, stream: str, path: Path, offset: int | None, lines: int | None = None) -> None:
         self.stream = stream
@@ -439,6 +441,7 @@ class Tail:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notify: int | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._paused = False
         self.closed = False
 
     @property
@@ -462,7 +465,7 @@ class Tail:
             self._size += len(text)
             self._wake.set()
 
-    def read(self, limit: int = 8 * READ_SIZE) -> bool:
+    def read(self, limit: int = READ_SIZE) -> bool:
         """Read what the files hold now (up to ``limit`` bytes each); True if more is waiting."""
         more = False
         for s in self.streams:
@@ -506,6 +509,9 @@ class Tail:
                 pass
         if self.closed:
             return
+        if self._size >= LAST_BYTES:  # the reader has not taken the last batch: wait for it
+            self._paused = True
+            return
         if self.read():
             self._loop.call_soon(self._readable)
         self._bound()
@@ -533,6 +539,9 @@ class Tail:
             return []
         chunks = [Chunk(stream, "".join(texts), newlines) for stream, texts, newlines in self._batch]
         self._batch, self._size = [], 0
+        if self._paused and self._loop is not None and not self.closed:
+            self._paused = False
+            self._loop.call_soon(self._readable)
         return chunks
 
     async def batches(self, every: float, max_bytes: int, quiet: float) -> AsyncIterator[list[Chunk]]:
@@ -555,12 +564,18 @@ class Tail:
                 yield chunks
             last = time.monotonic()
 
-    def finish(self) -> None:
-        """Read to the end now and flush the decoders (a last partial character)."""
-        while self.read():
-            pass
+    def finish(self, max_bytes: int | None = None) -> bool:
+        """Read to the end now (at most ``max_bytes`` per stream: then True, call again after
+        taking the batch) and flush the decoders (a last partial character)."""
+        if max_bytes is not None:
+            if self.read(max_bytes):
+                return True
+        else:
+            while self.read():
+                pass
         for s in self.streams:
             self._feed(s, b"", final=True)
+        return False
 
     def close(self) -> None:
         self.closed = True
@@ -639,17 +654,26 @@ class CapturedProcess(Process):
         if killpg(self.pid, 0) and _group_alive(self.pid):  # background children: the slow path
             return None
         self._ended()
+        if self.tail.finish(LAST_BYTES):  # a flood: the rest goes in several messages (slow path)
+            return None
+        self.tail.close()
         return self.popen.returncode
 
     def _ended(self) -> None:
         if self.popen.returncode is not None and self.popen.returncode < 0:
             write_status(self.folder, self.popen.returncode)  # killed: the wrapper could not say
-        self.tail.finish()
+
+    def rest(self, max_bytes: int = LAST_BYTES) -> Iterator[list[Chunk]]:
+        """After :meth:`finish`: what is left in the files, in batches of at most ``max_bytes`` per
+        stream; the last batch (maybe empty) ends it, then the files are closed."""
+        while self.tail.finish(max_bytes):
+            yield self.tail.take()
+        yield self.tail.take()
         self.tail.close()
 
     async def finish(self, drain: float = 0.5, grace: float = GRACE) -> int:
         """Wait for the exit; background children still there ``drain`` s later get SIGTERM, then
-        SIGKILL. The files are then read to the end and closed.
+        SIGKILL. Then :meth:`rest` hands out what is left in the files.
         Cancelled (the actor is going away), the run is left running: only the files are closed.
         """
         self._watch()
@@ -665,9 +689,9 @@ class CapturedProcess(Process):
                     await asyncio.sleep(POLL)
             killpg(self.pid, signal.SIGKILL)
             self._ended()
-        finally:
-            if not self.tail.closed:
-                self.tail.close()
+        except BaseException:
+            self.tail.close()
+            raise
         return returncode
 
     def close(self) -> None:

@@ -211,7 +211,7 @@ def _judge(entry: dict, host: dict | None) -> dict:
         return entry
     ranks = host.get("ranks", {})
     running, failed, ended = [], [], []
-    for r, name in zip(entry["ranks"], _rank_dirs(entry)):
+    for r, name in zip(entry["ranks"], _rank_dirs(entry), strict=True):
         state = ranks.get(name)
         if state is None:
             failed.append(f"{r['label']} (no folder on its host: pruned or never started)")
