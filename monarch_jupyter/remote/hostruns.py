@@ -834,9 +834,10 @@ async def stop_runs(run_ids: list[str], grace: float = GRACE, root: Path | None 
 
 
 def prune(root: Path | None = None, keep: int = KEEP_RUNS, max_age: float = KEEP_SECONDS,
-          now: float | None = None) -> list[str]:
+          now: float | None = None, min_age: float = 60.0) -> list[str]:
     """Remove finished runs beyond the newest ``keep`` or older than ``max_age``; the ids removed.
-    A run is finished when no rank's leader is alive and no process carries its marker."""
+    A run is finished when no rank's leader is alive and no process carries its marker; one
+    touched in the last ``min_age`` seconds is kept (it may be starting: no meta.json yet)."""
     root = root or runs_root()
     now = time.time() if now is None else now
     try:
@@ -849,7 +850,8 @@ def prune(root: Path | None = None, keep: int = KEEP_RUNS, max_age: float = KEEP
         if any(read_status(r) is None and leader_alive(read_json(r / META)) for r in ranks):
             continue
         finished.append(folder)
-    candidates = [f for i, f in enumerate(finished) if i >= keep or now - f.stat().st_mtime > max_age]
+    candidates = [f for i, f in enumerate(finished)
+                  if (i >= keep or now - f.stat().st_mtime > max_age) and now - f.stat().st_mtime > min_age]
     if not candidates:
         return []
     busy = marked_pids({f.name for f in candidates})
