@@ -7,40 +7,16 @@ text after ``apply`` is handed over exactly as typed.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 from dataclasses import dataclass
 
-from .errors import MonarchJupyterError
+from .magic_parser import ArgumentsError, HelpRequested, MagicParser
 
 
-class ArgumentsError(MonarchJupyterError):
-    """A ``%job`` line that does not parse; the message starts with the command and ends with its usage."""
-
-
-class HelpRequested(Exception):
-    """``-h``/``--help`` was given; ``text`` is the help to show."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-class _Parser(argparse.ArgumentParser):
+class _Parser(MagicParser):
     def __init__(self, prog: str, summary: str, description: str | None = None) -> None:
-        super().__init__(prog=prog, description=description or summary, add_help=True)
+        super().__init__(prog, description=description or summary)
         self.summary = summary
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ArgumentsError(f"{self.prog}: {message} (usage: {self.synopsis})")
-
-    def print_help(self, file: object = None) -> None:
-        raise HelpRequested(self.format_help())
-
-    @property
-    def synopsis(self) -> str:
-        usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
-        return usage.replace(" [-h]", "")
 
 
 #: The forms of ``%job apply SPEC`` (parsed by :func:`.specs.parse_apply`).

@@ -1,4 +1,9 @@
-"""A real JupyterLab server and Debian's Chromium (driven by Playwright) for browser tests.
+"""A real Jupyter server (JupyterLab or Notebook 7) and Debian's Chromium for browser tests.
+
+``JupyterServer(ui)`` starts ``jupyter lab`` or ``jupyter notebook``; the ``Frontend``
+adapters (``LAB``, ``NOTEBOOK``) hold the few things the two UIs do differently —
+the page of a notebook, how the page shows an idle kernel, how the Monarch sidebar
+is opened — so the browser test is written once.
 
 The server runs in its own process group with the test's tag in its environment,
 so the kernels it starts and their Monarch workers carry the tag and are reaped
@@ -9,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -42,10 +48,88 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class LabServer:
-    """``python -m jupyter lab`` on 127.0.0.1 with a random token, in ``root``."""
+class Frontend:
+    """What differs between the JupyterLab and Notebook 7 UIs, for the browser test."""
 
-    def __init__(self, root: Path, home: Path, tag: str) -> None:
+    name = ""
+    app = ""  # the `jupyter <app>` subcommand
+
+    def server_args(self, home: Path) -> list[str]:
+        return []
+
+    def notebook_url(self, path: str) -> str:
+        raise NotImplementedError
+
+    # A JS predicate: the notebook's kernel is idle as the page shows it.
+    kernel_idle_js = ""
+
+    def open_sidebar(self, page) -> None:
+        """Show the Monarch sidebar panel."""
+        raise NotImplementedError
+
+
+class _Lab(Frontend):
+    name = app = "lab"
+
+    def server_args(self, home: Path) -> list[str]:
+        return [
+            f"--LabApp.workspaces_dir={home / 'workspaces'}",
+            "--LabApp.extension_manager=readonly",  # no PyPI queries from the test server
+        ]
+
+    def notebook_url(self, path: str) -> str:
+        return f"/lab/tree/{path}"
+
+    # The toolbar's execution indicator and the status bar ("Python 3 (ipykernel) | Idle"):
+    # both read the session context's kernel.
+    kernel_idle_js = """() => {
+        const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+        const bar = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent);
+        return indicator && indicator.dataset.status === 'idle' && bar.some(t => /\\| Idle$/.test(t));
+    }"""
+
+    def open_sidebar(self, page) -> None:
+        page.locator(".jp-SideBar [data-id='monarch-jupyter-sidebar']").click()
+
+
+class _Notebook(Frontend):
+    name = app = "notebook"
+
+    def server_args(self, home: Path) -> list[str]:
+        return [
+            f"--JupyterNotebookApp.workspaces_dir={home / 'workspaces'}",
+            # JupyterLab's server extension is loaded alongside: no PyPI queries either
+            "--LabApp.extension_manager=readonly",
+        ]
+
+    def notebook_url(self, path: str) -> str:
+        return f"/notebooks/{path}"
+
+    # Notebook 7 has no status bar: the toolbar's execution indicator (the circle
+    # next to the kernel name) reads the session context's kernel.
+    kernel_idle_js = """() => {
+        const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+        return indicator && indicator.dataset.status === 'idle';
+    }"""
+
+    def open_sidebar(self, page) -> None:
+        # Notebook 7 lists the left panels by caption under View → Left Sidebar
+        # → "Show Monarch" ("Show Left Sidebar" in older 7.x).
+        page.locator("#menu-panel .lm-MenuBar-itemLabel", has_text="View").click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^(Show )?Left Sidebar$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^(Show )?Monarch$")).click()
+        page.locator("#jp-left-stack .jp-MonarchPanel").wait_for()
+
+
+LAB = _Lab()
+NOTEBOOK = _Notebook()
+
+
+class JupyterServer:
+    """``python -m jupyter lab|notebook`` on 127.0.0.1 with a random token, in ``root``."""
+
+    def __init__(self, root: Path, home: Path, tag: str, ui: Frontend = LAB) -> None:
+        self.ui = ui
         self.root = Path(root)
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -64,17 +148,16 @@ class LabServer:
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
             "JUPYTER_PLATFORM_DIRS": "1",
         }
-        self.log_path = home / "jupyterlab.log"
+        self.log_path = home / f"jupyter-{ui.app}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "jupyter", "lab", "--no-browser",
+                sys.executable, "-m", "jupyter", ui.app, "--no-browser",
                 "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
                 "--ServerApp.port_retries=0",
                 f"--IdentityProvider.token={self.token}",
                 f"--ServerApp.root_dir={self.root}",
-                f"--LabApp.workspaces_dir={home / 'workspaces'}",
-                "--LabApp.extension_manager=readonly",  # no PyPI queries from the test server
+                *ui.server_args(home),
                 *(["--allow-root"] if os.geteuid() == 0 else []),
             ],
             cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -94,13 +177,13 @@ class LabServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n{self.log()}")
+                raise RuntimeError(f"jupyter {self.ui.app} exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 self.api("api/status")
                 return
             except (OSError, urllib.error.URLError):
                 time.sleep(0.2)
-        raise TimeoutError(f"jupyter lab did not answer in {timeout} s:\n{self.log()}")
+        raise TimeoutError(f"jupyter {self.ui.app} did not answer in {timeout} s:\n{self.log()}")
 
     def kernel_state(self, notebook: str) -> str | None:
         """The execution state of the kernel of ``notebook``'s session, per the REST API."""

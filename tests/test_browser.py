@@ -1,4 +1,4 @@
-"""The whole notebook experience in a real JupyterLab, driven in Debian's Chromium.
+"""The whole notebook experience in a real JupyterLab and a real Notebook 7, in Debian's Chromium.
 
 One scenario, as a user would do it: open a notebook, wait for its kernel, load
 the extension, apply a local two-host job, look at the ``%job`` widget, kill the
@@ -6,7 +6,11 @@ job from the widget (with its confirmation step), check the workers are gone
 and the "Monarch" sidebar agrees, save, reload, and check that a saved
 ``%%remote`` result re-renders through our MIME renderer.
 
-Screenshots land in ``test-artifacts/browser/`` (gitignored).
+The same steps run against ``jupyter lab`` and ``jupyter notebook`` (7): Notebook 7
+loads the same prebuilt labextension (widgets, MIME renderer, sidebar). What the
+two UIs do differently lives in ``browser_util.Frontend``, not in two tests.
+
+Screenshots land in ``test-artifacts/browser/<lab|notebook>/`` (gitignored).
 Needs /usr/bin/chromium (``apt-get install chromium``; scripts/setup.sh does it
 when MONARCH_JUPYTER_BROWSER_TESTS=1) and the ``playwright`` wheel — never
 ``playwright install``: we use Debian's browser.
@@ -23,12 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LabServer
+from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
 from harness import TAG_VAR, worker_pids
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts" / "browser"
-NOTEBOOK = "monarch_browser.ipynb"
+NOTEBOOK_FILE = "monarch_browser.ipynb"
 
 pytestmark = [
     pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
@@ -93,16 +97,17 @@ def _notebook() -> dict:
 
 
 class Shots:
-    def __init__(self, page) -> None:
+    def __init__(self, page, folder: Path) -> None:
         self.page = page
         self.n = 0
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        for old in ARTIFACTS.glob("*.png"):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.png"):
             old.unlink()
 
     def __call__(self, name: str) -> None:
         self.n += 1
-        self.page.screenshot(path=str(ARTIFACTS / f"{self.n:02d}-{name}.png"))
+        self.page.screenshot(path=str(self.folder / f"{self.n:02d}-{name}.png"))
 
 
 def _wait(predicate, timeout: float, what: str, interval: float = 0.1):
@@ -115,19 +120,10 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.1):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def _wait_kernel_idle(server: LabServer, page, timeout: float = 60) -> None:
-    """The session's kernel is idle per the REST API *and* JupyterLab shows it idle."""
-    _wait(lambda: server.kernel_state(NOTEBOOK) == "idle", timeout, "the kernel to be idle (api/sessions)", 0.25)
-    # JupyterLab's own view of it: the toolbar's execution indicator and the status
-    # bar ("Python 3 (ipykernel) | Idle") — both read the session context's kernel.
-    page.wait_for_function(
-        """() => {
-            const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
-            const bar = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent);
-            return indicator && indicator.dataset.status === 'idle' && bar.some(t => /\\| Idle$/.test(t));
-        }""",
-        timeout=timeout * 1000,
-    )
+def _wait_kernel_idle(server: JupyterServer, page, timeout: float = 60) -> None:
+    """The session's kernel is idle per the REST API *and* the page shows it idle."""
+    _wait(lambda: server.kernel_state(NOTEBOOK_FILE) == "idle", timeout, "the kernel to be idle (api/sessions)", 0.25)
+    page.wait_for_function(server.ui.kernel_idle_js, timeout=timeout * 1000)
 
 
 def _run_cell(page, index: int, timeout: float = 60, wait: bool = True) -> None:
@@ -154,15 +150,16 @@ def _cell_text(page, index: int) -> str:
     return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea").inner_text()
 
 
-def test_browser_scenario(tmp_path: Path, tag: str) -> None:
+@pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
+def test_browser_scenario(tmp_path: Path, tag: str, ui: Frontend) -> None:
     # The `test` extra installs the playwright wheel; its driver ships inside it.
     # We never run `playwright install`: the browser is Debian's.
     from playwright import sync_api
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
-    (root / NOTEBOOK).write_text(json.dumps(_notebook(), indent=1))
-    server = LabServer(root, tmp_path / "lab", tag)
+    (root / NOTEBOOK_FILE).write_text(json.dumps(_notebook(), indent=1))
+    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
     try:
         server.wait_ready()
         with sync_api.sync_playwright() as pw:
@@ -173,8 +170,14 @@ def test_browser_scenario(tmp_path: Path, tag: str) -> None:
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 page.set_default_timeout(30_000)
-                shot = Shots(page)
+                # e.g. "Plugin 'monarch_jupyter:sidebar' failed to activate" when a UI lacks what it needs
+                errors: list[str] = []
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                shot = Shots(page, ARTIFACTS / ui.name)
                 _scenario(server, page, shot, root, tag)
+                ours = [e for e in errors if "monarch" in e.lower()]
+                assert not ours, f"browser console errors from our extension: {ours}"
             except Exception:
                 try:
                     shot("failure")
@@ -184,15 +187,19 @@ def test_browser_scenario(tmp_path: Path, tag: str) -> None:
             finally:
                 browser.close()
     except Exception:
-        print("---- jupyterlab log ----\n" + server.log())
+        print(f"---- jupyter {ui.app} log ----\n" + server.log())
         raise
     finally:
         server.stop()
 
 
-def _scenario(server: LabServer, page, shot, root: Path, tag: str) -> None:
-    page.goto(f"{server.url}/lab/tree/{NOTEBOOK}?token={server.token}")
+def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
+    page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK_FILE)}?token={server.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell")
+    # the page's config loads our prebuilt labextension, and nothing disables it
+    config = page.evaluate("() => JSON.parse(document.getElementById('jupyter-config-data').textContent)")
+    assert "monarch_jupyter" in [ext["name"] for ext in config.get("federated_extensions", [])], config
+    assert not [d for d in config.get("disabledExtensions", []) if d.startswith("monarch_jupyter")], config
     _wait_kernel_idle(server, page)
 
     # ── load, apply, %job ──
@@ -213,7 +220,7 @@ def _scenario(server: LabServer, page, shot, root: Path, tag: str) -> None:
     assert widget.locator(".monarch-job-class").inner_text() == "ProcessJob"
 
     # ── the Monarch sidebar lists the context as running ──
-    page.locator(".jp-SideBar [data-id='monarch-jupyter-sidebar']").click()
+    server.ui.open_sidebar(page)
     item = page.locator(".jp-MonarchPanel-item").filter(has=page.locator(".jp-MonarchPanel-name", has_text="default"))
     item.locator(".jp-MonarchPanel-state", has_text="running").wait_for(timeout=10_000)
     assert "hosts ×2" in item.locator(".jp-MonarchPanel-meshes").inner_text()
@@ -273,7 +280,7 @@ def _scenario(server: LabServer, page, shot, root: Path, tag: str) -> None:
     page.keyboard.press("Control+s")
 
     def saved_job_output():
-        cells = json.loads((root / NOTEBOOK).read_text())["cells"]
+        cells = json.loads((root / NOTEBOOK_FILE).read_text())["cells"]
         outputs = cells[2].get("outputs", [])
         return outputs[0]["data"] if outputs else None
 

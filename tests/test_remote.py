@@ -167,6 +167,17 @@ def test_quiet_and_failures(shared):
     assert "UsageError" in r.text and "unknown flag" in r.text
 
 
+def test_the_command_is_run_as_typed_and_help_is_printed(shared):
+    # flags after the command's first word are the command's, ours included
+    r = shared.ok("%remote --rank 0 echo 'a  b' --rank 1 -h")
+    assert lines(r) == ["[hosts=0] a  b --rank 1 -h"]
+    r = shared.ok("%remote --help")
+    assert "--per-host DIM=N" in r.stream() and "-e, --env KEY=VALUE" in r.stream()
+    r = shared.execute("%%remote --timeout 0\ntrue")
+    assert "UsageError: %%remote: argument --timeout: must be > 0 seconds, got '0' (see %%remote?)\n" in r.text
+    assert "Traceback" not in r.text and "[hosts=" not in r.text
+
+
 def test_timeout_stops_every_rank(shared):
     start = time.monotonic()
     r = shared.execute("%%remote --timeout 1\necho go; sleep 30 & sleep 40; echo never")

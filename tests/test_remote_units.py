@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 
 import pytest
 
 from monarch_jupyter.errors import MonarchJupyterError
-from monarch_jupyter.remote.args import ArgsError, parse_cell, parse_line
+from monarch_jupyter.magic_parser import ArgumentsError, HelpRequested, MagicParser
+from monarch_jupyter.remote.args import (
+    PARSERS,
+    VERBS,
+    RemoteArgs,
+    RemoteVerb,
+    help_text,
+    parse_cell,
+    parse_line,
+)
 from monarch_jupyter.remote.model import (
     ERR,
     OUT,
@@ -28,7 +39,7 @@ from monarch_jupyter.remote.render import TextRenderer, group_text
 
 # ── args ──
 def test_flags_before_and_after_mode():
-    a = parse_cell("--quiet bash --rank 0,2 -e A=1 --env=B=x=y --timeout 2.5", "echo hi\n")
+    a = parse_cell("--quiet bash --rank 0,2,0 -e A=1 --env=B=x=y --timeout 2.5", "echo hi\n")
     assert (a.mode, a.quiet, a.ranks, a.env, a.timeout, a.command) == (
         "bash",
         True,
@@ -40,7 +51,16 @@ def test_flags_before_and_after_mode():
     b = parse_cell("python --point hosts=1,gpu=0 --per-host gpu=2 --save res --group", "print(1)")
     assert b.mode == "python" and b.point == (("hosts", 1), ("gpu", 0)) and b.per_host == (("gpu", 2),)
     assert b.save == "res" and b.group and not b.live
-    assert parse_cell("", "x").mode == "bash"
+    c = parse_cell("--mesh trainers --workdir '/tmp/a b' --output-dir=o/$SUBDIR --no-raise", "x")
+    assert (c.mesh, c.workdir, c.output_dir, c.no_raise, c.all_meshes) == (
+        "trainers",
+        "/tmp/a b",
+        "o/$SUBDIR",
+        True,
+        False,
+    )
+    assert parse_cell("--all", "x").all_meshes
+    assert parse_cell("", "x") == RemoteArgs(command="x")
 
 
 def test_line_keeps_the_command_verbatim():
@@ -48,40 +68,124 @@ def test_line_keeps_the_command_verbatim():
     assert a.ranks == (1,) and a.workdir == "/tmp"
     assert a.command == "echo $HOME 'a  b' | wc -c  # c"
     assert parse_line("-- --not-a-flag").command == "--not-a-flag"
+    assert parse_line("--quiet  --  -x 'y'").command == "-x 'y'"
+    # flags after the command's first word belong to the command, ours included
     assert parse_line("ls -la").command == "ls -la"
-    with pytest.raises(ArgsError, match="unknown flag"):
+    assert parse_line("echo --rank 1 -h --").command == "echo --rank 1 -h --"
+    assert parse_line("grep -e x") == RemoteArgs(command="grep -e x")
+    b = parse_line('-eA=1  --env "B=two words"   python3 -c "print(1)"')
+    assert b.env == (("A", "1"), ("B", "two words")) and b.command == 'python3 -c "print(1)"'
+    with pytest.raises(ArgumentsError, match="unknown flag '--bogus'"):
         parse_line("--bogus true")
 
 
 @pytest.mark.parametrize(
-    "line, cell, message",
+    "line, message",
     [
-        ("--bogus", "x", "unknown flag"),
-        ("--rank", "x", "needs a value"),
-        ("--rank a", "x", "--rank wants"),
-        ("--point hosts", "x", "DIM=N"),
-        ("--point hosts=1 --rank 0", "x", "exclude"),
-        ("--all --mesh a", "x", "exclude"),
-        ("--per-host gpu=0", "x", "≥ 1"),
-        ("-e 1A=b", "x", "KEY=VALUE"),
-        ("--timeout 0", "x", "> 0"),
-        ("--save 1x", "x", "variable name"),
-        ("bash python", "x", "unexpected"),
-        ("", "  \n", "empty"),
-        ("--mesh a --mesh b", "x", "twice"),
-        ("--quiet=1", "x", "takes no value"),
+        ("--bogus", "unknown flag '--bogus'"),
+        ("--ran 1", "unknown flag '--ran'"),  # no abbreviations
+        ("--bogus 1 python", "unknown flag '--bogus'"),  # the flag, not its value, is the problem
+        ("--rank", "argument --rank: expected one argument"),
+        ("--rank a", "argument --rank: wants N[,M…] (flat ranks), got 'a'"),
+        ("--rank 1,-1", "argument --rank: -1 is negative; ranks count from 0"),
+        ("--point hosts", "argument --point: wants DIM=N[,DIM=N…], got 'hosts'"),
+        ("--point h=x", "argument --point: 'x' is not an integer (in 'h=x')"),
+        ("--point h=1,h=2", "argument --point: h given twice (in 'h=1,h=2')"),
+        ("--point hosts=1 --rank 0", "argument --rank: not allowed with argument --point"),
+        ("--all --mesh a", "argument --mesh: not allowed with argument --all"),
+        ("--per-host gpu=0", "argument --per-host: gpu=0 must be ≥ 1"),
+        ("-e 1A=b", "argument -e/--env: wants KEY=VALUE with KEY a variable name, got '1A=b'"),
+        ("--workdir ''", "argument --workdir: needs a directory, got ''"),
+        ("--timeout 0", "argument --timeout: must be > 0 seconds, got '0'"),
+        ("--timeout soon", "argument --timeout: wants seconds, got 'soon'"),
+        ("--save 1x", "argument --save: wants a Python variable name, got '1x'"),
+        ("bash python", "unexpected 'python'; the mode is bash or python, given once"),
+        ("perl", "unexpected 'perl'; the mode is bash or python, given once"),
+        ("--mesh a --mesh b", "argument --mesh: given twice; give it once"),
+        ("--quiet=1", "argument --quiet: ignored explicit argument '1'"),
     ],
 )
-def test_bad_flags_are_one_line_errors(line, cell, message):
-    with pytest.raises(ArgsError) as info:
-        parse_cell(line, cell)
-    assert message in str(info.value) and "\n" not in str(info.value)
+def test_bad_flags_are_one_line_errors(line, message):
+    with pytest.raises(ArgumentsError) as info:
+        parse_cell(line, "x")
+    assert str(info.value) == f"%%remote: {message} (see %%remote?)"
     assert isinstance(info.value, MonarchJupyterError)
 
 
-def test_line_needs_a_command():
-    with pytest.raises(ArgsError, match="no command"):
-        parse_line("--rank 0")
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (
+            "--rank 0",
+            "%remote: no command; put one after the flags: %remote [flags] CMD… (or use %%remote for a cell)",
+        ),
+        (
+            "--quiet --",
+            "%remote: no command; put one after the flags: %remote [flags] CMD… (or use %%remote for a cell)",
+        ),
+        ("--rank 0 --bogus x", "%remote: unknown flag '--bogus' (see %%remote?)"),
+        (
+            "--timeout -1 sleep 9",
+            "%remote: argument --timeout: must be > 0 seconds, got '-1' (see %%remote?)",
+        ),
+        ("--workdir -x pwd", "%remote: argument --workdir: expected one argument (see %%remote?)"),
+        ("echo 'it", '%remote: No closing quotation in "echo \'it"'),
+    ],
+)
+def test_bad_lines_are_one_line_errors(line, message):
+    with pytest.raises(ArgumentsError) as info:
+        parse_line(line)
+    assert str(info.value) == message
+
+
+def test_bad_cells_are_one_line_errors():
+    with pytest.raises(ArgumentsError) as info:
+        parse_cell("--quiet", "  \n")
+    assert str(info.value) == "%%remote: the cell is empty; put the bash or Python code to run below %%remote"
+    with pytest.raises(ArgumentsError) as info:
+        parse_cell("--workdir 'x", "true")
+    assert str(info.value) == '%%remote: No closing quotation in "--workdir \'x"'
+
+
+def _option_strings(parser):
+    return [
+        flag for action in parser._actions for flag in action.option_strings if flag not in ("-h", "--help")
+    ]
+
+
+def test_help_is_generated_from_the_definitions_that_parse():
+    text = help_text()
+    flags = _option_strings(PARSERS["%%remote"])
+    assert flags == _option_strings(PARSERS["%remote"])  # both forms take the same flags
+    assert len(flags) == 15  # 14 flags, -e and --env being one
+    for flag in flags:
+        assert re.search(rf"^  (-e, )?{flag}\b", text, re.M), f"{flag} is not in %%remote? help"
+    for action in PARSERS["%%remote"]._actions:
+        if action.option_strings and action.help is not argparse.SUPPRESS:
+            assert " ".join(action.help.split()[:4]) in " ".join(text.split()), action.option_strings
+    assert "%%remote [bash|python] [flags]" in text and "%remote [flags] CMD…" in text
+    assert max(map(len, text.splitlines())) <= 88
+    for line in ("-h", "--quiet --help"):
+        with pytest.raises(HelpRequested) as info:
+            parse_line(line)
+        assert info.value.text == text
+    with pytest.raises(HelpRequested) as info:
+        parse_cell("python -h", "")
+    assert info.value.text == text
+
+
+def test_a_verb_is_dispatched_before_the_command(monkeypatch):
+    stop = MagicParser("%remote stop", hint="see %%remote?", description="stop a detached run")
+    stop.add_argument("run", metavar="RUN")
+    monkeypatch.setitem(VERBS, "stop", stop)
+    assert parse_line("stop 20261130-1") == RemoteVerb("stop", {"run": "20261130-1"})
+    assert parse_line("-- stop 1").command == "stop 1"  # `--` runs a command named like a verb
+    assert parse_line("--rank 0 stop").command == "stop"
+    with pytest.raises(
+        ArgumentsError, match=r"^%remote stop: the following arguments are required: RUN \(see"
+    ):
+        parse_line("stop")
+    assert help_text().endswith("\n  %remote stop RUN               stop a detached run")
 
 
 # ── model ──
@@ -323,13 +427,13 @@ def test_spool_frames_ranks_and_keeps_lines_whole(tmp_path):
 
 
 def test_help_documents_every_flag():
-    from monarch_jupyter.remote.args import _FLAGS
     from monarch_jupyter.remote.magic import RemoteMagics
 
     doc = RemoteMagics.remote.__doc__
-    for flag in _FLAGS:
+    assert doc.startswith("Run a bash or Python cell") and help_text() in doc
+    for flag in _option_strings(PARSERS["%%remote"]):
         assert flag in doc, flag
-    for word in ("%%remote", "%remote", "bash", "python", "RemoteError", ".monarch/"):
+    for word in ("%%remote", "%remote", "bash", "python", "RemoteError", ".monarch/", "Ctrl-C"):
         assert word in doc
 
 

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from monarch_jupyter.remote import runs as R
-from monarch_jupyter.remote.args import ArgsError, parse_cell, parse_line
+from monarch_jupyter.magic_parser import ArgumentsError as ArgsError
+from monarch_jupyter.remote.args import RemoteVerb, parse_cell, parse_line
 
 
 def entry(folder: Path, run_id: str, state: str = R.RUNNING, started: float | None = None, **extra) -> dict:
@@ -105,3 +106,5 @@ def test_detach_flags():
     with pytest.raises(ArgsError, match="--detach and --save"):
         parse_cell("--detach --save x", "sleep 1")
     assert parse_line("-- runs").command == "runs"  # a command named like a verb
+    assert parse_line("attach 1a2b") == RemoteVerb("attach", {"run": "1a2b"})
+    assert parse_line("stop --all") == RemoteVerb("stop", {"runs": [], "all_runs": True})

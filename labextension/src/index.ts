@@ -1,9 +1,15 @@
 /**
  * Frontend entry point: registers the Monarch sidebar plugin.
  * (The run-result renderer is the mime extension in mime.ts.)
+ *
+ * The plugin asks for no shell token, only the generic `app.shell`, so it
+ * activates in JupyterLab (LabShell) and in Jupyter Notebook 7 (NotebookShell)
+ * alike: both take a widget in the 'left' area. In Notebook 7 the side panels
+ * exist on the notebook page (View → Show Left Sidebar → Monarch, the entry is
+ * named after `title.caption`); on its file-browser page the panel stays hidden,
+ * and a hidden panel does not poll.
  */
 import {
-  ILabShell,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
@@ -18,14 +24,13 @@ const sidebar: JupyterFrontEndPlugin<void> = {
   id: 'monarch_jupyter:sidebar',
   description: 'Sidebar listing the Monarch contexts under the server root.',
   autoStart: true,
-  requires: [ILabShell],
-  activate: (app: JupyterFrontEnd, shell: ILabShell) => {
+  activate: (app: JupyterFrontEnd) => {
     const settings = app.serviceManager.serverSettings;
     const panel = new MonarchPanel(() => requestAPI('contexts', settings));
     panel.id = 'monarch-jupyter-sidebar';
     panel.title.icon = monarchIcon;
     panel.title.caption = 'Monarch';
-    shell.add(panel, 'left', { rank: 900 });
+    app.shell.add(panel, 'left', { rank: 900 });
   }
 };
 

@@ -1,6 +1,7 @@
 """``%%remote``: stream a bash or Python cell on every rank of the job's host meshes.
 
-- :mod:`.args` parses the magic's flags into a frozen :class:`~.args.RemoteArgs`.
+- :mod:`.args` parses the magic's flags into a frozen :class:`~.args.RemoteArgs` and
+  writes the flags part of ``%%remote?`` from the same argparse definitions.
 - :mod:`.model` is the plain-data run model (:class:`~.model.RunState`).
 - :mod:`.render` turns model updates into at most ~20 cell writes a second.
 - :mod:`.actor` is the Monarch actor that runs on the workers.

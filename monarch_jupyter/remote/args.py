@@ -1,25 +1,33 @@
-"""Parse ``%%remote`` / ``%remote`` flags into a frozen :class:`RemoteArgs`.
+"""Parse ``%%remote`` / ``%remote`` into a frozen :class:`RemoteArgs`.
 
-Pure: no Monarch, no IPython, no threads. Every problem is a one-line
-:class:`ArgsError` that the magic shows as a UsageError.
+The flags are defined once, in :func:`_add_flags` (argparse); the same
+definitions parse both forms and write the flags part of ``%%remote?``
+(:func:`help_text`). The command is never re-quoted: the cell body, or for
+``%remote`` the rest of the line after the flags, exactly as typed.
+
+A new flag is one ``add_argument`` line in :func:`_add_flags` (its ``dest`` is a
+:class:`RemoteArgs` field). A ``%remote VERB …`` form is a parser in :data:`VERBS`:
+the line is dispatched on its first word before the command form is parsed.
+
+Pure: no Monarch, no IPython, no threads. A bad line is one
+:class:`~..magic_parser.ArgumentsError`; ``-h``/``--help`` is a
+:class:`~..magic_parser.HelpRequested`.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
-from ..errors import MonarchJupyterError
+from ..magic_parser import ArgumentsError, MagicParser
 
 MODES = ("bash", "python")
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class ArgsError(MonarchJupyterError):
-    """A bad ``%%remote`` flag or value."""
+CELL, LINE = "%%remote", "%remote"
+HINT = "see %%remote?"
+_ONE_MODE = "the mode is bash or python, given once"
 
 
 @dataclass(frozen=True)
@@ -49,49 +57,219 @@ class RemoteArgs:
         return not (self.quiet or self.group)
 
 
-# flag → (field, takes a value)
-_FLAGS: dict[str, tuple[str, bool]] = {
-    "--mesh": ("mesh", True),
-    "--all": ("all_meshes", False),
-    "--point": ("point", True),
-    "--rank": ("ranks", True),
-    "--per-host": ("per_host", True),
-    "-e": ("env", True),
-    "--env": ("env", True),
-    "--workdir": ("workdir", True),
-    "--output-dir": ("output_dir", True),
-    "--timeout": ("timeout", True),
-    "--no-raise": ("no_raise", False),
-    "--save": ("save", True),
-    "--group": ("group", False),
-    "--quiet": ("quiet", False),
-    "--detach": ("detach", False),
-}
+@dataclass(frozen=True)
+class RemoteVerb:
+    """A ``%remote VERB …`` line: the verb and its parsed options (see :data:`VERBS`)."""
+
+    verb: str
+    options: dict[str, Any]
+
+
+#: ``%remote VERB …`` forms, tried on the line's first word before the command form:
+#: verb → a :class:`MagicParser` whose options :func:`parse_line` returns as a
+#: :class:`RemoteVerb`. ``%remote -- VERB`` runs a bash command named VERB.
+VERBS: dict[str, MagicParser] = {}
+
+
+# ── value checks: text → value, or ArgumentTypeError (argparse names the flag) ──
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _dims(minimum: int):
+    def dims(text: str) -> tuple[tuple[str, int], ...]:
+        pairs: dict[str, int] = {}
+        for part in text.split(","):
+            name, sep, number = (s.strip() for s in part.partition("="))
+            if not sep or not _IDENT.match(name):
+                raise argparse.ArgumentTypeError(f"wants DIM=N[,DIM=N…], got {text!r}")
+            try:
+                value = int(number)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{number!r} is not an integer (in {text!r})") from None
+            if value < minimum:
+                raise argparse.ArgumentTypeError(f"{name}={value} must be ≥ {minimum}")
+            if name in pairs:
+                raise argparse.ArgumentTypeError(f"{name} given twice (in {text!r})")
+            pairs[name] = value
+        return tuple(pairs.items())
+
+    return dims
+
+
+def _ranks(text: str) -> tuple[int, ...]:
+    ranks: dict[int, None] = {}
+    for part in text.split(","):
+        try:
+            rank = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"wants N[,M…] (flat ranks), got {text!r}") from None
+        if rank < 0:
+            raise argparse.ArgumentTypeError(f"{rank} is negative; ranks count from 0")
+        ranks[rank] = None
+    return tuple(ranks)
+
+
+def _env(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not _IDENT.match(key):
+        raise argparse.ArgumentTypeError(f"wants KEY=VALUE with KEY a variable name, got {text!r}")
+    return key, value
+
+
+def _directory(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("needs a directory, got ''")
+    return text
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants seconds, got {text!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
+    return seconds
+
+
+def _variable(text: str) -> str:
+    if not _IDENT.match(text):
+        raise argparse.ArgumentTypeError(f"wants a Python variable name, got {text!r}")
+    return text
+
+
+class _Once(argparse.Action):
+    """Store a value, refusing a second one (which of the two was meant?)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest) is not None:
+            raise argparse.ArgumentError(self, "given twice; give it once")
+        setattr(namespace, self.dest, values)
+
+
+def _add_flags(parser: MagicParser) -> None:
+    """Every ``%%remote`` flag: one line each, grouped as ``%%remote?`` shows them."""
+    # fmt: off
+    targets = parser.add_argument_group("targets (as `monarch exec`)")
+    meshes, ranks = targets.add_mutually_exclusive_group(), targets.add_mutually_exclusive_group()
+    meshes.add_argument("--mesh", action=_Once, metavar="NAME", help="run on this host mesh (default: the job's first mesh)")
+    meshes.add_argument("--all", dest="all_meshes", action="store_true", help="run on every mesh of the job")
+    ranks.add_argument("--point", action=_Once, type=_dims(0), metavar="DIM=N,…", help="only the ranks at this point (e.g. --point hosts=1)")
+    ranks.add_argument("--rank", dest="ranks", action=_Once, type=_ranks, metavar="N[,M…]", help="only these flat ranks")
+    targets.add_argument("--per-host", action=_Once, type=_dims(1), metavar="DIM=N", help="N processes per host (e.g. --per-host gpu=4); every process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM> for every dimension")
+
+    environment = parser.add_argument_group("environment")
+    environment.add_argument("-e", "--env", action="append", type=_env, metavar="KEY=VALUE", help="set a variable (repeatable)")
+    environment.add_argument("--workdir", action=_Once, type=_directory, metavar="DIR", help="run there (default: the notebook's folder when it exists on the worker, else the worker's)")
+    environment.add_argument("--output-dir", action=_Once, type=_directory, metavar="DIR", help="also write each rank's stdout.txt / stderr.txt under DIR ($SUBDIR becomes the rank's coordinates, e.g. hosts_1_gpu_0)")
+
+    control = parser.add_argument_group("control")
+    control.add_argument("--timeout", action=_Once, type=_seconds, metavar="SECONDS", help="stop every rank after SECONDS (reported as timed out)")
+    control.add_argument("--no-raise", action="store_true", help="do not raise when a rank fails (rc != 0)")
+    control.add_argument("--save", action=_Once, type=_variable, metavar="NAME", help="store per-rank results (returncode, stdout, stderr, duration, status) in notebook variable NAME")
+
+    output = parser.add_argument_group("output")
+    output.add_argument("--group", action="store_true", help="no live lines; at the end print identical outputs once with the ranks that produced them (as clush -b)")
+    output.add_argument("--quiet", action="store_true", help="no live lines, summary only")
+    output.add_argument("--detach", action="store_true", help="return at once with the run id; the run goes on (%%remote attach RUN follows it, %%remote stop RUN ends it)")
+    # fmt: on
+
+
+#: The two forms, as the first lines of ``%%remote?``.
+FORMS = (
+    (f"{CELL} [bash|python] [flags]", "the cell is bash (default) or Python, run on each rank"),
+    (f"{LINE} [flags] CMD…", "one bash line: all after the flags, as typed"),
+)
+
+
+def _parser(prog: str) -> MagicParser:
+    usage = "\n".join(f"{form:<32} {summary}" for form, summary in FORMS)
+    parser = MagicParser(
+        prog, hint=HINT, help_text=help_text, usage=argparse.SUPPRESS, description=usage, add_help=False
+    )
+    parser.add_argument("-h", "--help", action="help", help=argparse.SUPPRESS)
+    _add_flags(parser)
+    if prog == CELL:
+        parser.add_argument("mode", nargs="?", metavar="bash|python", help=argparse.SUPPRESS)
+    else:
+        parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def help_text() -> str:
+    """The forms and flags part of ``%%remote?``, from the definitions that parse."""
+    text = PARSERS[CELL].format_help().rstrip()
+    if VERBS:
+        verbs = (f"  {parser.synopsis:<30} {parser.description or ''}".rstrip() for parser in VERBS.values())
+        text += "\n\nverbs (the first word of %remote; `%remote -- VERB` runs a command VERB):\n" + "\n".join(
+            verbs
+        )
+    return text
+
+
+PARSERS = {CELL: _parser(CELL), LINE: _parser(LINE)}
+
+
+def _verb(name: str, description: str) -> MagicParser:
+    parser = MagicParser(f"{LINE} {name}", hint=HINT, description=description, add_help=False)
+    parser.add_argument("-h", "--help", action="help", help=argparse.SUPPRESS)
+    VERBS[name] = parser
+    return parser
+
+
+# runs that outlive the kernel (remote/runs.py)
+_verb("runs", "this context's runs, newest first")
+_verb("attach", "follow a run from any kernel (default: the newest running)").add_argument(
+    "run", nargs="?", metavar="RUN", help="any unique part of the run's id"
+)
+_stop = _verb("stop", "stop runs (SIGINT, SIGTERM, SIGKILL), from any kernel")
+_stop.add_argument("runs", nargs="*", metavar="RUN", help="any unique part of a run's id")
+_stop.add_argument("--all", dest="all_runs", action="store_true", help="every run of the context still running")
 
 
 def parse_cell(line: str, cell: str) -> RemoteArgs:
     """``%%remote [flags] [bash|python] [flags]`` with the cell as the command."""
-    words = _split(line)
-    values: dict = {}
-    mode = None
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in MODES and mode is None:
-            mode = word
-            i += 1
-            continue
-        if not word.startswith("-"):
-            raise ArgsError(f"unexpected {word!r}: the mode is bash or python, given once (see %%remote?)")
-        i = _take_flag(words, i, values)
+    try:
+        words = shlex.split(line)
+    except ValueError as error:
+        raise ArgumentsError(f"{CELL}: {error} in {line.strip()!r}") from None
+    options = _parse(PARSERS[CELL], words, unexpected=_ONE_MODE)
+    mode = options.pop("mode") or "bash"
+    if mode not in MODES:  # checked here, not by argparse, so that `--bogus 1` is reported as --bogus
+        PARSERS[CELL].error(f"unexpected {mode!r}; {_ONE_MODE}")
     if not cell.strip():
-        raise ArgsError("the cell is empty: put the bash or Python code to run under %%remote")
-    return _build(cell, mode or "bash", values)
+        raise ArgumentsError(f"{CELL}: the cell is empty; put the bash or Python code to run below {CELL}")
+    return _checked(PARSERS[CELL], RemoteArgs(command=cell, mode=mode, **options))
 
 
-def parse_line(line: str) -> RemoteArgs:
-    """``%remote [flags] CMD…``: flags first; the rest of the line, verbatim, is bash."""
-    values: dict = {}
+def parse_line(line: str) -> RemoteArgs | RemoteVerb:
+    """``%remote [flags] CMD…``: flags first; the rest of the line, verbatim, is bash.
+    A first word in :data:`VERBS` makes it that verb's line instead."""
+    words, starts = _words(line)
+    if words and words[0] in VERBS:
+        return RemoteVerb(words[0], _parse(VERBS[words[0]], words[1:]))
+    options = _parse(PARSERS[LINE], words)
+    first = len(words) - len(options.pop("command"))
+    if first < len(words) and words[first] == "--":  # `--` ends the flags; the command may start with '-'
+        first += 1
+    command = line[starts[first] :].strip() if first < len(words) else ""
+    if not command:
+        raise ArgumentsError(
+            f"{LINE}: no command; put one after the flags: {FORMS[1][0]} (or use {CELL} for a cell)"
+        )
+    return _checked(PARSERS[LINE], RemoteArgs(command=command, **options))
+
+
+def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
+    if args.detach:
+        for flag, given in (("--timeout", args.timeout is not None), ("--save", args.save is not None)):
+            if given:
+                parser.error(f"--detach and {flag} exclude each other: a detached run has no cell waiting for it")
+    return args
+
+
+def _words(line: str) -> tuple[list[str], list[int]]:
+    """The line's shell words and where each starts in ``line`` (or in the space before it)."""
     lexer = shlex.shlex(line, posix=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
@@ -100,141 +278,24 @@ def parse_line(line: str) -> RemoteArgs:
     try:
         while True:
             start = lexer.instream.tell()
-            token = lexer.get_token()
-            if token is None or token == lexer.eof:
-                break
-            words.append(token)
+            word = lexer.get_token()
+            if word is None or word == lexer.eof:
+                return words, starts
+            words.append(word)
             starts.append(start)
     except ValueError as error:
-        raise ArgsError(f"cannot parse the line: {error}") from None
-    i = 0
-    command = ""
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            command = line[starts[i + 1]:].strip() if i + 1 < len(words) else ""
-            break
-        if word.startswith("-"):  # unknown flags are errors; `--` starts a command that begins with '-'
-            i = _take_flag(words, i, values)
-            continue
-        command = line[starts[i]:].strip()
-        break
-    if not command:
-        raise ArgsError("no command: %remote [flags] CMD… (or %%remote for a cell)")
-    return _build(command, "bash", values)
+        raise ArgumentsError(f"{LINE}: {error} in {line.strip()!r}") from None
 
 
-def _split(line: str) -> list[str]:
-    try:
-        return shlex.split(line)
-    except ValueError as error:
-        raise ArgsError(f"cannot parse the flags: {error}") from None
-
-
-def _flag_name(word: str) -> str:
-    return word.split("=", 1)[0] if word.startswith("--") else word
-
-
-def _take_flag(words: list[str], i: int, values: dict) -> int:
-    word = words[i]
-    name = _flag_name(word)
-    if name not in _FLAGS:
-        raise ArgsError(f"unknown flag {word!r} (see %%remote? for the flags)")
-    key, takes_value = _FLAGS[name]
-    inline = word[len(name) + 1:] if "=" in word and word.startswith("--") else None
-    if not takes_value:
-        if inline is not None:
-            raise ArgsError(f"{name} takes no value")
-        values[key] = True
-        return i + 1
-    if inline is not None:
-        value, nxt = inline, i + 1
-    else:
-        if i + 1 >= len(words):
-            raise ArgsError(f"{name} needs a value")
-        value, nxt = words[i + 1], i + 2
-    if key == "env":
-        values.setdefault("env", []).append(value)
-    else:
-        if key in values:
-            raise ArgsError(f"{name} given twice")
-        values[key] = value
-    return nxt
-
-
-def _dims(text: str, flag: str, minimum: int) -> tuple[tuple[str, int], ...]:
-    pairs = []
-    seen = set()
-    for part in text.split(","):
-        name, sep, number = part.strip().partition("=")
-        name = name.strip()
-        if not sep or not _IDENT.match(name):
-            raise ArgsError(f"{flag} wants DIM=N[,DIM=N…], got {text!r}")
-        try:
-            value = int(number)
-        except ValueError:
-            raise ArgsError(f"{flag}: {number.strip()!r} is not an integer") from None
-        if value < minimum:
-            raise ArgsError(f"{flag}: {name}={value} must be ≥ {minimum}")
-        if name in seen:
-            raise ArgsError(f"{flag}: {name} given twice")
-        seen.add(name)
-        pairs.append((name, value))
-    return tuple(pairs)
-
-
-def _build(command: str, mode: str, values: dict) -> RemoteArgs:
-    kw: dict = {"command": command, "mode": mode}
-    for key in ("all_meshes", "no_raise", "group", "quiet", "detach"):
-        kw[key] = bool(values.get(key, False))
-    if "mesh" in values:
-        kw["mesh"] = values["mesh"]
-    if kw["all_meshes"] and kw.get("mesh"):
-        raise ArgsError("--all and --mesh exclude each other")
-    if "point" in values and "ranks" in values:
-        raise ArgsError("--point and --rank exclude each other")
-    if "point" in values:
-        kw["point"] = _dims(values["point"], "--point", 0)
-    if "ranks" in values:
-        ranks = []
-        for part in values["ranks"].split(","):
-            try:
-                rank = int(part)
-            except ValueError:
-                raise ArgsError(f"--rank wants N[,M…], got {values['ranks']!r}") from None
-            if rank < 0:
-                raise ArgsError(f"--rank: {rank} is negative")
-            if rank not in ranks:
-                ranks.append(rank)
-        kw["ranks"] = tuple(ranks)
-    if "per_host" in values:
-        kw["per_host"] = _dims(values["per_host"], "--per-host", 1)
-    env = []
-    for item in values.get("env", []):
-        key, sep, value = item.partition("=")
-        if not sep or not _ENV_KEY.match(key):
-            raise ArgsError(f"-e/--env wants KEY=VALUE, got {item!r}")
-        env.append((key, value))
-    kw["env"] = tuple(env)
-    for key in ("workdir", "output_dir"):
-        if key in values:
-            if not values[key]:
-                raise ArgsError(f"--{key.replace('_', '-')} needs a directory")
-            kw[key] = values[key]
-    if "timeout" in values:
-        try:
-            timeout = float(values["timeout"])
-        except ValueError:
-            raise ArgsError(f"--timeout wants seconds, got {values['timeout']!r}") from None
-        if not timeout > 0:
-            raise ArgsError("--timeout must be > 0 seconds")
-        kw["timeout"] = timeout
-    if "save" in values:
-        if not _IDENT.match(values["save"]):
-            raise ArgsError(f"--save wants a Python variable name, got {values['save']!r}")
-        kw["save"] = values["save"]
-    if kw["detach"]:
-        for key, flag in (("timeout", "--timeout"), ("save", "--save")):
-            if key in kw:
-                raise ArgsError(f"--detach and {flag} exclude each other: a detached run has no cell waiting for it")
-    return RemoteArgs(**kw)
+def _parse(parser: MagicParser, words: list[str], unexpected: str = "") -> dict[str, Any]:
+    """Parse ``words``; a word no definition takes is an error that names it."""
+    namespace, extras = parser.parse_known_args(words)
+    if extras:
+        word = extras[0]
+        if word.startswith("-"):
+            parser.error(f"unknown flag {word!r}")
+        parser.error(f"unexpected {word!r}" + (f"; {unexpected}" if unexpected else ""))
+    options = vars(namespace)
+    if "env" in options:
+        options["env"] = tuple(options["env"] or ())
+    return options

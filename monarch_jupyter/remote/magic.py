@@ -14,13 +14,45 @@ from IPython.display import display
 
 from .. import remote as remote_package
 from ..errors import MonarchJupyterError
+from ..magic_parser import ArgumentsError, HelpRequested
 from . import runs
-from .args import parse_cell, parse_line
+from .args import RemoteVerb, help_text, parse_cell, parse_line
 from .model import ERR, OUT, Finished, RemoteResults, RunState
 from .render import TextRenderer, group_text
 from .runner import RemoteError, RemoteInterrupted, RunHandle, runner_for
 
 _last: list = []  # the latest RunState (see monarch_jupyter.remote.last_run)
+
+_SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
+
+_NOTES = """Flags may stand before or after the mode word; `%remote -h` shows this help and
+`%remote CMD -h` runs CMD -h. Each line shows as soon as it is printed, prefixed
+with its rank's coordinates ([hosts=1], [hosts=1:err] for stderr); partial lines
+and \\r progress bars are shown as they stand. The cell shows a bounded tail per
+rank at most ~20 updates a second; every line goes to a log file under
+.monarch/<context>/runs/ named in the summary. Ctrl-C (interrupt) and --timeout
+stop the processes on every rank (SIGINT, SIGTERM, then SIGKILL to each process
+group) and keep the output so far. A non-zero return code raises RemoteError
+naming the failing ranks unless --no-raise. Processes left in the background by
+the command are stopped when it ends (start them with setsid to keep them).
+
+Runs outlive the kernel: each rank's output is captured on its host (the last
+64 MiB per stream), so a restart loses none of it; %remote runs lists the
+context's runs, %remote attach shows a run's kept tail then streams it live, and
+%remote stop (or %job kill) stops runs, processes that left the group too.
+
+As with !cmd, IPython expands $name and {expr} in the magic's line (not in the cell
+body) from notebook variables; an undefined $NAME is left for the shell, and $$NAME
+always is. From Python: monarch_jupyter.remote.last_run() is the latest run's
+RunState; monarch_jupyter.remote.observers receive on_event(state, event) for every
+event (for live views).
+
+Examples:
+  %remote hostname
+  %remote ls -la
+  %%remote python --rank 0
+  import os; print(os.environ["MONARCH_RANK_hosts"])
+"""
 
 TICK = 0.02
 SECOND_INTERRUPT_GRACE = 0.5
@@ -36,76 +68,15 @@ class RemoteMagics(Magics):
 
     @line_cell_magic
     def remote(self, line: str, cell: str | None = None) -> None:
-        """Run a bash or Python cell on every rank of the job, streaming its output.
-
-        %%remote [bash|python] [flags]     the cell is a bash script (default) or a
-                                           Python script run on each rank
-        %remote [flags] CMD…               one bash command line
-        %remote runs                       this context's runs, newest first
-        %remote attach [RUN]               follow a run from any kernel (default:
-                                           the newest running one)
-        %remote stop RUN… | --all          stop runs (SIGINT, SIGTERM, SIGKILL)
-
-        Targets (as `monarch exec`):
-          --mesh NAME        run on this host mesh (default: the job's first mesh)
-          --all              run on every mesh of the job
-          --point DIM=N,…    only the ranks at this point (e.g. --point hosts=1)
-          --rank N[,M…]      only these flat ranks
-          --per-host DIM=N   N processes per host (e.g. --per-host gpu=4); every
-                             process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM>
-                             for every dimension
-        Environment:
-          -e, --env KEY=VALUE   set a variable (repeatable)
-          --workdir DIR         run there (default: the notebook's folder when it
-                                exists on the worker, else the worker's)
-          --output-dir DIR      also write each rank's stdout.txt / stderr.txt under
-                                DIR ($SUBDIR becomes the rank's coordinates, e.g.
-                                hosts_1_gpu_0)
-        Control:
-          --timeout SECONDS  stop every rank after SECONDS (reported as timed out)
-          --no-raise         do not raise when a rank fails (rc != 0)
-          --save NAME        store per-rank results (returncode, stdout, stderr,
-                             duration, status) in notebook variable NAME
-        Output:
-          --group            no live lines; at the end print identical outputs once
-                             with the ranks that produced them (as clush -b)
-          --quiet            no live lines, summary only
-          --detach           return at once with the run id; the run goes on
-                             (%remote attach RUN follows it, %remote stop RUN ends it)
-
-        Runs outlive the kernel: each rank's output is captured on its host
-        (the last 64 MiB per stream) and a restart loses none of it; after a
-        restart %remote attach shows the kept tail, then streams live.
-        `%remote runs|attach|stop` are verbs; `%remote -- runs` runs a command so named.
-
-        Flags may stand before or after the mode word. Each line shows as soon as it
-        is printed, prefixed with its rank's coordinates ([hosts=1], [hosts=1:err]
-        for stderr); partial lines and \\r progress bars are shown as they stand.
-        The cell shows a bounded tail per rank at most ~20 updates a second; every
-        line goes to a log file under .monarch/<context>/runs/ named in the summary.
-        Ctrl-C (interrupt) and --timeout stop the processes on every rank (SIGINT,
-        SIGTERM, then SIGKILL to each process group) and keep the output so far.
-        A non-zero return code raises RemoteError naming the failing ranks unless
-        --no-raise. Processes left in the background by the command are stopped
-        when it ends (start them with setsid to keep them).
-
-        As with !cmd, IPython expands $name and {expr} in the magic's line (not in
-        the cell body) from notebook variables; an undefined $NAME is left for the
-        shell, and $$NAME always is. From Python: monarch_jupyter.remote.last_run()
-        is the latest run's RunState; monarch_jupyter.remote.observers receive
-        on_event(state, event) for every event (for live views).
-
-        Examples:
-          %remote hostname
-          %%remote python --rank 0
-          import os; print(os.environ["MONARCH_RANK_hosts"])
-        """
-        if cell is None and line.split()[:1] and line.split()[0] in runs.VERBS:
-            return runs.dispatch(self, line)
         try:
             args = parse_line(line) if cell is None else parse_cell(line, cell)
-        except MonarchJupyterError as error:
-            raise UsageError(f"%remote: {error}") from None
+        except HelpRequested as request:
+            print(request.text)
+            return
+        except ArgumentsError as error:
+            raise UsageError(str(error)) from None
+        if isinstance(args, RemoteVerb):
+            return runs.dispatch(self, args.verb, args.options)
         try:
             plan = self.runner.plan(args)
         except MonarchJupyterError as error:
@@ -122,8 +93,13 @@ class RemoteMagics(Magics):
         except ValueError:
             shown_log = str(log_path)
         state = RunState(
-            command=args.command, mode=args.mode, target=plan.target, ranks=plan.ranks,
-            started=time.time(), log_path=shown_log, observers=[*remote_package.observers, *self.observers],
+            command=args.command,
+            mode=args.mode,
+            target=plan.target,
+            ranks=plan.ranks,
+            started=time.time(),
+            log_path=shown_log,
+            observers=[*remote_package.observers, *self.observers],
         )
         if args.save:
             for rank in state.ranks:
@@ -148,6 +124,8 @@ class RemoteMagics(Magics):
         message = state.failure_message()
         if message and not args.no_raise:
             raise RemoteError(message)
+
+    remote.__doc__ = "\n\n".join((_SUMMARY, help_text(), _NOTES))
 
     def _pump(self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue, handle: Any) -> bool:
         """Apply events and write coalesced output until the run finished."""

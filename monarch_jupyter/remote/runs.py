@@ -495,38 +495,30 @@ def attach(magics: Any, token: str | None) -> None:
         raise RemoteError(message)
 
 
-def dispatch(magics: Any, line: str) -> None:
-    """``%remote runs | attach [RUN] | stop RUN… | --all`` (called by the magic)."""
+def dispatch(magics: Any, verb: str, options: dict) -> None:
+    """``%remote runs | attach [RUN] | stop RUN… | --all`` (parsed by :mod:`.args`)."""
     from IPython.core.error import UsageError
 
     from .runner import RemoteError
 
-    words = line.split()
-    verb, rest = words[0], words[1:]
     session, runner = magics.session, magics.runner
     try:
         if verb == "runs":
-            if rest:
-                raise UsageError("%remote runs takes no arguments")
-            entries = refresh(session, runner, load_entries(session))
-            print(runs_text(entries))
+            print(runs_text(refresh(session, runner, load_entries(session))))
         elif verb == "attach":
-            if len(rest) > 1:
-                raise UsageError("%remote attach takes at most one RUN (default: the newest running run)")
-            attach(magics, rest[0] if rest else None)
+            attach(magics, options.get("run"))
         elif verb == "stop":
-            if not rest:
+            tokens, every = options.get("runs") or [], options.get("all_runs")
+            if bool(tokens) == bool(every):
                 raise UsageError("%remote stop RUN… | --all (%remote runs lists them)")
-            if rest == ["--all"]:
+            if every:
                 chosen = running_entries(session, runner)
                 if not chosen:
                     print("no run is running in this context")
                     return
             else:
-                if "--all" in rest:
-                    raise UsageError("%remote stop takes RUN… or --all, not both")
                 entries = load_entries(session)
-                chosen = [find(entries, token) for token in rest]
+                chosen = [find(entries, token) for token in tokens]
             counts = stop(session, runner, chosen)
             for entry in chosen:
                 print(f"stopped run {entry['id']} ({counts.get(entry['id'], 0)} processes signalled)")
@@ -534,4 +526,3 @@ def dispatch(magics: Any, line: str) -> None:
         raise
     except MonarchJupyterError as error:
         raise UsageError(f"%remote {verb}: {error}") from None
-

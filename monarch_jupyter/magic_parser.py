@@ -1,0 +1,70 @@
+"""argparse for magics: one definition parses a magic's line and writes its help.
+
+Shared by ``%job`` (:mod:`.job_args`) and ``%%remote`` (:mod:`.remote.args`). A
+parser never exits or prints: a bad line is one :class:`ArgumentsError` line and
+``-h``/``--help`` is a :class:`HelpRequested` carrying the text to show. Pure: no
+IPython, no Monarch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable
+
+from .errors import MonarchJupyterError
+
+#: Help is wrapped at a fixed width, so ``%magic?`` reads the same in every kernel.
+HELP_WIDTH = 88
+
+
+class ArgumentsError(MonarchJupyterError):
+    """A magic's line that does not parse: one line that starts with the magic and says what to do."""
+
+
+class HelpRequested(Exception):
+    """``-h``/``--help`` was given; ``text`` is the help to show."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; ``-e, --env KEY=VALUE`` rather than argparse's
+    ``-e KEY=VALUE, --env KEY=VALUE`` (the default from Python 3.13 on)."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        metavar = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return f"{', '.join(action.option_strings)} {metavar}"
+
+
+class MagicParser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of exiting; ``prog`` is the magic as typed
+    (``%job kill``, ``%%remote``). ``hint`` ends every error (by default the usage);
+    ``help_text`` writes what ``-h`` shows (by default argparse's help)."""
+
+    def __init__(
+        self, prog: str, hint: str | None = None, help_text: Callable[[], str] | None = None, **kwargs: object
+    ) -> None:
+        kwargs.setdefault(
+            "formatter_class",
+            functools.partial(_Formatter, width=HELP_WIDTH, max_help_position=30),
+        )
+        super().__init__(prog=prog, allow_abbrev=False, **kwargs)  # type: ignore[arg-type]
+        self.hint = hint
+        self.help_text = help_text
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgumentsError(f"{self.prog}: {message} ({self.hint or 'usage: ' + self.synopsis})")
+
+    def print_help(self, file: object = None) -> None:
+        raise HelpRequested(self.help_text() if self.help_text else self.format_help().rstrip("\n"))
+
+    @property
+    def synopsis(self) -> str:
+        """The usage on one line, without ``[-h]``."""
+        usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
+        return usage.replace(" [-h]", "")
