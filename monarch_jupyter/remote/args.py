@@ -219,10 +219,10 @@ def _verb(name: str, description: str) -> MagicParser:
 
 # runs that outlive the kernel (remote/runs.py)
 _verb("runs", "this context's runs, newest first")
-_verb("attach", "follow a run from any kernel (default: the newest running)").add_argument(
+_verb("attach", "follow a run from any kernel (default: the newest)").add_argument(
     "run", nargs="?", metavar="RUN", help="any unique part of the run's id"
 )
-_stop = _verb("stop", "stop runs (SIGINT, SIGTERM, SIGKILL), from any kernel")
+_stop = _verb("stop", "stop runs from any kernel, as Ctrl-C")
 _stop.add_argument("runs", nargs="*", metavar="RUN", help="any unique part of a run's id")
 _stop.add_argument("--all", dest="all_runs", action="store_true", help="every run of the context still running")
 
