@@ -65,6 +65,9 @@ def load_ipython_extension(ipython: Any) -> None:
     if leftovers:
         print(f"monarch_jupyter: {leftovers}")
     print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)
+    from .magics import _runs_note
+
+    _runs_note(current)  # issue #10: runs a previous kernel left running (no Monarch import)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -71,6 +71,8 @@ class JobMagics(Magics):
         runs = batch.runs(context_dir) if context_dir.is_dir() else []
         if runs:
             print(batch.lines(runs))
+        if not command.context:
+            _runs_note(self.session)
 
     def _do_apply(self, command: job_args.JobCommand) -> None:
         result = self.session.apply(parse_apply(command.spec_text), namespace=self.shell.user_ns)
@@ -81,6 +83,13 @@ class JobMagics(Magics):
             run = batch.kill(self._context_dir(), command.context)
             print(f"batch run {run.id}: {run.state}")
             return
+        if not command.context or command.context == self.session.context:  # its runs first (issue #10)
+            from .remote import runs
+            from .remote.runner import runner_for
+
+            note = runs.stop_for_kill(self.session, runner_for(self.session))
+            if note:
+                print(note)
         print(formatting.kill_line(self.session.kill(command.context)))
 
     # ── batch runs (batch.py) ───────────────────────────────────────────
@@ -131,3 +140,12 @@ class JobMagics(Magics):
         killed = self.session.remove(command.name)
         extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
         print(f"removed context '{command.name}'{extra}")
+
+
+def _runs_note(session: JobSession) -> None:
+    """One line about the context's ``%%remote`` runs still running (``%remote runs`` has the rest)."""
+    from .remote import runs
+
+    note = runs.restart_note(session)
+    if note:
+        print(note)

@@ -106,6 +106,11 @@ class Kernel:
         assert result.error is None, f"{code!r} failed:\n{result.traceback}"
         return result
 
+    def restart(self) -> None:
+        """Restart the kernel process (as Jupyter's "Restart kernel"), same folder and env."""
+        self.km.restart_kernel(now=True)
+        self.kc.wait_for_ready(timeout=60)
+
     def interrupt(self) -> None:
         self.km.interrupt_kernel()
 

@@ -1,19 +1,28 @@
-"""The actor that runs ``%%remote`` commands on the workers: endpoints over :mod:`.process`.
+"""The actor that runs ``%%remote`` commands on the workers: endpoints over :mod:`.process`
+and :mod:`.hostruns`.
 
 One :class:`RemoteActor` per proc, spawned once per (allocation, mesh, per-host
 shape) and kept warm. ``run`` starts the command in its own process group and
-returns at once; a task streams its output to the caller's port as
-:mod:`.protocol` messages, batched per rank (at most one every
-``process.FLUSH_EVERY`` seconds, a :class:`~.protocol.Heartbeat` every
-``process.HEARTBEAT`` seconds while quiet). A command that ends within
-``QUICK_WAIT`` costs one :class:`~.protocol.Exit` message and no task. ``cancel``
-escalates SIGINT → SIGTERM → SIGKILL on the group; ``__cleanup__`` kills every
-group still alive.
+returns at once; the command writes its output to its rank's run folder on this
+host (:mod:`.hostruns`), so it outlives this actor (a kernel restart), and a task
+tails those files to the caller's port as :mod:`.protocol` messages, batched per
+rank (at most one every ``process.FLUSH_EVERY`` seconds, a
+:class:`~.protocol.Heartbeat` every ``process.HEARTBEAT`` seconds while quiet).
+A command that ends within ``QUICK_WAIT`` costs one :class:`~.protocol.Exit`
+message and no task. ``cancel`` escalates SIGINT → SIGTERM → SIGKILL on the group
+(and stops the run's processes that left it).
+
+``start`` runs a command detached (nobody streams it); ``follow`` streams any
+run's rank folder from the kept tail, live, to its exit (a fresh actor after a
+kernel restart finds the run by its folder); ``unfollow`` stops following;
+``runs_state`` and ``stop_runs`` read and stop runs on this host.
+``__cleanup__`` stops following but leaves runs running: ``%remote stop`` and
+``%job kill`` stop them.
 
 A bash command runs in a warm shell when one is ready (:class:`~.process.ShellKeeper`):
 a ``bash`` started after the previous run with the same environment and working
 directory, which skips bash's exec and start-up (~2–4 ms) on the path of a short
-command. Otherwise, and for Python, it starts cold.
+command. Otherwise a shell is started for it.
 """
 
 from __future__ import annotations
@@ -22,14 +31,17 @@ import asyncio
 import os
 import time
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import IO, Any
 
 from monarch.actor import Actor, context, endpoint
 
-from .process import GRACE, Process, ShellKeeper, command_argv, spawn
-from .protocol import Data, Exit, Heartbeat, RunSpec
+from . import hostruns
+from .process import BATCH_BYTES, FLUSH_EVERY, GRACE, HEARTBEAT
+from .protocol import OUT, Chunk, Data, Exit, Heartbeat, RunSpec
 
-QUICK_WAIT = 0.004  # a command that ends this fast is answered inline, in one message
+QUICK_WAIT = 0.008  # a command that ends this fast is answered inline, in one message
+PRUNE_EVERY = 50  # runs started between two prunings of this host's run folders
 
 
 def _rank_env() -> tuple[dict[str, str], dict[str, int], int]:
@@ -46,32 +58,30 @@ def _subdir(point: dict[str, int]) -> str:
 
 
 class _Leftovers:
-    """What a run holds besides its process: --output-dir files, a temporary script."""
+    """What a run holds besides its process: --output-dir files."""
 
     def __init__(self) -> None:
         self.files: list[IO[bytes]] = []
-        self.script: str | None = None
 
     def close(self) -> None:
         for f in self.files:
             f.close()
-        if self.script:
-            try:
-                os.unlink(self.script)
-            except OSError:
-                pass
 
 
 class RemoteActor(Actor):
     def __init__(self) -> None:
-        self._runs: dict[str, Process] = {}
-        self._shells = ShellKeeper()
+        self._runs: dict[str, hostruns.CapturedProcess] = {}
+        self._ended: dict[str, asyncio.Future] = {}  # run id → (rc, duration, error) of runs we started
+        self._follows: dict[str, asyncio.Task] = {}
+        self._shells = hostruns.RunShellKeeper()
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+        self._started = 0
 
-    def _background(self, coro: Coroutine) -> None:
+    def _background(self, coro: Coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     @endpoint
     async def ping(self) -> int:
@@ -80,28 +90,51 @@ class RemoteActor(Actor):
     @endpoint
     async def run(self, run_id: str, key: str, spec: RunSpec, port: Any) -> None:
         """Start ``spec`` and stream it to ``port``; returns as soon as it started."""
+        self._launch(run_id, key, spec, port)
+
+    @endpoint
+    async def start(self, run_id: str, key: str, spec: RunSpec) -> tuple[int, int | None, str | None]:
+        """Start ``spec`` detached (no one streams it; ``follow`` can): ``(rank, pid, error)``."""
+        return self._launch(run_id, key, spec, None)
+
+    def _launch(self, run_id: str, key: str, spec: RunSpec, port: Any) -> tuple[int, int | None, str | None]:
         started = time.monotonic()
         try:
             env_extra, point, rank = _rank_env()
         except Exception as error:  # no rank: cannot even report properly
-            port.send(Exit(run_id, key, -1, None, [], None, 0.0, f"no rank: {error}"))
-            return
+            message = f"no rank: {error}"
+            if port is not None:
+                port.send(Exit(run_id, key, -1, None, [], None, 0.0, message))
+            return -1, None, message
         leftovers = _Leftovers()
         try:
-            proc = self._start(spec, env_extra, point, leftovers)
+            proc, meta = self._start(run_id, key, rank, spec, env_extra, point, leftovers)
         except Exception as error:
             leftovers.close()
-            port.send(Exit(run_id, key, rank, None, [], None, time.monotonic() - started, f"could not start: {error}"))
-            return
-        returncode = proc.finish_now(QUICK_WAIT)
-        if returncode is not None:  # done already: one message, no task
-            leftovers.close()
-            port.send(Exit(run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None))
-            return
+            message = f"could not start: {error}"
+            if port is not None:
+                port.send(Exit(run_id, key, rank, None, [], None, time.monotonic() - started, message))
+            return rank, None, message
+        self._started += 1
+        if self._started % PRUNE_EVERY == 1:  # off the path of this run
+            loop = asyncio.get_running_loop()
+            loop.call_later(1.0, lambda: loop.run_in_executor(None, self._prune))
+        if port is not None:
+            returncode = proc.finish_now(QUICK_WAIT)
+            if returncode is not None:  # done already: one message, no task
+                leftovers.close()
+                port.send(Exit(run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None))
+                hostruns.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
+                return rank, proc.pid, None
+        meta["start_ticks"] = hostruns.start_ticks(proc.pid)  # tells a reused pid apart
+        hostruns.write_meta(proc.folder, meta)
         self._runs[run_id] = proc
+        self._ended[run_id] = asyncio.get_running_loop().create_future()
         self._background(self._follow(run_id, key, rank, proc, port, leftovers, started))
+        return rank, proc.pid, None
 
-    def _start(self, spec: RunSpec, env_extra: dict, point: dict, leftovers: _Leftovers) -> Process:
+    def _start(self, run_id: str, key: str, rank: int, spec: RunSpec, env_extra: dict, point: dict,
+               leftovers: _Leftovers) -> tuple[hostruns.CapturedProcess, dict]:
         env = dict(os.environ)
         env.update(env_extra)
         env["PYTHONUNBUFFERED"] = "1"
@@ -120,45 +153,155 @@ class RemoteActor(Actor):
             os.makedirs(output_dir, exist_ok=True)
             for name in ("stdout.txt", "stderr.txt"):
                 leftovers.files.append(open(os.path.join(output_dir, name), "wb"))
-        argv, leftovers.script = command_argv(spec.mode, spec.command)
-        proc = None
-        if spec.mode != "python" and not leftovers.script:
-            proc = self._shells.take(spec.command, env, workdir)
-        if proc is None:
-            proc = spawn(argv, env, workdir)
+        folder = hostruns.rank_dir(run_id, key, rank)
+        hostruns.prepare(folder)
+        captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
+        meta = dict(spec.meta or {})
+        meta.update(
+            run=run_id, key=key, rank=rank, point=point, mode=spec.mode, command=spec.command[:2000],
+            started=time.time(), pid=captured.pid, start_ticks=None,
+            marker=f"{hostruns.MARKER}={run_id}", host=hostruns.hostname(),
+        )
         if leftovers.files:
-            proc.tee(*leftovers.files)
-        return proc
+            captured.tee(*leftovers.files)
+        return captured, meta
 
-    async def _follow(self, run_id: str, key: str, rank: int, proc: Process, port: Any,
+    def _prune(self) -> None:
+        try:
+            hostruns.prune()
+        except Exception:  # housekeeping must never break a run
+            pass
+
+    async def _follow(self, run_id: str, key: str, rank: int, proc: hostruns.CapturedProcess, port: Any,
                       leftovers: _Leftovers, started: float) -> None:
-        """Send the output as it comes, then the exit (always, unless the actor is going away)."""
+        """Send the output as it comes, then the exit (unless the actor is going away)."""
 
         async def send_batches() -> None:
             async for chunks in proc.batches():
-                port.send(Data(run_id, key, rank, proc.pid, chunks) if chunks else Heartbeat(run_id, key, rank, proc.pid))
+                if port is not None:
+                    port.send(Data(run_id, key, rank, proc.pid, chunks) if chunks else Heartbeat(run_id, key, rank, proc.pid))
 
         sending = asyncio.ensure_future(send_batches())
         returncode = error = None
+        ended = self._ended.get(run_id)
         try:
             returncode = await proc.finish()
+        except asyncio.CancelledError:  # the actor is stopping: the run goes on, captured on this host
+            leftovers.close()
+            raise
         except Exception as exc:  # report it on the port: the client shows it on the rank, the actor lives on
             error = f"{type(exc).__name__}: {exc}"
-        finally:  # cancelled: the actor is stopping, proc.finish() killed the group
+        finally:
             sending.cancel()
-            leftovers.close()
             self._runs.pop(run_id, None)
-        port.send(Exit(run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, error))
+            self._ended.pop(run_id, None)
+            if ended is not None and not ended.done():
+                ended.set_result((returncode, time.monotonic() - started, error))
+        last: list[Chunk] = []
+        try:
+            for chunks in proc.rest():  # a flood's rest in messages of bounded size, the last with the exit
+                if port is not None and last:
+                    port.send(Data(run_id, key, rank, proc.pid, last))
+                last = chunks
+        finally:
+            leftovers.close()
+        if port is not None:
+            port.send(Exit(run_id, key, rank, proc.pid, last, returncode, time.monotonic() - started, error))
 
     @endpoint
     async def cancel(self, run_id: str, grace: float = GRACE) -> None:
-        """Stop run ``run_id``: SIGINT, then SIGTERM, then SIGKILL to its process group."""
+        """Stop run ``run_id``: SIGINT, then SIGTERM, then SIGKILL to its process group, and to
+        its processes that left the group."""
         proc = self._runs.get(run_id)
         if proc is not None:
-            self._background(proc.stop(grace))
+            async def stop() -> None:
+                await proc.stop(grace)
+                await hostruns.stop_runs([run_id], grace)
+
+            self._background(stop())
+
+    # ── runs that outlive their kernel ──────────────────────────────────
+    @endpoint
+    async def follow(self, run_id: str, key: str, follow_id: str, port: Any,
+                     replay: int = hostruns.REPLAY_BYTES) -> None:
+        """Stream this rank's output of run ``run_id`` to ``port``: the last ``replay`` bytes per
+        stream, then live, then its :class:`~.protocol.Exit`. Returns at once."""
+        try:
+            _, _, rank = _rank_env()
+            folder = hostruns.rank_dir(run_id, key, rank)
+        except Exception as error:
+            port.send(Exit(run_id, key, -1, None, [], None, 0.0, f"cannot follow: {error}"))
+            return
+        if not folder.is_dir():
+            port.send(Exit(run_id, key, rank, None, [], None, 0.0,
+                           f"run {run_id} is not on this host (pruned, or it never started here)"))
+            return
+        self._follows[follow_id] = self._background(self._tail(run_id, key, rank, folder, port, replay, follow_id))
+
+    async def _tail(self, run_id: str, key: str, rank: int, folder: Path, port: Any, replay: int,
+                    follow_id: str) -> None:
+        meta = hostruns.read_json(folder / hostruns.META)
+        pid = (meta or {}).get("pid")
+        try:
+            tail = hostruns.Tail(folder, replay, hostruns.REPLAY_LINES)
+        except OSError as error:
+            port.send(Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {error}"))
+            return
+        first: list[Chunk] = []
+        if tail.skipped:
+            first.append(Chunk(OUT, hostruns.replay_note(tail, folder), 1))  # shown on the rank's first line
+
+        async def send_batches() -> None:
+            nonlocal first
+            async for chunks in tail.batches(FLUSH_EVERY, BATCH_BYTES, HEARTBEAT):
+                chunks, first = first + chunks, []
+                port.send(Data(run_id, key, rank, pid, chunks) if chunks else Heartbeat(run_id, key, rank, pid))
+
+        sending = asyncio.ensure_future(send_batches())
+        try:
+            ended = self._ended.get(run_id)
+            if ended is not None:  # ours: the exit code comes from the reaping
+                returncode, duration, error = await asyncio.shield(ended)
+                started = (meta or {}).get("started")
+                duration = time.time() - started if started else duration
+            else:
+                await hostruns.wait_leader(meta, folder)
+                returncode, duration, error = await hostruns.ended_status(folder, meta)
+            await asyncio.sleep(0)
+            sending.cancel()
+            while tail.finish(hostruns.LAST_BYTES):  # a flood's rest in messages of bounded size
+                port.send(Data(run_id, key, rank, pid, first + tail.take()))
+                first = []
+            port.send(Exit(run_id, key, rank, pid, first + tail.take(), returncode, duration or 0.0, error))
+        finally:
+            sending.cancel()
+            tail.close()
+            self._follows.pop(follow_id, None)
+
+    @endpoint
+    async def unfollow(self, follow_id: str) -> None:
+        """Stop following (the run goes on)."""
+        task = self._follows.pop(follow_id, None)
+        if task is not None:
+            task.cancel()
+
+    @endpoint
+    async def runs_state(self, run_ids: list[str]) -> dict:
+        """What this host knows of these runs (see :func:`.hostruns.host_state`)."""
+        return hostruns.host_state(run_ids)
+
+    @endpoint
+    async def stop_runs(self, run_ids: list[str], grace: float = GRACE) -> dict:
+        """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``."""
+        return await hostruns.stop_runs(run_ids, grace)
 
     async def __cleanup__(self, exc: Any) -> None:
         self._shells.close()
+        for task in list(self._follows.values()):
+            task.cancel()
+        # runs keep running, captured on this host: %remote stop / %job kill end them
         for proc in list(self._runs.values()):
-            proc.kill()
+            proc.tail.close()
         self._runs.clear()
+
+

@@ -49,6 +49,7 @@ class RemoteArgs:
     save: str | None = None
     group: bool = False
     quiet: bool = False
+    detach: bool = False
 
     @property
     def live(self) -> bool:
@@ -170,6 +171,7 @@ def _add_flags(parser: MagicParser) -> None:
     output = parser.add_argument_group("output")
     output.add_argument("--group", action="store_true", help="no live lines; at the end print identical outputs once with the ranks that produced them (as clush -b)")
     output.add_argument("--quiet", action="store_true", help="no live lines, summary only")
+    output.add_argument("--detach", action="store_true", help="return at once with the run id; the run goes on (%%remote attach RUN follows it, %%remote stop RUN ends it)")
     # fmt: on
 
 
@@ -208,6 +210,23 @@ def help_text() -> str:
 PARSERS = {CELL: _parser(CELL), LINE: _parser(LINE)}
 
 
+def _verb(name: str, description: str) -> MagicParser:
+    parser = MagicParser(f"{LINE} {name}", hint=HINT, description=description, add_help=False)
+    parser.add_argument("-h", "--help", action="help", help=argparse.SUPPRESS)
+    VERBS[name] = parser
+    return parser
+
+
+# runs that outlive the kernel (remote/runs.py)
+_verb("runs", "this context's runs, newest first")
+_verb("attach", "follow a run from any kernel (default: the newest)").add_argument(
+    "run", nargs="?", metavar="RUN", help="any unique part of the run's id"
+)
+_stop = _verb("stop", "stop runs from any kernel, as Ctrl-C")
+_stop.add_argument("runs", nargs="*", metavar="RUN", help="any unique part of a run's id")
+_stop.add_argument("--all", dest="all_runs", action="store_true", help="every run of the context still running")
+
+
 def parse_cell(line: str, cell: str) -> RemoteArgs:
     """``%%remote [flags] [bash|python] [flags]`` with the cell as the command."""
     try:
@@ -220,7 +239,7 @@ def parse_cell(line: str, cell: str) -> RemoteArgs:
         PARSERS[CELL].error(f"unexpected {mode!r}; {_ONE_MODE}")
     if not cell.strip():
         raise ArgumentsError(f"{CELL}: the cell is empty; put the bash or Python code to run below {CELL}")
-    return RemoteArgs(command=cell, mode=mode, **options)
+    return _checked(PARSERS[CELL], RemoteArgs(command=cell, mode=mode, **options))
 
 
 def parse_line(line: str) -> RemoteArgs | RemoteVerb:
@@ -238,7 +257,15 @@ def parse_line(line: str) -> RemoteArgs | RemoteVerb:
         raise ArgumentsError(
             f"{LINE}: no command; put one after the flags: {FORMS[1][0]} (or use {CELL} for a cell)"
         )
-    return RemoteArgs(command=command, **options)
+    return _checked(PARSERS[LINE], RemoteArgs(command=command, **options))
+
+
+def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
+    if args.detach:
+        for flag, given in (("--timeout", args.timeout is not None), ("--save", args.save is not None)):
+            if given:
+                parser.error(f"--detach and {flag} exclude each other: a detached run has no cell waiting for it")
+    return args
 
 
 def _words(line: str) -> tuple[list[str], list[int]]:

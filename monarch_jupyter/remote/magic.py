@@ -15,10 +15,11 @@ from IPython.display import display
 from .. import remote as remote_package
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, HelpRequested
-from .args import help_text, parse_cell, parse_line
+from . import runs
+from .args import RemoteVerb, help_text, parse_cell, parse_line
 from .model import ERR, OUT, Finished, RemoteResults, RunState
 from .render import TextRenderer, group_text
-from .runner import RemoteError, RemoteInterrupted, RemoteRunner, RunHandle
+from .runner import RemoteError, RemoteInterrupted, RunHandle, runner_for
 
 _last: list = []  # the latest RunState (see monarch_jupyter.remote.last_run)
 
@@ -34,6 +35,11 @@ stop the processes on every rank (SIGINT, SIGTERM, then SIGKILL to each process
 group) and keep the output so far. A non-zero return code raises RemoteError
 naming the failing ranks unless --no-raise. Processes left in the background by
 the command are stopped when it ends (start them with setsid to keep them).
+
+Runs outlive the kernel: each rank's output is captured on its host (the last
+64 MiB per stream), so a restart loses none of it; %remote runs lists the
+context's runs, %remote attach shows a run's kept tail then streams it live, and
+%remote stop (or %job kill) stops runs, processes that left the group too.
 
 As with !cmd, IPython expands $name and {expr} in the magic's line (not in the cell
 body) from notebook variables; an undefined $NAME is left for the shell, and $$NAME
@@ -57,7 +63,7 @@ class RemoteMagics(Magics):
     def __init__(self, shell: Any, session: Any) -> None:
         super().__init__(shell)
         self.session = session
-        self.runner = RemoteRunner(session)
+        self.runner = runner_for(session)
         self.observers: list[Any] = []  # RunState observers of this instance (see remote.observers)
 
     @line_cell_magic
@@ -69,11 +75,19 @@ class RemoteMagics(Magics):
             return
         except ArgumentsError as error:
             raise UsageError(str(error)) from None
+        if isinstance(args, RemoteVerb):
+            return runs.dispatch(self, args.verb, args.options)
         try:
             plan = self.runner.plan(args)
         except MonarchJupyterError as error:
             raise UsageError(f"%remote: {error}") from None
         log_path = self.runner.log_path()
+        if args.detach:
+            try:
+                print(runs.start_detached(self.session, self.runner, args, plan, log_path))
+            except MonarchJupyterError as error:
+                raise UsageError(f"%remote: {error}") from None
+            return
         try:
             shown_log = os.path.relpath(log_path, self.session.root)
         except ValueError:

@@ -6,7 +6,7 @@ Every message is a NamedTuple: pickled as a class reference plus a plain tuple
 
 Client → actor (the ``run`` endpoint's argument)::
 
-    RunSpec(mode, command, env, workdir, client_cwd, output_dir)
+    RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta)
 
 Actor → client (on the run's port; ``key`` is the mesh name the client sent, ``rank``
 the actor's flat rank in that mesh, ``pid`` the command's process group, None when
@@ -44,6 +44,7 @@ class RunSpec(NamedTuple):
     workdir: str | None  # must exist on the worker
     client_cwd: str | None  # used as the working directory when it exists on the worker
     output_dir: str | None  # also write stdout.txt / stderr.txt there ($SUBDIR: the rank's point)
+    meta: dict | None = None  # written to the rank's run folder on its host (target, context, …)
 
 
 class Data(NamedTuple):

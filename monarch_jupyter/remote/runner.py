@@ -279,27 +279,56 @@ class RemoteRunner:
         if self._runs_made % 50 == 1:  # prune now and then, not on every run
             os.makedirs(folder, exist_ok=True)
             prune_logs(folder, KEEP_LOGS)
+            from . import runs
+
+            runs.prune_index(Path(folder), KEEP_LOGS)
         elif not os.path.isdir(folder):
             os.makedirs(folder, exist_ok=True)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
         return Path(folder, f"{stamp}-{uuid.uuid4().hex[:6]}.log")
 
-    def start(self, args: RemoteArgs, plan: Plan, sink: queue.SimpleQueue, log_path: Path,
-              handle: RunHandle | None = None) -> RunHandle:
-        """Start the run on the loop; events go to ``sink`` (ending with Finished)."""
-        run_id = uuid.uuid4().hex
-        spec = RunSpec(
+    def spec(self, args: RemoteArgs, plan: Plan, run_id: str) -> RunSpec:
+        from . import runs
+
+        return RunSpec(
             mode=args.mode,
             command=args.command,
             env=dict(args.env),
             workdir=args.workdir,
             client_cwd=str(self.session.root),
             output_dir=args.output_dir,
+            meta=runs.host_meta(self.session, plan),
         )
+
+    def start(self, args: RemoteArgs, plan: Plan, sink: queue.SimpleQueue, log_path: Path,
+              handle: RunHandle | None = None) -> RunHandle:
+        """Start the run on the loop; events go to ``sink`` (ending with Finished). The run's id
+        is the log's name; its entry in the runs index (:mod:`.runs`) is written as it starts
+        and ends."""
+        from . import runs
+
+        run_id = log_path.stem
+        spec = self.spec(args, plan, run_id)
         handle = handle or RunHandle(self.session.loop)
-        drive = _Drive(self, run_id, spec, plan, sink, log_path, args.timeout, handle)
+        entry = runs.new_entry(self.session, run_id, args, plan, log_path)
+        drive = _Drive(self, run_id, spec, plan, sink, log_path, args.timeout, handle, entry=entry)
         handle.future = self.session.loop.submit(drive.run())
         return handle
+
+    def follow(self, run_id: str, plan: Plan, sink: queue.SimpleQueue, handle: RunHandle) -> RunHandle:
+        """Follow run ``run_id`` (started by any kernel) on ``plan``'s ranks: the kept tail, then
+        live, into ``sink``. ``handle.stop()`` stops following, not the run."""
+        drive = _Drive(self, run_id, None, plan, sink, None, None, handle, follow_id=uuid.uuid4().hex)
+        handle.future = self.session.loop.submit(drive.run())
+        return handle
+
+
+def runner_for(session: Any) -> RemoteRunner:
+    """The session's one runner (its warm actors), shared by ``%%remote`` and ``%job kill``."""
+    runner = getattr(session, "_remote_runner", None)
+    if runner is None:
+        runner = session._remote_runner = RemoteRunner(session)
+    return runner
 
 
 class RunHandle:
@@ -318,8 +347,9 @@ class RunHandle:
 
 # ── the loop side ──────────────────────────────────────────────────────
 class _Drive:
-    def __init__(self, runner: RemoteRunner, run_id: str, spec: RunSpec, plan: Plan, sink: Any,
-                 log_path: Path, timeout: float | None, handle: RunHandle) -> None:
+    def __init__(self, runner: RemoteRunner, run_id: str, spec: RunSpec | None, plan: Plan, sink: Any,
+                 log_path: Path | None, timeout: float | None, handle: RunHandle,
+                 entry: dict | None = None, follow_id: str | None = None) -> None:
         self.runner = runner
         self.run_id = run_id
         self.spec = spec
@@ -330,6 +360,9 @@ class _Drive:
         self.handle = handle
         self.index = {(t.mesh, flat): i for t in plan.targets for flat, i in t.indices.items()}
         self.pgids: dict[int, int] = {}
+        self.entry = entry  # the runs index entry (a run we start), written as it starts and ends
+        self.follow_id = follow_id  # following a run (attach) rather than starting it
+        self.outcomes: dict[int, tuple] = {}  # rank index → (returncode, error)
 
     async def run(self) -> None:
         from monarch.actor import Channel
@@ -341,11 +374,19 @@ class _Drive:
         try:
             port, receiver = Channel.open()
             for target in self.plan.targets:
-                target.actors.run.broadcast(self.run_id, target.mesh, self.spec, port)
+                if self.follow_id:
+                    target.actors.follow.broadcast(self.run_id, target.mesh, self.follow_id, port)
+                else:
+                    target.actors.run.broadcast(self.run_id, target.mesh, self.spec, port)
             start = time.monotonic()
-            # the log is opened while the ranks start (off the path of a short command)
-            spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
-            spool.note(f"%%remote {self.spec.mode} on {self.plan.target}: {self.spec.command[:200]!r}")
+            # the log is opened while the ranks start (off the path of a short command); the index
+            # entry is written once the run outlasts its first message (a short run: once, at its end)
+            entry_saved = self.entry is None
+            if self.log_path is not None:
+                spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
+                spool.note(f"%%remote {self.spec.mode} on {self.plan.target}: {self.spec.command[:200]!r}")
+            else:
+                spool = _NoSpool()
             heard = {i: start for i in remaining}
             deadline = start + self.timeout if self.timeout else None
             faults_before = _faults.count
@@ -358,6 +399,9 @@ class _Drive:
                     reason = self.handle.stop_reason
                     if reason is None and deadline is not None and now >= deadline:
                         reason = self.handle.stop_reason = "timed_out"
+                    if reason is not None and self.follow_id:  # stop following; the run goes on
+                        self._unfollow()
+                        break
                     if reason is not None:
                         stop_at = now
                         sink.put(Stopping(reason))
@@ -387,10 +431,14 @@ class _Drive:
                     pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
                 done, _ = await asyncio.wait({pending_recv}, timeout=0.05)
                 if not done:
+                    if not entry_saved:
+                        entry_saved = self._save_entry()
                     continue
                 message = pending_recv.result()
                 pending_recv = None
                 self._handle(message, heard, remaining, spool)
+                if not entry_saved and remaining:
+                    entry_saved = self._save_entry()
                 # drain whatever else is ready without waiting
                 while remaining:
                     pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
@@ -405,11 +453,11 @@ class _Drive:
                 pending_recv.cancel()
         except asyncio.CancelledError:
             error = "cancelled"
-            self._cancel_all()
+            self._unfollow() if self.follow_id else self._cancel_all()
             raise
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            self._cancel_all()
+            self._unfollow() if self.follow_id else self._cancel_all()
         finally:
             if spool is not None:
                 try:
@@ -417,6 +465,23 @@ class _Drive:
                 except OSError as exc:  # disk full, folder removed: the output was shown, say the log is not whole
                     error = error or f"could not write the log {self.log_path}: {exc}"
             sink.put(Finished(error))
+            if self.entry is not None:  # after the cell was told: off the path of a short command
+                from . import runs
+
+                runs.end_entry(self.entry, self.plan, self.outcomes, self.handle.stop_reason, error)
+
+    def _save_entry(self) -> bool:
+        from . import runs
+
+        runs.save_entry(self.entry)
+        return True
+
+    def _unfollow(self) -> None:
+        for target in self.plan.targets:
+            try:
+                target.actors.unfollow.broadcast(self.follow_id)
+            except Exception:
+                pass
 
     def _cancel_all(self) -> None:
         for target in self.plan.targets:
@@ -427,11 +492,12 @@ class _Drive:
 
     def _lost(self, index: int, why: str, spool: Spool) -> None:
         rank = self.plan.ranks[index]
+        self.outcomes[index] = (None, why)
         self.sink.put(Lost(index, why))
         spool.note(f"{rank.label}: {why}")
         self.runner.forget(rank.mesh)
         pgid = self.pgids.get(index)
-        if pgid and self.plan.local_pids:  # a local job: the process group is on this machine
+        if pgid and self.plan.local_pids and not self.follow_id:  # a local job: the process group is on this machine
             try:
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:
@@ -456,4 +522,17 @@ class _Drive:
             remaining.discard(index)
             if message.error:
                 spool.note(f"{self.plan.ranks[index].label}: {message.error}")
+            self.outcomes[index] = (message.returncode, message.error)
             self.sink.put(Exited(index, message.returncode, message.duration, message.error))
+
+
+class _NoSpool:
+    """Following a run writes no kernel-side log: the run's files on its hosts are the log."""
+
+    def write(self, *_: Any) -> None: ...
+
+    def note(self, *_: Any) -> None: ...
+
+    def maybe_flush(self) -> None: ...
+
+    def close(self) -> None: ...

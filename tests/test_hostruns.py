@@ -1,0 +1,285 @@
+"""The host side of runs that outlive their kernel (``remote/hostruns.py``) with plain asyncio and
+real bash: no Monarch, no kernel. A "reader going away" is the reader closing its files without
+touching the process, as an actor does when its kernel dies. Every test reaps what it started."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from monarch_jupyter.remote import hostruns as H
+from monarch_jupyter.remote.process import killpg
+from monarch_jupyter.remote.protocol import ERR, OUT
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    monkeypatch.setenv("MONARCH_JUPYTER_RUNS_DIR", str(root))
+    yield root
+    for run_id, pids in H.marked_pids().items():  # everything our runs started, escapees too
+        if (root / run_id).exists():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+    for meta in root.glob("*/*/meta.json"):
+        data = H.read_json(meta)
+        if data and H.leader_alive(data):
+            killpg(int(data["pid"]), signal.SIGKILL)
+
+
+def start(run_id: str, command: str, mode: str = "bash", rank: int = 0) -> H.CapturedProcess:
+    folder = H.rank_dir(run_id, "hosts", rank)
+    H.prepare(folder)
+    captured = H.RunShell(ENV, None).take(folder, run_id, mode, command)
+    H.write_meta(folder, {"pid": captured.pid, "start_ticks": H.start_ticks(captured.pid), "started": time.time()})
+    return captured
+
+
+async def collect(proc: H.CapturedProcess) -> tuple[int, list]:
+    got = []
+
+    async def read():
+        async for chunks in proc.batches():
+            got.append((time.monotonic(), chunks))
+
+    task = asyncio.ensure_future(read())
+    try:
+        rc = await proc.finish()
+    finally:
+        task.cancel()
+    for chunks in proc.rest():  # what is left, in bounded batches; then the files are closed
+        got.append((time.monotonic(), chunks))
+    return rc, got
+
+
+def text(got, stream=None) -> str:
+    return "".join(c.text for _, cs in got for c in cs if stream is None or c.stream == stream)
+
+
+def open_fds_under(folder: Path) -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(folder)) or target.startswith("anon_inode:inotify"):
+            found.append(target)
+    return found
+
+
+def test_output_streams_from_the_files_as_printed_with_status(runs_dir):
+    async def main():
+        proc = start("r1", "echo a; sleep 0.4; echo b >&2; exit 3")
+        rc, got = await collect(proc)
+        assert rc == 3 and text(got, OUT) == "a\n" and text(got, ERR) == "b\n"
+        arrived = [(t, c.text) for t, cs in got for c in cs]
+        assert arrived[1][0] - arrived[0][0] > 0.3  # a came before b was printed: streamed, not at the end
+        assert H.read_status(proc.folder)[0] == 3
+        assert (proc.folder / "out").read_text() == "a\n"
+        assert not open_fds_under(runs_dir)  # a finished run holds no fd
+
+    run(main())
+
+
+def test_wrapper_keeps_bash_c_semantics_and_python(runs_dir):
+    async def main():
+        rc, got = await collect(start("r2", 'echo "$0 $LINENO $MONARCH_JUPYTER_RUN"\nexit 7'))
+        assert rc == 7 and text(got) == "bash 1 r2\n"
+        rc, got = await collect(start("r3", "import os, sys; print('py', os.environ['MONARCH_JUPYTER_RUN']); sys.exit(4)", "python"))
+        assert rc == 4 and text(got) == "py r3\n"
+        long = "#" + "x" * (H.INLINE_MAX + 10) + "\necho long-ok"
+        rc, got = await collect(start("r4", long))
+        assert rc == 0 and text(got) == "long-ok\n" and (runs_dir / "r4/hosts.0/script.sh").exists()
+        quick = start("r5", "echo quick")
+        assert quick.finish_now(2.0) == 0 and text([(0, quick.take())]) == "quick\n"
+
+    run(main())
+
+
+def test_signals_are_reported_as_before_and_sigkill_leaves_no_status(runs_dir):
+    async def main():
+        proc = start("s1", "echo up; sleep 100")
+        await asyncio.sleep(0.2)
+        await proc.stop(grace=1.0)
+        rc, _ = await collect(proc)
+        assert rc == -signal.SIGINT and H.read_status(proc.folder)[0] == -signal.SIGINT
+
+        proc = start("s2", "trap '' INT TERM; echo up; sleep 100")
+        while (proc.folder / "out").read_text() != "up\n":
+            await asyncio.sleep(0.01)
+        await proc.stop(grace=0.2)
+        rc, _ = await collect(proc)
+        assert rc == -signal.SIGKILL  # the parent knows; it writes the status the wrapper could not
+        assert H.read_status(proc.folder)[0] == -signal.SIGKILL
+
+    run(main())
+
+
+def test_a_run_outlives_its_reader_and_a_fresh_reader_gets_every_line_once(runs_dir):
+    async def main():
+        proc = start("o1", "for i in $(seq 1 40); do echo line $i; sleep 0.02; done; echo end >&2; exit 5")
+        proc._watch()
+        await asyncio.sleep(0.3)
+        proc.tail.close()  # the reader goes away (its kernel died); the command goes on
+        assert H.leader_alive(H.read_json(proc.folder / H.META))
+        meta = H.read_json(proc.folder / H.META)
+        tail = H.Tail(proc.folder, replay=None)
+        tail.watch()
+        try:
+            await H.wait_leader(meta, proc.folder)
+            proc.popen.wait()  # (the parent is still this test; it reaps as an actor would)
+            returncode, duration, error = await H.ended_status(proc.folder, meta)
+            tail.finish()
+            chunks = tail.take()
+        finally:
+            tail.close()
+        out = "".join(c.text for c in chunks if c.stream == OUT)
+        assert out == "".join(f"line {i}\n" for i in range(1, 41))
+        assert returncode == 5 and error is None and duration > 0.5
+        assert not open_fds_under(runs_dir)
+
+    run(main())
+
+
+def test_orphan_killed_with_sigkill_is_reported_lost(runs_dir):
+    async def main():
+        proc = start("k1", "sleep 100")
+        meta = H.read_json(proc.folder / H.META)
+        killpg(proc.pid, signal.SIGKILL)
+        proc.popen.wait()
+        await H.wait_leader(meta, proc.folder)
+        returncode, _, error = await H.ended_status(proc.folder, meta)
+        assert returncode is None and "killed or lost" in error
+        assert H.host_state(["k1"])["k1"]["ranks"]["hosts.0"]["state"] == "lost"
+        proc.tail.close()
+
+    run(main())
+
+
+def test_replay_starts_at_a_line_near_the_end(runs_dir):
+    folder = H.rank_dir("t1", "hosts", 0)
+    H.prepare(folder)
+    (folder / "out").write_text("".join(f"{i:05d}\n" for i in range(10_000)))
+    tail = H.Tail(folder, replay=603)  # 3 bytes into line 9899: replay starts at the next line
+    try:
+        tail.finish()
+        out = "".join(c.text for c in tail.take())
+    finally:
+        tail.close()
+    lines = out.splitlines()
+    assert lines[0] == "09900" and lines[-1] == "09999" and len(lines) == 100  # whole lines only
+    assert tail.skipped == 9900 * 6
+
+
+def test_replay_keeps_only_the_last_lines(runs_dir):
+    folder = H.rank_dir("t2", "hosts", 0)
+    H.prepare(folder)
+    (folder / "out").write_text("".join(f"{i:05d}\n" for i in range(10_000)) + "partial")
+    tail = H.Tail(folder, replay=1 << 20, lines=3)
+    try:
+        tail.finish()
+        assert "".join(c.text for c in tail.take() if c.stream == OUT) == "09998\n09999\npartial"  # a partial line counts
+    finally:
+        tail.close()
+
+
+def test_bound_punches_out_the_head_and_readers_skip_it(runs_dir, monkeypatch):
+    folder = H.rank_dir("b1", "hosts", 0)
+    H.prepare(folder)
+    with open(folder / "out", "ab") as f:
+        f.write(b"x" * (3 << 20) + b"tail\n")
+    fd = os.open(folder / "out", os.O_RDWR)
+    try:
+        cut = H.punch_head(fd, keep=1 << 20)
+    finally:
+        os.close(fd)
+    assert cut > 0 and os.stat(folder / "out").st_blocks * 512 < (2 << 20)  # freed on disk
+    tail = H.Tail(folder)
+    try:
+        assert tail.streams[0].skipped >= cut  # a full read starts after the hole
+        tail.finish()
+        assert "".join(c.text for c in tail.take()).endswith("tail\n")
+    finally:
+        tail.close()
+
+
+def test_escapees_are_found_by_marker_and_stopped(runs_dir):
+    async def main():
+        rc, got = await collect(start("e1", "setsid sleep 778 & echo left"))
+        assert rc == 0 and text(got) == "left\n"
+        state = H.host_state(["e1"])["e1"]
+        assert state["ranks"]["hosts.0"]["state"] == "exited" and len(state["strays"]) == 1
+        assert H.prune(keep=0, min_age=0) == []  # a run with a live process is never pruned
+        counts = await H.stop_runs(["e1"], grace=0.3)
+        assert counts == {"e1": 1}
+        assert not H.marked_pids({"e1"})
+
+    run(main())
+
+
+def test_stop_runs_stops_groups_it_did_not_start(runs_dir):
+    async def main():
+        proc = start("g1", "trap '' INT; echo up; sleep 100")
+        while (proc.folder / "out").read_text() != "up\n":  # its trap is set
+            await asyncio.sleep(0.01)
+        start_at = time.monotonic()
+        counts = await H.stop_runs(["g1"], grace=0.3)  # as another kernel's actor would
+        assert counts == {"g1": 1} and time.monotonic() - start_at < 2
+        assert proc.popen.wait(2) == -signal.SIGTERM
+        proc.tail.close()
+
+    run(main())
+
+
+def test_prune_keeps_running_and_newest_runs(runs_dir):
+    async def main():
+        for i in range(4):
+            await collect(start(f"p{i}", "true"))
+            os.utime(runs_dir / f"p{i}", (time.time() - 100 + i, time.time() - 100 + i))
+        alive = start("p-live", "sleep 100")
+        os.utime(runs_dir / "p-live", (1, 1))  # old, but running
+        assert sorted(H.prune(keep=2, min_age=0)) == ["p0", "p1"]
+        assert sorted(p.name for p in runs_dir.iterdir()) == ["p-live", "p2", "p3"]
+        assert sorted(H.prune(keep=10, max_age=50, min_age=0)) == ["p2", "p3"]
+        await collect(start("p-new", "true"))
+        assert H.prune(keep=0) == []  # touched in the last minute: it may be a run starting
+        alive.kill()
+        alive.tail.close()
+
+    run(main())
+
+
+def test_runs_root_refuses_a_folder_others_can_write(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("MONARCH_JUPYTER_RUNS_DIR", str(shared))
+    with pytest.raises(RuntimeError, match="chmod 700"):
+        H.runs_root()
+
+
+def test_a_flood_written_at_once_is_handed_out_in_bounded_batches(runs_dir):
+    async def main():
+        proc = start("f1", "import sys; sys.stdout.write('x' * (5 << 20)); sys.stdout.flush()", "python")
+        assert proc.finish_now(5.0) is None  # ended, but too much for one message: the slow path
+        rc, got = await collect(proc)
+        sizes = [len(c.text) for _, cs in got for c in cs]
+        assert rc == 0 and sum(sizes) == 5 << 20 and max(sizes) <= 2 * H.LAST_BYTES, sizes  # bounded (not one 5 MB message)
+        assert not open_fds_under(runs_dir)
+
+    run(main())

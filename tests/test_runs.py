@@ -1,0 +1,183 @@
+"""Runs that outlive their kernel (issue #10, issue #9 item 2), with real kernels and real
+``--local hosts=2`` workers: restart mid-run then attach, attach from a second kernel,
+``--detach`` then stop from another kernel, a worker killed while detached, ``%job kill`` with
+detached runs and escapees. Every test reaps what carries its tag."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from harness import Kernel, tagged_pids, worker_pids
+
+TICKS = "for i in $(seq 1 {n}); do echo tick $i; sleep {pause}; done"
+
+
+def commands(tag: str, needle: str) -> list[str]:
+    found = []
+    for pid in tagged_pids(tag):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if needle in cmd:
+            found.append(cmd)
+    return found
+
+
+def ticks(text: str, label: str) -> list[int]:
+    return [int(m) for m in re.findall(rf"^\[{re.escape(label)}\]\s+tick (\d+)$", text, re.MULTILINE)]
+
+
+def run_id_of(text: str) -> str:
+    match = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", text)
+    assert match, text
+    return match.group(1)
+
+
+def gone(pid: int) -> bool:
+    """Dead for everyone: a zombie or reaped (a SIGKILLed process is neither for a moment)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def send(k: Kernel, code: str) -> str:
+    """Start a cell without waiting for it."""
+    return k.kc.execute(code)
+
+
+def wait_for(predicate, timeout: float = 20.0, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def job_kernel(start_kernel):
+    k = start_kernel()
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=2")
+    k.ok("%remote true")
+    return k
+
+
+def test_restart_mid_run_then_attach_shows_every_line_once_and_raises(job_kernel, start_kernel, tag, workdir):
+    k = job_kernel
+    n = 70
+    send(k, "%%remote\n" + TICKS.format(n=n, pause=0.1) + "\n[ $MONARCH_RANK_hosts = 1 ] && exit 3; true")
+    wait_for(lambda: commands(tag, "sleep 0.1"))
+    time.sleep(0.8)
+    k.restart()
+    wait_for(lambda: commands(tag, "sleep 0.1"), timeout=2)  # the run did not die with its kernel
+    r = k.ok("%load_ext monarch_jupyter")
+    assert "1 run still running" in r.text and "%remote attach" in r.text, r.text
+    listing = k.ok("%remote runs").text
+    assert "running (2/2 ranks)" in listing and "tick" in listing, listing
+    r = k.execute("%remote attach", timeout=60)
+    text = r.stream("stdout")
+    for label in ("hosts=0", "hosts=1"):
+        assert ticks(text, label) == list(range(1, n + 1)), (label, text)
+    assert r.error and r.error["ename"] == "RemoteError", r.text
+    assert "hosts=1 (rc 3)" in r.error["evalue"]
+    # live lines came after the replayed ones (the run was still going when we attached)
+    stamps = [o.t for o in r.outputs if o.msg_type == "stream"]
+    assert stamps[-1] - stamps[0] > 0.3, stamps
+    assert "finished: 1 failed" in k.ok("%remote runs").text
+
+
+def test_attach_from_a_second_kernel_while_the_first_streams(job_kernel, start_kernel, tag, workdir):
+    a = job_kernel
+    n = 80
+    msg = send(a, "%%remote\n" + TICKS.format(n=n, pause=0.1))
+    wait_for(lambda: commands(tag, "sleep 0.1"))
+    b = start_kernel()
+    b.ok("%load_ext monarch_jupyter")
+    r = b.ok("%remote attach", timeout=60)
+    for label in ("hosts=0", "hosts=1"):
+        assert ticks(r.stream("stdout"), label) == list(range(1, n + 1))
+    # the first kernel's cell ended normally, with every line too
+    reply = a.kc.get_shell_msg(timeout=30)
+    while reply["parent_header"].get("msg_id") != msg:
+        reply = a.kc.get_shell_msg(timeout=30)
+    assert reply["content"]["status"] == "ok"
+    assert "finished: ok" in b.ok("%remote runs").text
+
+
+def test_detach_then_stop_from_another_kernel(job_kernel, start_kernel, tag):
+    a = job_kernel
+    start = time.monotonic()
+    r = a.ok("%%remote --detach\necho begun; sleep 300")
+    assert time.monotonic() - start < 5
+    run_id = run_id_of(r.text)
+    assert "%remote attach" in r.text
+    wait_for(lambda: len(commands(tag, "sleep 300")) == 2)
+    threading.Thread(target=lambda: (time.sleep(1.5), a.interrupt()), daemon=True).start()
+    r = a.execute(f"%remote attach {run_id}", timeout=30)  # Ctrl-C stops following, not the run
+    assert "[hosts=1] begun" in r.stream() and "stopped following" in r.stream() and r.error is None, r.text
+    assert len(commands(tag, "sleep 300")) == 2
+    b = start_kernel()
+    b.ok("%load_ext monarch_jupyter")
+    assert run_id in b.ok("%remote runs").text
+    r = b.ok(f"%remote stop {run_id[-6:]}")
+    assert f"stopped run {run_id}" in r.text
+    wait_for(lambda: not commands(tag, "sleep 300"), timeout=5)
+    assert "stopped" in a.ok("%remote runs").text
+    r = a.execute(f"%remote attach {run_id}", timeout=30)  # a stopped run replays its output
+    assert "[hosts=0] begun" in r.stream()
+
+
+def test_worker_killed_while_detached_is_reported_on_attach(job_kernel, tag):
+    k = job_kernel
+    run_id = run_id_of(k.ok("%%remote --detach\nsleep 200").text)
+    wait_for(lambda: len(commands(tag, "sleep 200")) == 2)
+    victim = sorted(worker_pids(tag))[-1]
+    os.kill(victim, 9)
+    wait_for(lambda: gone(victim), timeout=5)
+    r = k.execute(f"%remote attach {run_id}", timeout=30)
+    assert "is dead" in r.text and str(victim) in r.text, r.text
+    assert "its processes still run" in r.text and "%job kill" in r.text, r.text
+    r = k.ok("%job kill")
+    assert "stopped 1 run" in r.text
+    wait_for(lambda: not commands(tag, "sleep 200"), timeout=5)
+
+
+def test_job_kill_stops_detached_runs_and_escapees(job_kernel, tag):
+    k = job_kernel
+    k.ok("%%remote --detach\nsetsid sleep 778 & sleep 300")
+    k.ok("%remote --detach sleep 301")
+    wait_for(lambda: len(commands(tag, "sleep 778")) == 2 and len(commands(tag, "sleep 301")) == 2)
+    r = k.ok("%job")
+    assert "2 runs still running" in r.text, r.text
+    r = k.ok("%job kill")
+    assert "stopped 2 runs first" in r.text, r.text
+    wait_for(lambda: not [p for p in tagged_pids(tag) if p not in (k.km.provisioner.process.pid,)], timeout=10)
+
+
+def test_escapee_keeps_a_finished_run_listed_until_stopped(job_kernel, tag):
+    k = job_kernel
+    r = k.ok("%remote --rank 0 setsid sleep 779 & echo left")
+    assert "[hosts=0] left" in r.text
+    wait_for(lambda: commands(tag, "sleep 779"))
+    listing = k.ok("%remote runs").text
+    assert "outside its group" in listing, listing
+    # the same through the actors (the path of jobs whose hosts are not this machine)
+    r = k.ok(
+        "from monarch_jupyter.remote import runs as _R\n"
+        "from monarch_jupyter.remote.runner import runner_for as _rf\n"
+        "import monarch_jupyter as _m\n"
+        "_s = _m.current_session(); _e = _R.load_entries(_s)[0]; _e['local'] = False\n"
+        "_h = _R._ask_hosts(_s, _rf(_s), [_e])[_e['id']]\n"
+        "print(sorted(_h['ranks']), len(_h['strays']), _R.stop(_s, _rf(_s), [_e]))"
+    )
+    assert r.stream().startswith("['hosts.0'] 1 {") and ": 1}" in r.stream(), r.stream()
+    wait_for(lambda: not commands(tag, "sleep 779"), timeout=5)
