@@ -249,7 +249,7 @@ def test_statuses_summary_and_failure_message():
     msg = s.failure_message()
     assert "3 of 4" in msg and "hosts=1" in msg and "hosts=0" not in msg
     mime = s.to_mime()
-    assert mime["version"] == 1 and mime["summary"]["timed_out"] == 1
+    assert mime["version"] == 2 and mime["state"] == "finished" and mime["summary"]["timed_out"] == 1
     assert set(mime["ranks"][0]) >= {
         "label",
         "mesh",
@@ -621,7 +621,7 @@ def test_the_model_names_the_schema_statuses():
     assert named == set(schema.STATUSES)
     assert model.STATUSES == schema.FINAL_STATUSES and set(schema.FAILING_STATUSES) == model.FAILING
     assert set(schema.FAILING_STATUSES) <= set(schema.FINAL_STATUSES) <= set(schema.STATUSES)
-    assert model.MIME_TYPE == "application/vnd.monarch.remote+json" and model.VERSION == 1
+    assert model.MIME_TYPE == "application/vnd.monarch.remote+json" and model.VERSION == 2
     with pytest.raises(ValueError, match="not a status"):
         schema.status("exploded")
 

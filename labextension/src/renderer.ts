@@ -14,7 +14,9 @@ import {
   filterRanks,
   formatDuration,
   initiallyOpen,
+  attachLine,
   parseRunResult,
+  runningNote,
   summaryText,
   truncatedNotice
 } from './model';
@@ -72,6 +74,16 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
   return panel;
 }
 
+/** "Still running when saved" and the attach line, selectable to copy. */
+function renderRunning(result: IRunResult, note: string): HTMLElement {
+  const box = el('div', `${CLASS}-running`);
+  box.appendChild(el('div', `${CLASS}-runningNote`, note));
+  const line = el('code', `${CLASS}-attach`, attachLine(result));
+  line.title = 'Run this in a cell of a notebook in the same folder';
+  box.appendChild(line);
+  return box;
+}
+
 /** Renders `application/vnd.monarch.remote+json` outputs. */
 export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
   constructor(options: IRenderMime.IRendererOptions) {
@@ -92,7 +104,15 @@ export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
       );
       return Promise.resolve();
     }
+    const note = runningNote(result);
+    this.toggleClass(`${CLASS}-isRunning`, note !== '');
+    if (note) {
+      this.node.appendChild(renderRunning(result, note));
+    }
     this.node.appendChild(renderHeader(result));
+    if (note && !result.ranks.some(rank => rank.lines.length)) {
+      return Promise.resolve(); // saved before any output: the note and header say it all
+    }
 
     const filter = el('label', `${CLASS}-filter`);
     const checkbox = el('input', '');

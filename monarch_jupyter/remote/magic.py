@@ -87,6 +87,16 @@ class RemoteMagics(Magics):
                 print(runs.start_detached(self.session, self.runner, args, plan, log_path))
             except MonarchJupyterError as error:
                 raise UsageError(f"%remote: {error}") from None
+            # saved with the notebook, this says the run was going and how to follow it
+            state = RunState(
+                command=args.command,
+                mode=args.mode,
+                target=plan.target,
+                ranks=plan.ranks,
+                started=time.time(),
+                run_id=log_path.stem,
+            )
+            display(state.running_bundle(), raw=True)
             return
         try:
             shown_log = os.path.relpath(log_path, self.session.root)
@@ -100,6 +110,7 @@ class RemoteMagics(Magics):
             started=time.time(),
             log_path=shown_log,
             observers=[*remote_package.observers, *self.observers],
+            run_id=log_path.stem,
         )
         if args.save:
             for rank in state.ranks:
