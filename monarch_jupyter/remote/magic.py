@@ -95,8 +95,10 @@ class RemoteMagics(Magics):
                 ranks=plan.ranks,
                 started=time.time(),
                 run_id=log_path.stem,
+                observers=list(remote_package.observers),
             )
             display(state.running_bundle(), raw=True)
+            self._follow_detached(state, plan)
             return
         try:
             shown_log = os.path.relpath(log_path, self.session.root)
@@ -177,6 +179,36 @@ class RemoteMagics(Magics):
                 elif give_up_at is None:
                     give_up_at = time.monotonic() + SECOND_INTERRUPT_GRACE
         return interrupted
+
+    def _follow_detached(self, state: RunState, plan: Any) -> None:
+        """In a kernel with widgets: the detached run's live grid in this cell, fed between
+        cells on the kernel's event loop (:mod:`.follow`) while the kernel lives."""
+        from ..widgets import in_widget_kernel
+
+        kernel_loop = getattr(getattr(self.shell, "kernel", None), "io_loop", None)
+        if kernel_loop is None or not in_widget_kernel(self.shell):
+            return  # no kernel (terminal IPython) or no widgets: the lines above say it all
+        from ..widgets.run import RunWidget
+        from .follow import BackgroundFollow, BoundedSink
+
+        run_id = state.run_id
+
+        def stop_run() -> None:  # the grid's Stop: stop the run itself, as %remote stop does
+            try:
+                runs.stop(self.session, self.runner, [runs.find(runs.load_entries(self.session), run_id)])
+            except MonarchJupyterError as error:
+                print(f"%remote stop {run_id}: {error}", file=sys.stderr)
+
+        widget = RunWidget(state, title=f"%%remote --detach {state.target} · run {run_id}", on_stop=stop_run)
+        widget.detached = True
+        state.observers.append(widget)
+        display(widget)
+        sink = BoundedSink()
+        handle = RunHandle(self.session.loop)
+        follower = BackgroundFollow(state, sink, handle, kernel_loop.call_later)
+        self.runner.follow(run_id, plan, sink, handle)
+        self._followers = [f for f in getattr(self, "_followers", []) if not f.state.finished] + [follower]
+        follower.start()
 
     @staticmethod
     def _write(text: str) -> None:
