@@ -426,8 +426,10 @@ def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:
     shutil.copy(root / NOTEBOOK_FILE, root / MIDRUN_FILE)
     other = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
     try:
-        other.goto(f"{server.url}{server.ui.notebook_url(MIDRUN_FILE)}?token={server.token}")
+        # reset: a fresh Lab workspace shows only this file (Notebook 7 ignores it)
+        other.goto(f"{server.url}{server.ui.notebook_url(MIDRUN_FILE)}?reset&token={server.token}")
         other.wait_for_selector(".jp-Notebook .jp-Cell")
+        _wait(lambda: "saved_midrun" in other.title(), 15, f"{MIDRUN_FILE} to be the page's notebook")
         saved = other.locator(".jp-Notebook .jp-Cell").nth(5)
         saved.scroll_into_view_if_needed()
         note = saved.locator(".jp-MonarchRun-isRunning")

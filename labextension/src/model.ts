@@ -273,6 +273,16 @@ export function summaryText(summary: Summary): string {
   return parts.length ? parts.join(', ') : 'no ranks';
 }
 
+/** "2 ranks: 1 ok, 1 running": every rank's status, for a run that had not ended. */
+export function progressText(ranks: IRank[]): string {
+  const head = `${ranks.length} rank${ranks.length === 1 ? '' : 's'}`;
+  const parts = RANK_STATUSES.map(status => {
+    const n = ranks.filter(rank => rank.status === status).length;
+    return n ? `${n} ${status.replace('_', ' ')}` : '';
+  }).filter(Boolean);
+  return parts.length ? `${head}: ${parts.join(', ')}` : head;
+}
+
 /** The notice above a truncated line list; empty when nothing was dropped. */
 export function truncatedNotice(truncated: number): string {
   if (truncated <= 0) {

@@ -16,6 +16,7 @@ import {
   initiallyOpen,
   attachLine,
   parseRunResult,
+  progressText,
   runningNote,
   summaryText,
   truncatedNotice
@@ -31,7 +32,9 @@ function renderHeader(result: IRunResult): HTMLElement {
   header.appendChild(command);
   const meta = [
     result.target,
-    summaryText(result.summary),
+    result.state === 'running'
+      ? progressText(result.ranks)
+      : summaryText(result.summary),
     formatDuration(result.duration)
   ].filter(Boolean);
   header.appendChild(el('span', `${CLASS}-meta`, meta.join(' · ')));

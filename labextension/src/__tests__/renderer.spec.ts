@@ -91,6 +91,22 @@ describe('RunResultRenderer', () => {
       '%remote attach 20261201-010203-abc123'
     );
     expect(node.querySelectorAll('.jp-MonarchRun-rank')).toHaveLength(2);
+    // a run that had not ended: every rank's status, not a summary of final ones
+    expect(node.querySelector('.jp-MonarchRun-meta')!.textContent).toBe(
+      'mesh hosts (2 ranks) · 2 ranks: 1 ok, 1 failed · 1.23s'
+    );
+    const pending = await render({
+      ...data,
+      version: 2,
+      run_id: 'r1',
+      state: 'running',
+      duration: null,
+      ranks: data.ranks.map(r => ({ ...r, status: 'pending', lines: [] }))
+    });
+    expect(pending.node.querySelector('.jp-MonarchRun-meta')!.textContent).toBe(
+      'mesh hosts (2 ranks) · 2 ranks: 2 pending'
+    );
+    expect(pending.node.querySelector('.jp-MonarchRun-ranks')).toBeNull();
     // the same renderer re-rendered with the ended run: no note any more
     const ended = {
       data: {
