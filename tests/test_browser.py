@@ -445,7 +445,7 @@ def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:
     # ── the detached grid's Stop stops the run (a message to the idle kernel) ──
     grid.scroll_into_view_if_needed()
     grid.locator(".monarch-run-stop").click()
-    grid.locator(".monarch-run-tile[data-rank='0']:not([data-status='running'])").wait_for(timeout=20_000)
+    grid.locator(".monarch-run-tile[data-rank='0'][data-status='interrupted']").wait_for(timeout=20_000)
     cell.locator(".monarch-run-widget.monarch-run-finished").wait_for(timeout=10_000)
     page.locator(f".jp-MonarchPanel-run[data-run='{run_id}']").wait_for(state="detached", timeout=15_000)
     shot("detached-stopped")

@@ -17,7 +17,7 @@ from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, HelpRequested
 from . import runs
 from .args import RemoteVerb, help_text, parse_cell, parse_line
-from .model import ERR, OUT, Finished, RemoteResults, RunState
+from .model import ERR, OUT, Finished, RemoteResults, RunState, Stopping
 from .render import TextRenderer, group_text
 from .runner import RemoteError, RemoteInterrupted, RunHandle, runner_for
 
@@ -194,6 +194,7 @@ class RemoteMagics(Magics):
         run_id = state.run_id
 
         def stop_run() -> None:  # the grid's Stop: stop the run itself, as %remote stop does
+            state.apply(Stopping("interrupted"))  # its ranks end as interrupted, as with Ctrl-C
             try:
                 runs.stop(self.session, self.runner, [runs.find(runs.load_entries(self.session), run_id)])
             except MonarchJupyterError as error:
