@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from harness import Kernel, tagged_pids, worker_pids
 
 TICKS = "for i in $(seq 1 {n}); do echo tick $i; sleep {pause}; done"
