@@ -85,6 +85,13 @@ if [ "$MONARCH_RANK_hosts" = 1 ]; then echo "bad input" >&2; exit 3; fi
 for i in $(seq 1200); do echo "tick $i"; sleep 0.05; done"""
 
 
+# a detached run that ticks for up to 2 minutes, until the grid's Stop ends it
+DETACH_CELL = """%%remote --detach
+for i in $(seq 1200); do echo "tick $i"; sleep 0.1; done"""
+MIDRUN_FILE = "saved_midrun.ipynb"
+RUN_MIME = "application/vnd.monarch.remote+json"
+
+
 def _code(source: str, outputs: list | None = None) -> dict:
     return {
         "cell_type": "code",
@@ -118,6 +125,7 @@ def _notebook() -> dict:
             _code("%job"),
             _code(REMOTE_CELL),
             _code("# a %%remote result saved earlier (re-rendered by the MIME renderer)", [saved_remote]),
+            _code(DETACH_CELL),
         ],
     }
 
@@ -294,6 +302,8 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     assert len(worker_pids(tag)) == 2  # Stop ends the command, not the job
     shot("run-grid-stopped")
 
+    _detached_run(server, page, shot, root)
+
     # ── Kill asks first; Cancel keeps the job ──
     widget.scroll_into_view_if_needed()
     widget.locator(".monarch-job-kill").click()
@@ -363,3 +373,79 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     )
     run.scroll_into_view_if_needed()
     shot("reloaded-run-result")
+
+
+def _saved_cells(root: Path, name: str = NOTEBOOK_FILE) -> list[dict]:
+    return json.loads((root / name).read_text())["cells"]
+
+
+def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:
+    """%%remote --detach: its grid updates live with the cell done, the sidebar lists the run
+    with its attach line, a notebook saved mid-run and opened with another kernel says the
+    run was still going and how to attach, and the grid's Stop stops the run."""
+    _run_cell(page, 5)
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(5)
+    _wait(lambda: "started detached" in _cell_text(page, 5), 20, "the --detach output")
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6}) started detached", _cell_text(page, 5)).group(1)
+    # the grid keeps updating with no cell running
+    grid = cell.locator(".monarch-run-widget")
+    grid.wait_for()
+    last = grid.locator(".monarch-run-tile[data-rank='0'] .monarch-run-last")
+    _wait(lambda: re.search(r"tick \d+", last.inner_text() or ""), 20, "the detached run's lines in its grid")
+    first = last.inner_text()
+    _wait_kernel_idle(server, page, 10)
+    _wait(
+        lambda: last.inner_text() != first, 5, "more live lines in the detached grid while the kernel is idle"
+    )
+    # beside the live grid, the "still running when saved" note is hidden
+    note = cell.locator(".jp-MonarchRun-isRunning")
+    note.wait_for(state="attached")
+    assert not note.is_visible()
+    # the sidebar lists the running run with the line to attach to it
+    run = page.locator(f".jp-MonarchPanel-run[data-run='{run_id}']")
+    run.wait_for(timeout=10_000)
+    assert run.locator(".jp-MonarchPanel-attach").inner_text() == f"%remote attach {run_id}"
+    assert "for i in $(seq 1200)" in run.locator(".jp-MonarchPanel-runCommand").inner_text()
+    assert "mesh hosts (2 ranks)" in run.locator(".jp-MonarchPanel-runMeta").inner_text()
+    cell.scroll_into_view_if_needed()
+    shot("detached-grid-and-sidebar")
+
+    # ── save mid-run; open the saved file with another kernel (the grid's model is gone) ──
+    page.locator(".jp-Notebook").click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+
+    def saved_running():
+        outputs = _saved_cells(root)[5].get("outputs", [])
+        return [o["data"][RUN_MIME] for o in outputs if RUN_MIME in o.get("data", {})]
+
+    payloads = _wait(saved_running, 15, "the notebook saved with the running payload")
+    assert payloads[0]["state"] == "running" and payloads[0]["run_id"] == run_id, payloads
+    # the grid cell that ran to its end earlier keeps no running payload (its end emptied it)
+    for output in _saved_cells(root)[3].get("outputs", []):
+        assert output.get("data", {}).get(RUN_MIME, {}).get("state") != "running", output
+    shutil.copy(root / NOTEBOOK_FILE, root / MIDRUN_FILE)
+    other = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        # reset: a fresh Lab workspace shows only this file (Notebook 7 ignores it)
+        other.goto(f"{server.url}{server.ui.notebook_url(MIDRUN_FILE)}?reset&token={server.token}")
+        other.wait_for_selector(".jp-Notebook .jp-Cell")
+        _wait(lambda: "saved_midrun" in other.title(), 15, f"{MIDRUN_FILE} to be the page's notebook")
+        saved = other.locator(".jp-Notebook .jp-Cell").nth(5)
+        saved.scroll_into_view_if_needed()
+        note = saved.locator(".jp-MonarchRun-isRunning")
+        note.wait_for(state="visible", timeout=20_000)
+        text = note.locator(".jp-MonarchRun-runningNote").inner_text()
+        assert text.startswith(f"Run {run_id} was still running when saved"), text
+        assert note.locator(".jp-MonarchRun-attach").inner_text() == f"%remote attach {run_id}"
+        shot.n += 1  # numbered with the main page's shots
+        other.screenshot(path=str(shot.folder / f"{shot.n:02d}-saved-midrun-reopened.png"))
+    finally:
+        other.close()
+
+    # ── the detached grid's Stop stops the run (a message to the idle kernel) ──
+    grid.scroll_into_view_if_needed()
+    grid.locator(".monarch-run-stop").click()
+    grid.locator(".monarch-run-tile[data-rank='0'][data-status='interrupted']").wait_for(timeout=20_000)
+    cell.locator(".monarch-run-widget.monarch-run-finished").wait_for(timeout=10_000)
+    page.locator(f".jp-MonarchPanel-run[data-run='{run_id}']").wait_for(state="detached", timeout=15_000)
+    shot("detached-stopped")

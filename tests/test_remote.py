@@ -44,9 +44,13 @@ def shared(tmp_path_factory):
 
 
 def bundle(result):
-    for o in result.outputs:
+    """The run's result (a run that lasts also showed its payload with state running beside
+    the grid, emptied at its end: that one is not the result)."""
+    for o in reversed(result.outputs):
         if o.msg_type == "display_data" and MIME in o.content["data"]:
-            return o.content["data"][MIME]
+            payload = o.content["data"][MIME]
+            assert payload["state"] == "finished", payload
+            return payload
     raise AssertionError(f"no {MIME} output in {result.text!r}")
 
 

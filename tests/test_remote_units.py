@@ -249,7 +249,7 @@ def test_statuses_summary_and_failure_message():
     msg = s.failure_message()
     assert "3 of 4" in msg and "hosts=1" in msg and "hosts=0" not in msg
     mime = s.to_mime()
-    assert mime["version"] == 1 and mime["summary"]["timed_out"] == 1
+    assert mime["version"] == 2 and mime["state"] == "finished" and mime["summary"]["timed_out"] == 1
     assert set(mime["ranks"][0]) >= {
         "label",
         "mesh",
@@ -621,7 +621,7 @@ def test_the_model_names_the_schema_statuses():
     assert named == set(schema.STATUSES)
     assert model.STATUSES == schema.FINAL_STATUSES and set(schema.FAILING_STATUSES) == model.FAILING
     assert set(schema.FAILING_STATUSES) <= set(schema.FINAL_STATUSES) <= set(schema.STATUSES)
-    assert model.MIME_TYPE == "application/vnd.monarch.remote+json" and model.VERSION == 1
+    assert model.MIME_TYPE == "application/vnd.monarch.remote+json" and model.VERSION == 2
     with pytest.raises(ValueError, match="not a status"):
         schema.status("exploded")
 
@@ -636,3 +636,73 @@ def test_old_run_logs_are_pruned_by_name_age(tmp_path):
     prune_logs(str(tmp_path), 3)
     assert sorted(p.name for p in tmp_path.iterdir()) == [*names[-3:], "notes.txt"]
     prune_logs(str(tmp_path / "missing"), 3)  # no folder: nothing to do
+
+
+# ── a detached run's events between cells (remote/follow.py) ──────────
+def test_background_follow_applies_events_tick_by_tick_until_the_end():
+    from monarch_jupyter.remote import model
+    from monarch_jupyter.remote.follow import BackgroundFollow, BoundedSink
+
+    class Handle:
+        future = None
+
+    scheduled = []
+    ticks = []
+
+    class Grid:  # an observer with on_tick, as the run grid
+        def on_event(self, state, event): ...
+
+        def on_tick(self, state):
+            ticks.append(state.ranks[0].total_lines)
+
+    state = model.RunState(
+        command="x",
+        mode="bash",
+        target="t",
+        ranks=[model.RankState("hosts=0", "hosts", {"hosts": 0}, 0)],
+        started=0.0,
+        observers=[Grid()],
+        run_id="r",
+    )
+    sink = BoundedSink(limit=3)
+    follow = BackgroundFollow(state, sink, Handle(), lambda delay, fn: scheduled.append((delay, fn)))
+    follow.start()
+    assert scheduled == [(0, follow.tick)]
+    sink.put(model.Started(0))
+    for i in range(5):  # a flood while a cell runs: output beyond the bound is counted, not kept
+        sink.put(model.Output(0, model.OUT, f"line {i}\n"))
+    assert sink.dropped == 3
+    scheduled.pop()[1]()
+    assert state.ranks[0].total_lines == 2 and ticks == [2] and not state.finished
+    assert scheduled and scheduled[-1][0] == follow.interval  # re-armed
+    sink.put(model.Exited(0, 0, 1.0))
+    sink.put(model.Finished())
+    scheduled.pop()[1]()
+    assert state.finished and state.ranks[0].status == model.OK
+    assert scheduled == []  # not re-armed after the end
+
+
+def test_background_follow_ends_the_run_when_the_drive_died_silently():
+    import concurrent.futures
+
+    from monarch_jupyter.remote import model
+    from monarch_jupyter.remote.follow import BackgroundFollow, BoundedSink
+
+    future = concurrent.futures.Future()
+    future.set_exception(RuntimeError("loop gone"))
+
+    class Handle:
+        pass
+
+    handle = Handle()
+    handle.future = future
+    state = model.RunState(
+        command="x",
+        mode="bash",
+        target="t",
+        ranks=[model.RankState("hosts=0", "hosts", {"hosts": 0}, 0)],
+        started=0.0,
+    )
+    follow = BackgroundFollow(state, BoundedSink(), handle, lambda delay, fn: None)
+    follow.tick()
+    assert state.finished and "loop gone" in (state.error or "")

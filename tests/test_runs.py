@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from harness import Kernel, tagged_pids, worker_pids
 
 TICKS = "for i in $(seq 1 {n}); do echo tick $i; sleep {pause}; done"
@@ -160,7 +161,9 @@ def test_job_kill_stops_detached_runs_and_escapees(job_kernel, tag):
     assert "2 runs still running" in r.text, r.text
     r = k.ok("%job kill")
     assert "stopped 2 runs first" in r.text, r.text
-    wait_for(lambda: not [p for p in tagged_pids(tag) if p not in (k.km.provisioner.process.pid,)], timeout=10)
+    wait_for(
+        lambda: not [p for p in tagged_pids(tag) if p not in (k.km.provisioner.process.pid,)], timeout=10
+    )
 
 
 def test_escapee_keeps_a_finished_run_listed_until_stopped(job_kernel, tag):
@@ -181,3 +184,55 @@ def test_escapee_keeps_a_finished_run_listed_until_stopped(job_kernel, tag):
     )
     assert r.stream().startswith("['hosts.0'] 1 {") and ": 1}" in r.stream(), r.stream()
     wait_for(lambda: not commands(tag, "sleep 779"), timeout=5)
+
+
+def test_detached_grid_updates_while_the_kernel_is_idle_and_its_stop_stops_the_run(job_kernel, tag):
+    """``%%remote --detach`` shows the live grid in its cell (and the run's payload with state
+    running and its id, for a notebook saved mid-run); with no cell running, the grid keeps
+    getting the run's lines, and its Stop (a widget message to the idle kernel) stops the run."""
+    k = job_kernel
+    r = k.ok("%%remote --detach\n" + TICKS.format(n=600, pause=0.05))
+    run_id = run_id_of(r.text)
+    displays = [o.content["data"] for o in r.outputs if o.msg_type == "display_data"]
+    running = [
+        d["application/vnd.monarch.remote+json"]
+        for d in displays
+        if "application/vnd.monarch.remote+json" in d
+    ]
+    assert running and running[0]["state"] == "running" and running[0]["run_id"] == run_id, displays
+    assert f"%remote attach {run_id}" in r.text
+    grids = [
+        d["application/vnd.jupyter.widget-view+json"]["model_id"]
+        for d in displays
+        if "application/vnd.jupyter.widget-view+json" in d
+    ]
+    assert len(grids) == 1, displays
+    comm_id = grids[0]
+    # the kernel is idle now: the grid's updates arrive on IOPub all the same
+    arrivals = []
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        try:
+            msg = k.kc.get_iopub_msg(timeout=0.2)
+        except Exception:
+            continue
+        if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == comm_id:
+            data = msg["content"]["data"]
+            if data.get("method") == "custom" and data["content"].get("kind") == "lines":
+                arrivals.append((time.monotonic(), data["content"]["lines"]))
+    assert len(arrivals) >= 10, arrivals  # ~20 lines a second per rank, sent in batches
+    assert arrivals[-1][0] - arrivals[0][0] > 2.0  # spread over the idle time: live, not at the end
+    seen = [line for _, lines in arrivals for line in lines.get("0", [])]
+    assert all(text.startswith("tick ") for _, text in seen), seen[:5]
+    # the grid's Stop: the front end sends {"kind": "stop"}; the idle kernel stops the run
+    assert len(commands(tag, "sleep 0.05")) >= 1 or wait_for(lambda: commands(tag, "sleep 0.05"))
+    stop = k.kc.session.msg(
+        "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"kind": "stop"}}}
+    )
+    k.kc.shell_channel.send(stop)
+    wait_for(lambda: not commands(tag, "sleep 0.05"), timeout=15)
+    listing = k.ok("%remote runs").text
+    assert run_id in listing and "stopped" in listing.split(run_id, 1)[1].splitlines()[0], listing
+    # the grid saw the run end while the kernel was idle
+    probe = "print('finished', all(f.state.finished for f in get_ipython().magics_manager.registry['RemoteMagics']._followers))"
+    wait_for(lambda: "finished True" in k.ok(probe).text, timeout=15)

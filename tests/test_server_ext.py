@@ -60,6 +60,56 @@ def _status(name: str, state: str) -> dict:
     }
 
 
+def _run_entry(run_id: str, state: str, started: float, **more) -> dict:
+    """A runs index entry as remote/runs.py writes it."""
+    return {
+        "version": 1,
+        "id": run_id,
+        "command": "python train.py --epochs 3\nprint('done')",
+        "mode": "bash",
+        "target": "mesh hosts (2 ranks)",
+        "started": started,
+        "host_dir": f"/nonexistent/{run_id}",
+        "local": False,
+        "detached": True,
+        "ranks": [{"label": "hosts=0", "mesh": "hosts", "point": {"hosts": 0}, "rank": 0}],
+        "state": state,
+        **more,
+    }
+
+
+def _write_runs(runs: Path, host_runs: Path) -> None:
+    """Two running runs, a finished one, one the index says runs but whose ranks all wrote
+    their exit status on this host, and files that must be skipped without blocking."""
+    runs.mkdir(parents=True)
+    entries = [
+        _run_entry("20261201-010000-aaaaaa", "running", 1764550800.0),
+        _run_entry("20261201-020000-bbbbbb", "running", 1764554400.0),
+        _run_entry("20261201-005000-cccccc", "finished", 1764550200.0),
+        _run_entry(
+            "20261201-004000-dddddd",
+            "running",
+            1764549600.0,
+            local=True,
+            host_dir=str(host_runs / "20261201-004000-dddddd"),
+        ),
+    ]
+    for entry in entries:
+        (runs / f"{entry['id']}.json").write_text(json.dumps(entry))
+    ended = host_runs / "20261201-004000-dddddd" / "hosts.0"
+    ended.mkdir(parents=True)
+    (ended / "status").write_text("0 1764549700.0")
+    (runs / "20261201-010000-aaaaaa.log").write_text("log")
+    os.mkfifo(runs / "20261201-030000-fifo00.json")  # would block a plain open()
+    os.symlink(runs / "20261201-010000-aaaaaa.json", runs / "20261201-030000-link00.json")
+    (runs / "20261201-030000-huge00.json").write_text(
+        json.dumps(_run_entry("20261201-030000-huge00", "running", 1764558000.0, pad="x" * (1 << 20)))
+    )
+    (runs / "20261201-030000-wrong0.json").write_text(json.dumps(_run_entry("other", "running", 1.0)))
+    (runs / "20261201-030000-junk00.json").write_text("{not json")
+    (runs / "state.pkl.json").write_bytes(pickle.dumps({"not": "json"}))
+
+
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     """A server root with two contexts at the top (one active) and one in a subfolder."""
@@ -74,6 +124,7 @@ def tree(tmp_path_factory) -> Path:
     (monarch / "fresh" / "spec").write_text("monarch_jupyter.local_jobs.hosts_2")
     os.symlink("default/state.pkl", monarch / "job_state.pkl")
     _write_context(root / "proj" / ".monarch", "sub", _status("sub", "workers dead"), marker)
+    _write_runs(monarch / "default" / "runs", root.parent / "host-runs")
     # A status.json symlinked to a file outside the root must not be followed.
     secret = root.parent / "secret.json"
     secret.write_text(json.dumps({"state": "running", "secret": True}))
@@ -215,3 +266,26 @@ def test_never_unpickles(server, tree):
         assert _get(f"{server}/monarch-jupyter/contexts")[0] == 200
     assert not (tree.parent / "UNPICKLED").exists()
     assert not (tree / "UNPICKLED").exists()
+
+
+def test_lists_running_runs_from_the_index(server):
+    """The running runs of each context, newest first, from runs/<id>.json: finished ones, runs
+    whose ranks all ended on this host, FIFOs, symlinks, huge, foreign or corrupt files are
+    left out, and none of them blocks the listing."""
+    started = time.monotonic()
+    code, body = _get(f"{server}/monarch-jupyter/contexts")
+    assert code == 200 and time.monotonic() - started < 5
+    contexts = _by_dir(body)
+    runs = contexts[".monarch/default"]["runs"]
+    assert [r["id"] for r in runs] == ["20261201-020000-bbbbbb", "20261201-010000-aaaaaa"]
+    assert runs[0] == {
+        "id": "20261201-020000-bbbbbb",
+        "command": "python train.py --epochs 3",
+        "target": "mesh hosts (2 ranks)",
+        "started": 1764554400.0,
+        "state": "running",
+        "detached": True,
+        "attach": "%remote attach 20261201-020000-bbbbbb",
+    }
+    assert contexts[".monarch/bare"]["runs"] == []
+    assert contexts["proj/.monarch/sub"]["runs"] == []

@@ -472,3 +472,46 @@ def test_fast_runs_show_nothing_and_never_build_the_widget():
     for event in (model.Started(0), model.Exited(0, 0, 0.01), model.Finished()):
         state.apply(event)
     assert observer.widget is None and shown == []
+
+
+@needs_anywidget
+def test_grid_stands_with_a_running_payload_that_the_end_empties():
+    """Beside the grid, the run's payload with state running and its id (what a notebook saved
+    mid-run renders without its kernel: "still running when saved — %remote attach <id>");
+    emptied through its display id when the run ends (the result follows as its own output)."""
+    shown, bundles = [], []
+    observer = RemoteRunObserver(
+        show=shown.append, show_after=0, show_bundle=lambda *args: bundles.append(args)
+    )
+    state = run_state(2, observers=[observer])
+    state.run_id = "20261201-010203-abc123"
+    state.apply(model.Started(0))
+    state.apply(model.Output(0, model.OUT, "step 1\n"))
+    assert len(shown) == 1 and len(bundles) == 1
+    bundle, display_id, update = bundles[0]
+    assert display_id == "monarch-run-20261201-010203-abc123" and update is False
+    payload = bundle[model.MIME_TYPE]
+    assert payload["version"] == 2 and payload["state"] == "running"
+    assert payload["run_id"] == "20261201-010203-abc123"
+    assert payload["ranks"][0]["status"] == "running"
+    assert "%remote attach 20261201-010203-abc123" in bundle["text/plain"]
+    assert "%remote attach 20261201-010203-abc123" in bundle["text/html"]
+    state.apply(model.Output(0, model.OUT, "step 2\n"))
+    assert len(bundles) == 1  # shown once, not on every event
+    state.apply(model.Exited(0, 0, 0.5))
+    state.apply(model.Exited(1, 0, 0.5))
+    state.apply(model.Finished())
+    assert bundles[1] == ({"text/plain": ""}, display_id, True)
+    assert state.to_mime()["state"] == "finished"
+    observer.widget.close()
+
+
+def test_a_run_without_id_shows_no_running_payload():
+    bundles = []
+    observer = RemoteRunObserver(show=lambda w: None, show_after=0, show_bundle=lambda *a: bundles.append(a))
+    state = run_state(1, observers=[observer])
+    state.apply(model.Started(0))
+    state.apply(model.Finished())
+    assert bundles == []
+    if observer.widget is not None:
+        observer.widget.close()

@@ -23,6 +23,18 @@ export interface IContextStatus {
   applied?: string | null;
 }
 
+/** A running run of a context, from its runs index (runs/<id>.json). */
+export interface IRunEntry {
+  id: string;
+  command: string;
+  target: string;
+  /** Epoch seconds. */
+  started: number | null;
+  state: string;
+  detached?: boolean;
+  attach: string;
+}
+
 /** One entry of the server's response. */
 export interface IContextEntry {
   name: string;
@@ -30,6 +42,19 @@ export interface IContextEntry {
   active: boolean;
   state: string;
   status: IContextStatus | null;
+  runs?: IRunEntry[];
+}
+
+/** What the panel shows for one running run. */
+export interface IRunItem {
+  id: string;
+  command: string;
+  target: string;
+  /** "2026-12-01 01:02:03" (local time), '' when unknown. */
+  started: string;
+  state: string;
+  /** The line to run in a notebook of the folder: `%remote attach <id>`. */
+  attach: string;
 }
 
 /** The server's response. */
@@ -51,6 +76,8 @@ export interface IContextItem {
   meshes: string[];
   /** Key/value rows for the details view. */
   details: [string, string][];
+  /** The context's running runs, newest first. */
+  runs: IRunItem[];
 }
 
 const STATES = ['running', 'not running', 'workers dead', 'no job', 'unknown'];
@@ -96,6 +123,42 @@ export function folderOf(dir: string): string {
   return at > 0 ? parts.slice(0, at).join('/') : '';
 }
 
+/** "2026-12-01 01:02:03" in local time for epoch seconds; '' when unknown. */
+export function formatStarted(seconds: number | null): string {
+  if (seconds === null) {
+    return '';
+  }
+  const d = new Date(seconds * 1000);
+  const two = (n: number): string => String(n).padStart(2, '0');
+  return (
+    `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ` +
+    `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
+  );
+}
+
+/** The running runs of an entry; malformed ones are dropped. */
+export function parseRuns(value: unknown): IRunItem[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  return value
+    .filter(
+      run =>
+        typeof run === 'object' &&
+        run !== null &&
+        typeof run.id === 'string' &&
+        run.id !== ''
+    )
+    .map(run => ({
+      id: run.id,
+      command: text(run.command),
+      target: text(run.target),
+      started: formatStarted(num(run.started)),
+      state: text(run.state) || 'running',
+      attach: `%remote attach ${run.id}`
+    }));
+}
+
 /** Turn one response entry into a view item. */
 export function toItem(entry: IContextEntry): IContextItem {
   const status = entry.status;
@@ -123,7 +186,8 @@ export function toItem(entry: IContextEntry): IContextItem {
     active: entry.active === true,
     state: normalizeState(entry.state ?? status?.state),
     meshes: meshes.map(meshText),
-    details: details.filter(([, value]) => value !== '')
+    details: details.filter(([, value]) => value !== ''),
+    runs: parseRuns(entry.runs)
   };
 }
 

@@ -15,8 +15,16 @@
 /** The mimetype the kernel side displays run results with (schema: x-mime-type). */
 export const MIME_TYPE = 'application/vnd.monarch.remote+json';
 
-/** The only payload version this renderer understands (schema: version). */
-export const FORMAT_VERSION = 1;
+/** The payload version the kernel side writes (schema: the largest of version). */
+export const FORMAT_VERSION = 2;
+
+/** Every payload version this renderer understands (schema: version). */
+export const FORMAT_VERSIONS: readonly number[] = [1, 2];
+
+/** Whether the run had ended when the payload was written (schema: state, version 2). */
+export const RUN_STATES = ['running', 'finished'] as const;
+
+export type RunStateName = (typeof RUN_STATES)[number];
 
 /** Every status a rank can be in, in display order (schema: $defs.status). */
 export const RANK_STATUSES = [
@@ -84,9 +92,13 @@ export interface IRunResult {
   log_path: string | null;
   summary: Summary;
   ranks: IRank[];
+  /** The run's id (version 2; null in version 1). */
+  run_id: string | null;
+  /** 'running': written while the run went on (version 2); version 1 is always finished. */
+  state: RunStateName;
 }
 
-/** Thrown by `parseRunResult` when the payload is not a valid version-1 result. */
+/** Thrown by `parseRunResult` when the payload is not a valid result. */
 export class RunResultError extends Error {}
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -173,7 +185,7 @@ export function parseRunResult(data: unknown): IRunResult {
   if (!isObject(data)) {
     throw new RunResultError('run result must be an object');
   }
-  if (data.version !== FORMAT_VERSION) {
+  if (!FORMAT_VERSIONS.includes(data.version as number)) {
     throw new RunResultError(
       `unsupported run result version ${JSON.stringify(data.version)}`
     );
@@ -188,7 +200,7 @@ export function parseRunResult(data: unknown): IRunResult {
     summary[key] = count(rawSummary[key]);
   }
   return {
-    version: FORMAT_VERSION,
+    version: data.version as number,
     command: str(data, 'command', 'result'),
     mode: optStr(data, 'mode') ?? '',
     target: optStr(data, 'target') ?? '',
@@ -196,8 +208,28 @@ export function parseRunResult(data: unknown): IRunResult {
     duration: optNum(data, 'duration'),
     log_path: optStr(data, 'log_path'),
     summary,
-    ranks
+    ranks,
+    run_id: optStr(data, 'run_id'),
+    state: data.state === 'running' ? 'running' : 'finished'
   };
+}
+
+/** The line that follows a run from any kernel of its folder. */
+export function attachLine(result: IRunResult): string {
+  return result.run_id ? `%remote attach ${result.run_id}` : '%remote attach';
+}
+
+/**
+ * The note of a payload written while its run went on: shown when the notebook
+ * was saved mid-run (beside a live grid the front end hides it). Empty for an
+ * ended run.
+ */
+export function runningNote(result: IRunResult): string {
+  if (result.state !== 'running') {
+    return '';
+  }
+  const which = result.run_id ? `Run ${result.run_id}` : 'This run';
+  return `${which} was still running when saved — run ${attachLine(result)} to follow it (its output so far, then live).`;
 }
 
 /** True for a rank that did not finish cleanly (a failing status). */
@@ -239,6 +271,16 @@ export function summaryText(summary: Summary): string {
     key => `${summary[key]} ${key.replace('_', ' ')}`
   );
   return parts.length ? parts.join(', ') : 'no ranks';
+}
+
+/** "2 ranks: 1 ok, 1 running": every rank's status, for a run that had not ended. */
+export function progressText(ranks: IRank[]): string {
+  const head = `${ranks.length} rank${ranks.length === 1 ? '' : 's'}`;
+  const parts = RANK_STATUSES.map(status => {
+    const n = ranks.filter(rank => rank.status === status).length;
+    return n ? `${n} ${status.replace('_', ' ')}` : '';
+  }).filter(Boolean);
+  return parts.length ? `${head}: ${parts.join(', ')}` : head;
 }
 
 /** The notice above a truncated line list; empty when nothing was dropped. */

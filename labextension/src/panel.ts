@@ -5,7 +5,7 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { IContextItem, stateClass, toItems } from './contextModel';
+import { IContextItem, IRunItem, stateClass, toItems } from './contextModel';
 import { el } from './dom';
 
 const CLASS = 'jp-MonarchPanel';
@@ -122,10 +122,49 @@ export class MonarchPanel extends Widget {
     if (item.meshes.length) {
       row.appendChild(el('div', `${CLASS}-meshes`, item.meshes.join(', ')));
     }
+    if (item.runs.length) {
+      const runs = el('ul', `${CLASS}-runs`);
+      for (const run of item.runs) {
+        runs.appendChild(this._renderRun(run));
+      }
+      row.appendChild(runs);
+    }
     row.addEventListener('click', () => {
       this._selected = this._selected === item.key ? null : item.key;
       this._render();
     });
+    return row;
+  }
+
+  /** One running run: command, target, start, and the attach line to copy. */
+  private _renderRun(run: IRunItem): HTMLElement {
+    const row = el('li', `${CLASS}-run`);
+    row.dataset.run = run.id;
+    row.title = run.id;
+    const head = el('div', `${CLASS}-runHead`);
+    head.appendChild(el('code', `${CLASS}-runCommand`, run.command || run.id));
+    head.appendChild(
+      el('span', `${CLASS}-state ${CLASS}-state-running`, run.state)
+    );
+    row.appendChild(head);
+    const meta = [run.target, run.started && `started ${run.started}`];
+    row.appendChild(
+      el('div', `${CLASS}-runMeta`, meta.filter(Boolean).join(' · '))
+    );
+    const attach = el('div', `${CLASS}-runAttach`);
+    const line = el('code', `${CLASS}-attach`, run.attach);
+    const copy = el('button', `${CLASS}-copy jp-mod-styled`, 'Copy');
+    copy.title = 'Copy the line; run it in a notebook of this folder';
+    copy.addEventListener('click', event => {
+      event.stopPropagation(); // not a click on the context
+      void navigator.clipboard?.writeText(run.attach).then(
+        () => (copy.textContent = 'Copied'),
+        () => (copy.textContent = 'Select the line to copy')
+      );
+    });
+    line.addEventListener('click', event => event.stopPropagation());
+    attach.append(line, copy);
+    row.appendChild(attach);
     return row;
   }
 

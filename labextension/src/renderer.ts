@@ -14,7 +14,10 @@ import {
   filterRanks,
   formatDuration,
   initiallyOpen,
+  attachLine,
   parseRunResult,
+  progressText,
+  runningNote,
   summaryText,
   truncatedNotice
 } from './model';
@@ -29,7 +32,9 @@ function renderHeader(result: IRunResult): HTMLElement {
   header.appendChild(command);
   const meta = [
     result.target,
-    summaryText(result.summary),
+    result.state === 'running'
+      ? progressText(result.ranks)
+      : summaryText(result.summary),
     formatDuration(result.duration)
   ].filter(Boolean);
   header.appendChild(el('span', `${CLASS}-meta`, meta.join(' · ')));
@@ -72,6 +77,16 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
   return panel;
 }
 
+/** "Still running when saved" and the attach line, selectable to copy. */
+function renderRunning(result: IRunResult, note: string): HTMLElement {
+  const box = el('div', `${CLASS}-running`);
+  box.appendChild(el('div', `${CLASS}-runningNote`, note));
+  const line = el('code', `${CLASS}-attach`, attachLine(result));
+  line.title = 'Run this in a cell of a notebook in the same folder';
+  box.appendChild(line);
+  return box;
+}
+
 /** Renders `application/vnd.monarch.remote+json` outputs. */
 export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
   constructor(options: IRenderMime.IRendererOptions) {
@@ -92,7 +107,15 @@ export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
       );
       return Promise.resolve();
     }
+    const note = runningNote(result);
+    this.toggleClass(`${CLASS}-isRunning`, note !== '');
+    if (note) {
+      this.node.appendChild(renderRunning(result, note));
+    }
     this.node.appendChild(renderHeader(result));
+    if (note && !result.ranks.some(rank => rank.lines.length)) {
+      return Promise.resolve(); // saved before any output: the note and header say it all
+    }
 
     const filter = el('label', `${CLASS}-filter`);
     const checkbox = el('input', '');

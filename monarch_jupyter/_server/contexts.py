@@ -6,6 +6,7 @@ Layout written by the kernel side, per folder::
     .monarch/<name>/state.pkl   never opened here
     .monarch/<name>/spec        the job spec (a context may have only this yet)
     .monarch/<name>/status.json what the sidebar shows
+    .monarch/<name>/runs/<id>.json  the runs index (remote/runs.py): the running ones are listed
 
 A directory under ``.monarch`` is a context if it holds any of those three
 files (so ``.monarch/runs/`` with logs is not).
@@ -22,6 +23,8 @@ import os
 import stat
 from typing import Any
 
+from .._files import UnsafeFileError, read_bytes
+
 MONARCH_DIR = ".monarch"
 ACTIVE_LINK = "job_state.pkl"
 STATE_FILE = "state.pkl"
@@ -31,6 +34,10 @@ CONTEXT_MARKERS = (STATE_FILE, SPEC_FILE, STATUS_FILE)
 STATES = ("running", "not running", "workers dead", "no job", "unknown")
 MAX_STATUS_BYTES = 1 << 20
 MAX_SUBFOLDERS = 500
+RUNS_DIR = "runs"
+MAX_RUN_FILES = 50  # newest index entries read per context (ids start with their UTC time)
+MAX_RUN_BYTES = 64 << 10  # an entry is < 10 KB (its command is cut at 4000 characters)
+COMMAND_CHARS = 120
 
 
 class InvalidPath(ValueError):
@@ -99,6 +106,70 @@ def read_status(context_dir: str) -> dict[str, Any] | None:
     return status if isinstance(status, dict) else None
 
 
+def _first_line(command: Any) -> str:
+    line = (command.strip().splitlines() or [""])[0] if isinstance(command, str) else ""
+    return line if len(line) <= COMMAND_CHARS else line[: COMMAND_CHARS - 1] + "…"
+
+
+def _ended_on_this_host(entry: dict[str, Any]) -> bool:
+    """A local run whose every rank wrote its exit status (its kernel died before recording the
+    end). Only ``lstat``s, in the host's runs folder; a non-local run cannot be checked here."""
+    host_dir, ranks = entry.get("host_dir"), entry.get("ranks")
+    if not entry.get("local") or not isinstance(host_dir, str) or not isinstance(ranks, list) or not ranks:
+        return False
+    for rank in ranks:
+        if not isinstance(rank, dict):
+            return False
+        status = os.path.join(host_dir, f"{rank.get('mesh')}.{rank.get('rank')}", "status")
+        try:
+            if not stat.S_ISREG(os.lstat(status).st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def running_runs(context_dir: str) -> list[dict[str, Any]]:
+    """The context's running runs from its runs index (``runs/<id>.json``), newest first:
+    id, the command's first line, target, started (epoch seconds), state and the attach line.
+
+    Reads at most ``MAX_RUN_FILES`` entries, each through :func:`_files.read_bytes` (regular
+    files only, no symlinks, non-blocking, bounded); never a pickle.
+    """
+    folder = os.path.join(context_dir, RUNS_DIR)
+    if not _is_real_dir(folder):
+        return []
+    try:
+        with os.scandir(folder) as scan:
+            names = [e.name for e in scan if e.name.endswith(".json") and not e.name.startswith(".")]
+    except OSError:
+        return []
+    runs = []
+    for name in sorted(names, reverse=True)[:MAX_RUN_FILES]:
+        try:
+            entry = json.loads(read_bytes(os.path.join(folder, name), MAX_RUN_BYTES, "run entry"))
+        except (OSError, UnsafeFileError, ValueError):
+            continue
+        if not isinstance(entry, dict) or entry.get("id") != name[:-5] or entry.get("state") != "running":
+            continue
+        if _ended_on_this_host(entry):
+            continue
+        started = entry.get("started")
+        runs.append(
+            {
+                "id": entry["id"],
+                "command": _first_line(entry.get("command")),
+                "target": entry.get("target") if isinstance(entry.get("target"), str) else "",
+                "started": started if isinstance(started, (int, float)) else None,
+                "state": "running",
+                "detached": entry.get("detached") is True,
+                "attach": f"%remote attach {entry['id']}",
+            }
+        )
+    runs.sort(key=lambda r: r["started"] or 0, reverse=True)
+    return runs
+
+
 def active_context(monarch_dir: str) -> str | None:
     """Name of the context ``job_state.pkl`` links to; the link is read, never opened."""
     try:
@@ -133,6 +204,7 @@ def _contexts_in(monarch_dir: str, rel_monarch: str) -> list[dict[str, Any]]:
                 "active": entry.name == active,
                 "state": state if state in STATES else "unknown",
                 "status": status,
+                "runs": running_runs(entry.path),
             }
         )
     return contexts

@@ -17,7 +17,7 @@ from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, HelpRequested
 from . import runs
 from .args import RemoteVerb, help_text, parse_cell, parse_line
-from .model import ERR, OUT, Finished, RemoteResults, RunState
+from .model import ERR, OUT, Finished, RemoteResults, RunState, Stopping
 from .render import TextRenderer, group_text
 from .runner import RemoteError, RemoteInterrupted, RunHandle, runner_for
 
@@ -87,6 +87,18 @@ class RemoteMagics(Magics):
                 print(runs.start_detached(self.session, self.runner, args, plan, log_path))
             except MonarchJupyterError as error:
                 raise UsageError(f"%remote: {error}") from None
+            # saved with the notebook, this says the run was going and how to follow it
+            state = RunState(
+                command=args.command,
+                mode=args.mode,
+                target=plan.target,
+                ranks=plan.ranks,
+                started=time.time(),
+                run_id=log_path.stem,
+                observers=list(remote_package.observers),
+            )
+            display(state.running_bundle(), raw=True)
+            self._follow_detached(state, plan)
             return
         try:
             shown_log = os.path.relpath(log_path, self.session.root)
@@ -100,6 +112,7 @@ class RemoteMagics(Magics):
             started=time.time(),
             log_path=shown_log,
             observers=[*remote_package.observers, *self.observers],
+            run_id=log_path.stem,
         )
         if args.save:
             for rank in state.ranks:
@@ -166,6 +179,37 @@ class RemoteMagics(Magics):
                 elif give_up_at is None:
                     give_up_at = time.monotonic() + SECOND_INTERRUPT_GRACE
         return interrupted
+
+    def _follow_detached(self, state: RunState, plan: Any) -> None:
+        """In a kernel with widgets: the detached run's live grid in this cell, fed between
+        cells on the kernel's event loop (:mod:`.follow`) while the kernel lives."""
+        from ..widgets import in_widget_kernel
+
+        kernel_loop = getattr(getattr(self.shell, "kernel", None), "io_loop", None)
+        if kernel_loop is None or not in_widget_kernel(self.shell):
+            return  # no kernel (terminal IPython) or no widgets: the lines above say it all
+        from ..widgets.run import RunWidget
+        from .follow import BackgroundFollow, BoundedSink
+
+        run_id = state.run_id
+
+        def stop_run() -> None:  # the grid's Stop: stop the run itself, as %remote stop does
+            state.apply(Stopping("interrupted"))  # its ranks end as interrupted, as with Ctrl-C
+            try:
+                runs.stop(self.session, self.runner, [runs.find(runs.load_entries(self.session), run_id)])
+            except MonarchJupyterError as error:
+                print(f"%remote stop {run_id}: {error}", file=sys.stderr)
+
+        widget = RunWidget(state, title=f"%%remote --detach {state.target} · run {run_id}", on_stop=stop_run)
+        widget.detached = True
+        state.observers.append(widget)
+        display(widget)
+        sink = BoundedSink()
+        handle = RunHandle(self.session.loop)
+        follower = BackgroundFollow(state, sink, handle, kernel_loop.call_later)
+        self.runner.follow(run_id, plan, sink, handle)
+        self._followers = [f for f in getattr(self, "_followers", []) if not f.state.finished] + [follower]
+        follower.start()
 
     @staticmethod
     def _write(text: str) -> None:

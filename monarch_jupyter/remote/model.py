@@ -354,6 +354,7 @@ class RunState:
     finished: bool = False
     observers: list[Any] = field(default_factory=list)
     clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
+    run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
 
     def apply(self, event: Event) -> list[Fed]:
         """Update from one event and notify observers; returns the lines it completed."""
@@ -471,6 +472,8 @@ class RunState:
         """The ``application/vnd.monarch.remote+json`` payload (``schema/remote-run.schema.json``)."""
         return {
             "version": VERSION,
+            **({"run_id": self.run_id} if self.run_id else {}),
+            "state": "finished" if self.finished else "running",
             "command": self.command,
             "mode": self.mode,
             "target": self.target,
@@ -520,6 +523,19 @@ class RunState:
     def mime_bundle(self) -> dict:
         summary = self.summary_line()
         return {MIME_TYPE: self.to_mime(), "text/plain": summary, "text/html": self.to_html(summary)}
+
+    def attach_line(self) -> str:
+        return f"%remote attach {self.run_id}" if self.run_id else "%remote attach"
+
+    def running_bundle(self) -> dict:
+        """What stands in the cell while the run goes on (payload ``state: running``): saved
+        mid-run and reopened, it says the run was still going and how to follow it."""
+        text = f"run {self.run_id or ''} still running when saved: {self.attach_line()} follows it"
+        return {
+            MIME_TYPE: self.to_mime(),
+            "text/plain": text,
+            "text/html": f"<div class='monarch-remote-running'>{html.escape(text)}</div>",
+        }
 
 
 def _list(items: list[str], limit: int = 8) -> str:

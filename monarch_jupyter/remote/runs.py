@@ -467,7 +467,7 @@ def attach(magics: Any, token: str | None) -> None:
     state = RunState(
         command=entry.get("command", ""), mode=entry.get("mode", "bash"), target=plan.target, ranks=plan.ranks,
         started=entry.get("started") or time.time(), log_path=f"{entry.get('host_dir')}/<rank>/out|err",
-        observers=[*remote_package.observers, *magics.observers],
+        observers=[*remote_package.observers, *magics.observers], run_id=entry["id"],
     )
     magics._write(f"attached to run {entry['id']} ({first_line(entry.get('command', ''))!r}, started "
                   f"{_when(entry.get('started'))}): the kept tail per rank, then live; full output in "

@@ -17,7 +17,7 @@ PATH = Path(__file__).with_name("remote-run.schema.json")
 SCHEMA: dict = json.loads(PATH.read_text(encoding="utf-8"))
 
 MIME_TYPE: str = SCHEMA["x-mime-type"]
-VERSION: int = SCHEMA["properties"]["version"]["const"]
+VERSION: int = max(SCHEMA["properties"]["version"]["enum"])  # written; older versions still render
 STATUSES: tuple[str, ...] = tuple(SCHEMA["$defs"]["status"]["enum"])  # every status, display order
 FINAL_STATUSES: tuple[str, ...] = tuple(SCHEMA["$defs"]["finalStatus"]["enum"])
 FAILING_STATUSES: tuple[str, ...] = tuple(SCHEMA["$defs"]["failingStatus"]["enum"])

@@ -39,22 +39,31 @@ class RemoteRunObserver:
     imports anywidget / ipywidgets (~50 ms the first time). Once a run has lasted
     that long, the widget is built from everything the run model holds by then,
     displayed where the cell's output stands, and then observes the run.
+
+    Next to the grid stands the run's payload with ``state: running`` and its id
+    (``RunState.running_bundle``): a notebook saved mid-run and reopened without the
+    widget's kernel renders "still running when saved — %remote attach <id>" from it
+    (the front end hides it beside a live grid). When the run ends it is emptied
+    (an update of its display id) and the result follows as its own output.
     """
 
     def __init__(
         self,
         show: Callable[[Any], Any] | None = None,
         show_after: float = SHOW_AFTER,
+        show_bundle: Callable[[dict, str, bool], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         **widget_options: Any,
     ) -> None:
         self._show = show or _display
+        self._show_bundle = show_bundle or _display_bundle
         self._show_after = show_after
         self._clock = clock
         self._options = widget_options
         self._state: Any = None
         self._began = 0.0
         self.widget: Any = None
+        self._running_id: str | None = None  # display id of the running payload shown
 
     def on_event(self, state: Any, event: Any) -> None:
         if state is not self._state:
@@ -65,6 +74,9 @@ class RemoteRunObserver:
             self.widget.on_event(state, event)
         if state.finished:  # its last event: nothing here keeps the run alive
             self._state = None
+            if self._running_id is not None:
+                self._show_bundle({"text/plain": ""}, self._running_id, True)
+                self._running_id = None
 
     def on_tick(self, state: Any) -> None:
         """Show the live widget once the run has lasted; then pass the tick on."""
@@ -79,12 +91,21 @@ class RemoteRunObserver:
 
         self.widget = RunWidget(state, title=f"%%remote {state.target}", clock=self._clock, **self._options)
         self._show(self.widget)
+        if getattr(state, "run_id", None):
+            self._running_id = f"monarch-run-{state.run_id}"
+            self._show_bundle(state.running_bundle(), self._running_id, False)
 
 
 def _display(widget: Any) -> None:
     from IPython.display import display
 
     display(widget)
+
+
+def _display_bundle(bundle: dict, display_id: str, update: bool) -> None:
+    from IPython.display import display
+
+    display(bundle, raw=True, display_id=display_id, update=update)
 
 
 def install_run_grid(ipython) -> None:

@@ -30,6 +30,7 @@
  * @property {(name: string) => any} get
  * @property {(name: string, value: any) => void} set
  * @property {() => void} save_changes
+ * @property {(content: object) => void} send
  * @property {(event: string, callback: (...args: any[]) => void) => void} on
  * @property {(event: string, callback: (...args: any[]) => void) => void} off
  */
@@ -255,7 +256,8 @@ function render({ model, el: root }) {
     summary.textContent = model.get('summary');
     filter.checked = model.get('failing_only');
     const finished = model.get('finished');
-    stop.disabled = finished || !model.get('kernel_id');
+    stop.disabled =
+      finished || (!model.get('detached') && !model.get('kernel_id'));
     root.classList.toggle('monarch-run-finished', finished);
     const shown = filter.checked ? tiles.filter(t => t.failing) : tiles;
     grid.textContent = '';
@@ -283,6 +285,10 @@ function render({ model, el: root }) {
     stop.disabled = true;
     note.textContent = 'stopping…';
     try {
+      if (model.get('detached')) {
+        model.send({ kind: 'stop' }); // the kernel is idle: it reads this and stops the run
+        return;
+      }
       await interruptKernel(model.get('kernel_id'));
     } catch (error) {
       note.textContent = String(error);

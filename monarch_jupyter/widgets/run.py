@@ -61,6 +61,9 @@ class RunWidget(anywidget.AnyWidget):
     finished = traitlets.Bool(False).tag(sync=True)
     stopping = traitlets.Unicode("").tag(sync=True)
     kernel_id = traitlets.Unicode("").tag(sync=True)
+    # A detached run's grid: the kernel is idle, so Stop is a message to it (stop the run),
+    # not an interrupt of a running cell.
+    detached = traitlets.Bool(False).tag(sync=True)
     # Front-end view state, kept in the model so a re-rendered view keeps it.
     selected = traitlets.Int(-1).tag(sync=True)
     failing_only = traitlets.Bool(False).tag(sync=True)

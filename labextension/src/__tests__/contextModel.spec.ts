@@ -1,4 +1,4 @@
-import { folderOf, stateClass, toItems } from '../contextModel';
+import { folderOf, formatStarted, stateClass, toItems } from '../contextModel';
 
 const status = {
   context: 'default',
@@ -26,7 +26,19 @@ const response = {
       dir: '.monarch/default',
       active: true,
       state: 'running',
-      status
+      status,
+      runs: [
+        {
+          id: '20261201-010203-abc123',
+          command: 'python train.py',
+          target: 'mesh hosts (2 ranks)',
+          started: 1764550923,
+          state: 'running',
+          attach: '%remote attach 20261201-010203-abc123'
+        },
+        { command: 'no id: dropped' },
+        'junk'
+      ]
     },
     {
       name: 'old',
@@ -95,5 +107,26 @@ describe('helpers', () => {
     expect(stateClass('workers dead')).toBe('workers-dead');
     expect(stateClass('no job')).toBe('no-job');
     expect(stateClass('bogus')).toBe('unknown');
+  });
+});
+
+describe('running runs', () => {
+  it('lists a context’s running runs with the attach line, drops malformed ones', () => {
+    const items = toItems(response);
+    const runs = items.find(i => i.name === 'default')!.runs;
+    expect(runs).toEqual([
+      {
+        id: '20261201-010203-abc123',
+        command: 'python train.py',
+        target: 'mesh hosts (2 ranks)',
+        started: formatStarted(1764550923),
+        state: 'running',
+        attach: '%remote attach 20261201-010203-abc123'
+      }
+    ]);
+    expect(runs[0].started).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+    // contexts without runs (or an older server without the field) list none
+    expect(items.find(i => i.name === 'old')!.runs).toEqual([]);
+    expect(formatStarted(null)).toBe('');
   });
 });

@@ -6,7 +6,9 @@ import {
   filterRanks,
   formatDuration,
   initiallyOpen,
+  attachLine,
   parseRunResult,
+  runningNote,
   summaryText,
   truncatedNotice
 } from '../model';
@@ -62,8 +64,35 @@ describe('parseRunResult', () => {
     expect(result.summary.failed).toBe(1);
   });
 
+  it('reads a version-1 payload as a finished run without id', () => {
+    const result = parseRunResult(payload());
+    expect(result.state).toBe('finished');
+    expect(result.run_id).toBeNull();
+    expect(runningNote(result)).toBe('');
+  });
+
+  it('accepts a version-2 payload written while the run went on', () => {
+    const result = parseRunResult(
+      payload({
+        version: 2,
+        run_id: '20261201-010203-abc123',
+        state: 'running'
+      })
+    );
+    expect(result.version).toBe(2);
+    expect(result.state).toBe('running');
+    expect(attachLine(result)).toBe('%remote attach 20261201-010203-abc123');
+    expect(runningNote(result)).toBe(
+      'Run 20261201-010203-abc123 was still running when saved — run %remote attach 20261201-010203-abc123 to follow it (its output so far, then live).'
+    );
+    const ended = parseRunResult(
+      payload({ version: 2, run_id: 'x', state: 'finished' })
+    );
+    expect(runningNote(ended)).toBe('');
+  });
+
   it('rejects other versions and non-objects', () => {
-    expect(() => parseRunResult(payload({ version: 2 }))).toThrow(
+    expect(() => parseRunResult(payload({ version: 3 }))).toThrow(
       RunResultError
     );
     expect(() => parseRunResult(null)).toThrow(RunResultError);

@@ -46,6 +46,54 @@ describe('MonarchPanel', () => {
     panel.dispose();
   });
 
+  it('lists a context’s running runs with the attach line to copy', async () => {
+    const withRuns = JSON.parse(JSON.stringify(response));
+    withRuns.contexts[0].runs = [
+      {
+        id: '20261201-010203-abc123',
+        command: 'sleep 600',
+        target: 'mesh hosts (2 ranks)',
+        started: 1764550923,
+        state: 'running',
+        attach: '%remote attach 20261201-010203-abc123'
+      }
+    ];
+    const writes: string[] = [];
+    Object.assign(navigator, {
+      clipboard: {
+        writeText: (t: string) => (writes.push(t), Promise.resolve())
+      }
+    });
+    const panel = new MonarchPanel(() => Promise.resolve(withRuns));
+    await panel.refresh();
+    const runs = panel.node.querySelectorAll('.jp-MonarchPanel-run');
+    expect(runs).toHaveLength(1);
+    const run = runs[0] as HTMLElement;
+    expect(run.dataset.run).toBe('20261201-010203-abc123');
+    expect(run.querySelector('.jp-MonarchPanel-runCommand')!.textContent).toBe(
+      'sleep 600'
+    );
+    expect(run.querySelector('.jp-MonarchPanel-runMeta')!.textContent).toMatch(
+      /^mesh hosts \(2 ranks\) · started \d{4}-/
+    );
+    expect(run.querySelector('.jp-MonarchPanel-attach')!.textContent).toBe(
+      '%remote attach 20261201-010203-abc123'
+    );
+    (run.querySelector('.jp-MonarchPanel-copy') as HTMLElement).click();
+    expect(writes).toEqual(['%remote attach 20261201-010203-abc123']);
+    // copying is not a click on the context: its details stay closed
+    expect(
+      panel.node.querySelector('.jp-MonarchPanel-detailsTitle')
+    ).toBeNull();
+    // the context without runs lists none
+    expect(
+      panel.node
+        .querySelectorAll('.jp-MonarchPanel-item')[1]
+        .querySelector('.jp-MonarchPanel-runs')
+    ).toBeNull();
+    panel.dispose();
+  });
+
   it('reports fetch errors', async () => {
     const panel = new MonarchPanel(() => Promise.reject(new Error('403')));
     await panel.refresh();

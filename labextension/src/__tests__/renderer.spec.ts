@@ -75,6 +75,55 @@ describe('RunResultRenderer', () => {
     expect(labels).toEqual(['hosts=1']);
   });
 
+  it('says a run saved mid-run was still running, with the attach line', async () => {
+    const renderer = await render({
+      ...data,
+      version: 2,
+      run_id: '20261201-010203-abc123',
+      state: 'running'
+    });
+    const node = renderer.node;
+    expect(renderer.hasClass('jp-MonarchRun-isRunning')).toBe(true);
+    expect(
+      node.querySelector('.jp-MonarchRun-runningNote')!.textContent
+    ).toMatch(/^Run 20261201-010203-abc123 was still running when saved/);
+    expect(node.querySelector('.jp-MonarchRun-attach')!.textContent).toBe(
+      '%remote attach 20261201-010203-abc123'
+    );
+    expect(node.querySelectorAll('.jp-MonarchRun-rank')).toHaveLength(2);
+    // a run that had not ended: every rank's status, not a summary of final ones
+    expect(node.querySelector('.jp-MonarchRun-meta')!.textContent).toBe(
+      'mesh hosts (2 ranks) · 2 ranks: 1 ok, 1 failed · 1.23s'
+    );
+    const pending = await render({
+      ...data,
+      version: 2,
+      run_id: 'r1',
+      state: 'running',
+      duration: null,
+      ranks: data.ranks.map(r => ({ ...r, status: 'pending', lines: [] }))
+    });
+    expect(pending.node.querySelector('.jp-MonarchRun-meta')!.textContent).toBe(
+      'mesh hosts (2 ranks) · 2 ranks: 2 pending'
+    );
+    expect(pending.node.querySelector('.jp-MonarchRun-ranks')).toBeNull();
+    // the same renderer re-rendered with the ended run: no note any more
+    const ended = {
+      data: {
+        [MIME_TYPE]: { ...data, version: 2, run_id: 'x', state: 'finished' }
+      }
+    } as any;
+    await renderer.renderModel(ended);
+    expect(renderer.hasClass('jp-MonarchRun-isRunning')).toBe(false);
+    expect(node.querySelector('.jp-MonarchRun-running')).toBeNull();
+  });
+
+  it('renders a version-1 payload as before: no running note', async () => {
+    const renderer = await render(data);
+    expect(renderer.node.querySelector('.jp-MonarchRun-running')).toBeNull();
+    expect(renderer.hasClass('jp-MonarchRun-isRunning')).toBe(false);
+  });
+
   it('shows an error for an invalid payload', async () => {
     const node = (await render({ version: 99 })).node;
     expect(node.textContent).toMatch(/Cannot show run result/);

@@ -11,8 +11,11 @@ import {
   FAILING_STATUSES,
   FINAL_STATUSES,
   FORMAT_VERSION,
+  FORMAT_VERSIONS,
   MIME_TYPE,
   RANK_STATUSES,
+  RUN_STATES,
+  runningNote,
   filterRanks,
   parseRunResult,
   summaryText
@@ -60,7 +63,9 @@ describe('the status vocabulary', () => {
     expect([...FINAL_STATUSES]).toEqual(schema.$defs.finalStatus.enum);
     expect([...FAILING_STATUSES]).toEqual(schema.$defs.failingStatus.enum);
     expect(MIME_TYPE).toBe(schema['x-mime-type']);
-    expect(FORMAT_VERSION).toBe(schema.properties.version.const);
+    expect([...FORMAT_VERSIONS]).toEqual(schema.properties.version.enum);
+    expect(FORMAT_VERSION).toBe(Math.max(...schema.properties.version.enum));
+    expect([...RUN_STATES]).toEqual(schema.properties.state.enum);
   });
 
   it('is the one the run widget gets: failing is decided by the kernel side', () => {
@@ -115,9 +120,24 @@ describe('saved payloads', () => {
     badLine.ranks[0].lines = [['stdout', 'x']];
     expect(validate(badLine)).toBe(false);
     expect(() => parseRunResult(badLine)).toThrow(/lines\[0\]/);
-    const other = { ...fixtures['mixed-statuses'], version: 2 };
+    const other = { ...fixtures['mixed-statuses'], version: 3 };
     expect(validate(other)).toBe(false);
     expect(() => parseRunResult(other)).toThrow(/version/);
+  });
+
+  it('a version-2 running payload is valid, and says to attach', () => {
+    const running = {
+      ...fixtures['mixed-statuses'],
+      version: 2,
+      run_id: '20261201-010203-abc123',
+      state: 'running'
+    };
+    expect(validate(running)).toBe(true);
+    expect(runningNote(parseRunResult(running))).toContain(
+      '%remote attach 20261201-010203-abc123'
+    );
+    expect(validate({ ...running, state: 'sleeping' })).toBe(false);
+    expect(validate({ ...running, run_id: 7 })).toBe(false);
   });
 
   it('every status the schema allows is one the renderer accepts', () => {
