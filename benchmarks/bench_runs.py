@@ -17,6 +17,7 @@ Every process carries a tag and is reaped at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -30,7 +31,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from harness import Kernel, new_tag, reap, tagged_pids, worker_pids  # noqa: E402
-
 from monarch_jupyter.remote import hostruns  # noqa: E402
 
 
@@ -55,7 +55,7 @@ def rank_files(run_id: str) -> dict[str, Path]:
 
 def p95(values):
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
 
 
 def main() -> None:
@@ -79,9 +79,7 @@ def main() -> None:
 
         # 1. attach: replayed tail, then live latency
         n = opts.lines
-        r = ok(k, "%%remote --detach\n"
-                  f"seq 1 {n}\n"
-                  "while true; do echo STAMP $(date +%s.%N); sleep 0.1; done")
+        r = ok(k, f"%%remote --detach\nseq 1 {n}\nwhile true; do echo STAMP $(date +%s.%N); sleep 0.1; done")
         run_id = run_id_of(r.text)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -107,10 +105,17 @@ def main() -> None:
 
         interrupt_after(k, 4.0)
         k.execute(f"%remote attach {run_id}", 60, on_output=on_output)
-        row(f"attach, 2 ranks × {n:,} lines printed: replayed tail on IOPub (both ranks' last line)",
-            max(seen.values()) * 1e3 if len(seen) == 2 else float("nan"), "ms")
+        row(
+            f"attach, 2 ranks × {n:,} lines printed: replayed tail on IOPub (both ranks' last line)",
+            max(seen.values()) * 1e3 if len(seen) == 2 else float("nan"),
+            "ms",
+        )
         if live:
-            row("  then live lines: latency after the remote print, median", statistics.median(live) * 1e3, "ms")
+            row(
+                "  then live lines: latency after the remote print, median",
+                statistics.median(live) * 1e3,
+                "ms",
+            )
             row("  same, p95", p95(live) * 1e3, "ms")
         ok(k, f"%remote stop {run_id}")
 
@@ -131,14 +136,20 @@ def main() -> None:
                 shown += len(got)
                 if got != sorted(set(got)) or (got and got != list(range(got[0], got[0] + len(got)))):
                     bad_attaches += 1
-        still_running = any(hostruns.leader_alive(hostruns.read_json(p.parent / "meta.json"))
-                            for p in rank_files(run_id).values())
+        still_running = any(
+            hostruns.leader_alive(hostruns.read_json(p.parent / "meta.json"))
+            for p in rank_files(run_id).values()
+        )
         r = k.execute(f"%remote attach {run_id}", 400)  # to the end
         whole = 0
         for path in rank_files(run_id).values():
             if path.read_text().split() == [str(i) for i in range(1, count + 1)]:
                 whole += 1
-        row(f"{opts.restarts} kernel restarts mid-run: ranks whose log has every line once, in order (of 2)", whole, "ranks")
+        row(
+            f"{opts.restarts} kernel restarts mid-run: ranks whose log has every line once, in order (of 2)",
+            whole,
+            "ranks",
+        )
         row("  the run was still running after the last restart (1 = yes)", float(still_running), "")
         row("  attaches that showed a line twice or out of order", bad_attaches, "attaches")
         row("  the final attach ended without error (1 = yes)", float(r.error is None), "")
@@ -161,10 +172,8 @@ def main() -> None:
         row("idle finished runs: open fds into the runs folder on the workers", fds, "fds")
         row("  processes left by the finished run", len(marked.get(run_id, [])), "processes")
     finally:
-        try:
+        with contextlib.suppress(Exception):
             k.execute("%job kill", timeout=60)
-        except Exception:
-            pass
         try:
             k.shutdown()
         finally:

@@ -22,8 +22,10 @@ class _Parser(MagicParser):
 #: The forms of ``%job apply SPEC`` (parsed by :func:`.specs.parse_apply`).
 APPLY_FORMS = (
     ("--local MESH=N[,MESH=N...]", "start a local job: one worker process per host"),
-    ("--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
-     "start an SSHJob on hosts of your ssh config (they need torchmonarch of this version)"),
+    (
+        "--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
+        "start an SSHJob on hosts of your ssh config (they need torchmonarch of this version)",
+    ),
     ("module.attr", "apply a JobTrait importable from the notebook's folder"),
     ("NAME", "apply the JobTrait held by notebook variable NAME"),
     ("", "re-apply the context's saved spec"),
@@ -53,12 +55,17 @@ def _parsers() -> dict[str, _Parser]:
         "\n".join(_line(f"%job apply {form}".strip(), text) for form, text in APPLY_FORMS),
     ).add_argument("spec", nargs="*", metavar="SPEC", help="--local MESH=N[,...], module.attr or NAME")
     add("kill", "reap the workers and remove the state file (or stop batch run ID)").add_argument(
-        "context", nargs="?", metavar="CONTEXT", help="another context (default: the active one), or a batch run ID"
+        "context",
+        nargs="?",
+        metavar="CONTEXT",
+        help="another context (default: the active one), or a batch run ID",
     )
     # batch runs (batch.py)
     batch = add("batch", "run a client script detached in its own folder, as Monarch's batch mode does")
     batch.add_argument("script", metavar="SCRIPT")
-    batch.add_argument("spec", nargs="?", metavar="SPEC", help="a module.attr SlurmJob (default: this machine)")
+    batch.add_argument(
+        "spec", nargs="?", metavar="SPEC", help="a module.attr SlurmJob (default: this machine)"
+    )
     logs = add("logs", "print a batch run's output (--follow: live; Ctrl-C stops following only)")
     logs.add_argument("name", metavar="ID")
     logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")

@@ -6,11 +6,11 @@ one ``UsageError`` line.
 
 from __future__ import annotations
 
+import os
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
-
-import os
 
 from . import batch, formatting, job_args
 from .errors import MonarchJupyterError

@@ -8,6 +8,7 @@ reaping kills those PIDs and nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -90,7 +91,14 @@ class Kernel:
             kind = msg["msg_type"]
             if kind == "status" and msg["content"]["execution_state"] == "idle":
                 break
-            if kind in ("stream", "display_data", "execute_result", "update_display_data", "error", "clear_output"):
+            if kind in (
+                "stream",
+                "display_data",
+                "execute_result",
+                "update_display_data",
+                "error",
+                "clear_output",
+            ):
                 out = Output(time.monotonic() - start, kind, msg["content"])
                 result.outputs.append(out)
                 if kind == "error":
@@ -161,16 +169,12 @@ def reap(tag: str, grace: float = 2.0) -> list[int]:
     """SIGTERM then SIGKILL every process carrying ``tag``; returns what was found."""
     found = tagged_pids(tag)
     for pid in found:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and tagged_pids(tag):
         time.sleep(0.05)
     for pid in tagged_pids(tag):
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return found

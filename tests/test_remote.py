@@ -8,14 +8,15 @@ that carry the test's tag.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 from pathlib import Path
 
 import pytest
-from harness import Kernel, new_tag, reap, tagged_pids, worker_pids
 
+from harness import Kernel, new_tag, reap, tagged_pids, worker_pids
 from monarch_jupyter.remote.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"
@@ -33,10 +34,8 @@ def shared(tmp_path_factory):
         kernel.ok("%remote true")  # warm the actors
         yield kernel
     finally:
-        try:
+        with contextlib.suppress(Exception):
             kernel.execute("%job kill", timeout=30)
-        except Exception:
-            pass
         try:
             kernel.shutdown()
         finally:
@@ -61,10 +60,8 @@ def lines(result):
 def commands(pid_list):
     out = []
     for pid in pid_list:
-        try:
+        with contextlib.suppress(OSError):
             out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            pass
     return out
 
 
@@ -124,7 +121,7 @@ def test_per_rank_order_and_targets(shared):
     r = shared.ok("%remote --all seq 1 300")
     text = r.stream("stdout")
     for label in ("hosts=0", "hosts=1"):
-        got = [int(l.split()[-1]) for l in text.splitlines() if l.startswith(f"[hosts/{label}]")]
+        got = [int(line.split()[-1]) for line in text.splitlines() if line.startswith(f"[hosts/{label}]")]
         assert got == list(range(1, 301)), label
     assert re.search(r"^\[aux/hosts=0\] +300$", text, re.MULTILINE)
     assert bundle(r)["target"] == "meshes hosts, aux (3 ranks)"
@@ -149,7 +146,9 @@ def test_per_host_env_and_python(shared):
     )
     assert "hosts=0,gpu=0, hosts=0,gpu=1, hosts=1,gpu=0, hosts=1,gpu=1 (4)" in r.stream()
     assert "\n2 2\n" in r.stream()
-    r = shared.ok("%remote --per-host gpu=2 --point gpu=1 -e X=a --env Y=b echo $X$Y $MONARCH_RANK_hosts$MONARCH_RANK_gpu")
+    r = shared.ok(
+        "%remote --per-host gpu=2 --point gpu=1 -e X=a --env Y=b echo $X$Y $MONARCH_RANK_hosts$MONARCH_RANK_gpu"
+    )
     assert sorted(lines(r)) == ["[hosts=0,gpu=1] ab 01", "[hosts=1,gpu=1] ab 11"]
 
 
@@ -165,12 +164,19 @@ def test_workdir_output_dir_save_and_group(shared, tmp_path):
     assert (tmp_path / "out/hosts_1/stdout.txt").read_text() == "to file\n"
     assert (tmp_path / "out/hosts_0/stderr.txt").read_text() == "e\n"
 
-    r = shared.ok("%%remote --save res --quiet --no-raise\necho out $MONARCH_RANK_hosts; echo err >&2; exit $MONARCH_RANK_hosts")
+    r = shared.ok(
+        "%%remote --save res --quiet --no-raise\necho out $MONARCH_RANK_hosts; echo err >&2; exit $MONARCH_RANK_hosts"
+    )
     assert "[hosts" not in r.stream("stdout")
     check = shared.ok("print([(x.label, x.returncode, x.stdout, x.stderr, x.status) for x in res])")
-    assert check.stream() == "[('hosts=0', 0, 'out 0\\n', 'err\\n', 'ok'), ('hosts=1', 1, 'out 1\\n', 'err\\n', 'failed')]\n"
+    assert (
+        check.stream()
+        == "[('hosts=0', 0, 'out 0\\n', 'err\\n', 'ok'), ('hosts=1', 1, 'out 1\\n', 'err\\n', 'failed')]\n"
+    )
 
-    r = shared.ok("%%remote --group --no-raise\necho same; [ $MONARCH_RANK_hosts = 1 ] && echo extra && exit 4; true")
+    r = shared.ok(
+        "%%remote --group --no-raise\necho same; [ $MONARCH_RANK_hosts = 1 ] && echo extra && exit 4; true"
+    )
     assert "---------------- hosts=0 (1) ----------------\nsame\n" in r.stream()
     assert "---------------- hosts=1 (1) · failed, rc 4 ----------------\nsame\nextra\n" in r.stream()
 
@@ -194,7 +200,9 @@ def test_the_command_is_run_as_typed_and_help_is_printed(shared):
     r = shared.ok("%remote --help")
     assert "--per-host DIM=N" in r.stream() and "-e, --env KEY=VALUE" in r.stream()
     r = shared.execute("%%remote --timeout 0\ntrue")
-    assert "UsageError: %%remote: argument --timeout: must be > 0 seconds, got '0' (see %%remote?)\n" in r.text
+    assert (
+        "UsageError: %%remote: argument --timeout: must be > 0 seconds, got '0' (see %%remote?)\n" in r.text
+    )
     assert "Traceback" not in r.text and "[hosts=" not in r.text
 
 
@@ -228,7 +236,10 @@ def test_interrupt_stops_remote_processes_and_next_cell_is_clean(shared):
     assert took < 3.5, took
     assert "[hosts=1] started" in r.stream() and "unreachable" not in r.stream()
     assert r.error and r.error["ename"] == "RemoteInterrupted"
-    assert r.error["traceback"] == [r.error["traceback"][0]] and "KeyboardInterrupt: %%remote stopped" in r.error["traceback"][0]
+    assert (
+        r.error["traceback"] == [r.error["traceback"][0]]
+        and "KeyboardInterrupt: %%remote stopped" in r.error["traceback"][0]
+    )
     assert bundle(r)["summary"]["interrupted"] == 2
     sleeping = [c for c in commands(tagged_pids(shared.tag)) if "sleep" in c]
     assert not sleeping, sleeping
@@ -297,7 +308,9 @@ def test_observers_and_last_run_for_views(shared):
     )
     try:
         shared.ok("%remote --rank 1 echo watched")
-        r = shared.ok("print(_seen.kinds[0], _seen.kinds[-1], 'Output' in _seen.kinds, _r.last_run().ranks[0].status)")
+        r = shared.ok(
+            "print(_seen.kinds[0], _seen.kinds[-1], 'Output' in _seen.kinds, _r.last_run().ranks[0].status)"
+        )
         assert r.stream() == "Started Finished True ok\n"
     finally:
         shared.ok("_r.observers.remove(_seen)")
@@ -312,14 +325,16 @@ def test_background_children_end_with_the_command(shared):
 
 
 def test_steady_stream_is_coalesced_to_20_messages_a_second(shared):
-    r = shared.ok("%%remote python\nimport time\nfor i in range(300):\n    print('line', i, flush=True); time.sleep(0.006)\n")
+    r = shared.ok(
+        "%%remote python\nimport time\nfor i in range(300):\n    print('line', i, flush=True); time.sleep(0.006)\n"
+    )
     times = sorted(o.t for o in r.outputs if o.msg_type == "stream")
     assert times[-1] - times[0] > 1.2
     most = max(sum(1 for u in times if t <= u < t + 1.0) for t in times)
     assert most <= 20 + 1, most
     text = r.stream()
     for rank in (0, 1):
-        got = [int(l.split()[-1]) for l in text.splitlines() if l.startswith(f"[hosts={rank}] line")]
+        got = [int(line.split()[-1]) for line in text.splitlines() if line.startswith(f"[hosts={rank}] line")]
         assert got == list(range(300))  # coalesced, not dropped: 300 lines stay under the live budget
 
 

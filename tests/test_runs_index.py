@@ -11,19 +11,29 @@ from types import SimpleNamespace
 
 import pytest
 
-from monarch_jupyter.remote import runs as R
 from monarch_jupyter.magic_parser import ArgumentsError as ArgsError
+from monarch_jupyter.remote import runs as R
 from monarch_jupyter.remote.args import RemoteVerb, parse_cell, parse_line
 
 
 def entry(folder: Path, run_id: str, state: str = R.RUNNING, started: float | None = None, **extra) -> dict:
     data = {
-        "version": 1, "id": run_id, "path": str(folder / f"{run_id}.json"), "command": "echo hi\nsleep 1",
-        "mode": "bash", "target": "mesh hosts (2 ranks)", "started": started or time.time(), "log": None,
-        "host_dir": f"/tmp/x/{run_id}", "local": True, "ranks": [
+        "version": 1,
+        "id": run_id,
+        "path": str(folder / f"{run_id}.json"),
+        "command": "echo hi\nsleep 1",
+        "mode": "bash",
+        "target": "mesh hosts (2 ranks)",
+        "started": started or time.time(),
+        "log": None,
+        "host_dir": f"/tmp/x/{run_id}",
+        "local": True,
+        "ranks": [
             {"label": "hosts=0", "mesh": "hosts", "point": {"hosts": 0}, "rank": 0},
             {"label": "hosts=1", "mesh": "hosts", "point": {"hosts": 1}, "rank": 1},
-        ], "state": state, **extra,
+        ],
+        "state": state,
+        **extra,
     }
     R.save_entry(data)
     return data
@@ -48,9 +58,11 @@ def test_index_lists_newest_first_and_skips_what_it_cannot_read(session):
 
 def test_find_by_any_unique_part_and_the_newest_running(session):
     folder = R.index_dir(session)
-    entries = [entry(folder, "20261201-000002-abc123", state=R.FINISHED, started=3.0),
-               entry(folder, "20261201-000001-abd456", started=2.0),
-               entry(folder, "20261201-000000-fff789", started=1.0)]
+    entries = [
+        entry(folder, "20261201-000002-abc123", state=R.FINISHED, started=3.0),
+        entry(folder, "20261201-000001-abd456", started=2.0),
+        entry(folder, "20261201-000000-fff789", started=1.0),
+    ]
     assert R.find(entries, "abc123")["id"] == "20261201-000002-abc123"
     assert R.find(entries, None)["id"] == "20261201-000001-abd456"  # newest running
     with pytest.raises(R.RunsError, match="matches 2 runs"):
@@ -62,13 +74,26 @@ def test_find_by_any_unique_part_and_the_newest_running(session):
 def test_judge_folds_host_states_into_the_entry(session):
     folder = R.index_dir(session)
     running = entry(folder, "r1")
-    R._judge(running, {"ranks": {"hosts.0": {"state": "running"}, "hosts.1": {"state": "exited", "returncode": 0}},
-                       "strays": []})
+    R._judge(
+        running,
+        {
+            "ranks": {"hosts.0": {"state": "running"}, "hosts.1": {"state": "exited", "returncode": 0}},
+            "strays": [],
+        },
+    )
     assert R.state_text(running) == "running (1/2 ranks)"
 
     done = entry(folder, "r2")
-    R._judge(done, {"ranks": {"hosts.0": {"state": "exited", "returncode": 0, "ended": 5.0},
-                              "hosts.1": {"state": "lost"}}, "strays": []})
+    R._judge(
+        done,
+        {
+            "ranks": {
+                "hosts.0": {"state": "exited", "returncode": 0, "ended": 5.0},
+                "hosts.1": {"state": "lost"},
+            },
+            "strays": [],
+        },
+    )
     assert done["state"] == R.FINISHED and "hosts=1 (killed or lost" in R.state_text(done)
     assert json.loads(Path(done["path"]).read_text())["state"] == R.FINISHED  # recorded for the next reader
 
@@ -83,7 +108,9 @@ def test_judge_folds_host_states_into_the_entry(session):
 
 def test_listing_text(session):
     folder = R.index_dir(session)
-    e = entry(folder, "20261201-000000-abcdef", state=R.STOPPED, started=1000.0, ended=1090.0, stop_reason="stopped")
+    e = entry(
+        folder, "20261201-000000-abcdef", state=R.STOPPED, started=1000.0, ended=1090.0, stop_reason="stopped"
+    )
     text = R.runs_text([e], now=2000.0)
     assert "20261201-000000-abcdef  stopped" in text and "'echo hi' on mesh hosts (2 ranks)" in text
     assert "1.5 min" in text and "/tmp/x/20261201-000000-abcdef/<rank>/out|err" in text
@@ -96,7 +123,10 @@ def test_prune_index_keeps_running_entries(session):
         entry(folder, f"2026120{i}-000000-aaaaaa", state=R.RUNNING if i == 0 else R.FINISHED)
     R.prune_index(folder, keep=2)
     assert sorted(p.stem for p in folder.glob("*.json")) == [
-        "20261200-000000-aaaaaa", "20261203-000000-aaaaaa", "20261204-000000-aaaaaa"]
+        "20261200-000000-aaaaaa",
+        "20261203-000000-aaaaaa",
+        "20261204-000000-aaaaaa",
+    ]
 
 
 def test_detach_flags():

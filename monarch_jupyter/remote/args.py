@@ -224,7 +224,9 @@ _verb("attach", "follow a run from any kernel (default: the newest)").add_argume
 )
 _stop = _verb("stop", "stop runs from any kernel, as Ctrl-C")
 _stop.add_argument("runs", nargs="*", metavar="RUN", help="any unique part of a run's id")
-_stop.add_argument("--all", dest="all_runs", action="store_true", help="every run of the context still running")
+_stop.add_argument(
+    "--all", dest="all_runs", action="store_true", help="every run of the context still running"
+)
 
 
 def parse_cell(line: str, cell: str) -> RemoteArgs:
@@ -264,7 +266,9 @@ def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
     if args.detach:
         for flag, given in (("--timeout", args.timeout is not None), ("--save", args.save is not None)):
             if given:
-                parser.error(f"--detach and {flag} exclude each other: a detached run has no cell waiting for it")
+                parser.error(
+                    f"--detach and {flag} exclude each other: a detached run has no cell waiting for it"
+                )
     return args
 
 

@@ -14,6 +14,7 @@ No IPython here except through the magics object the dispatch is handed.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -45,8 +46,13 @@ def index_dir(session: Any) -> Path:
 
 def host_meta(session: Any, plan: Any) -> dict:
     """What each rank's folder on its host records about who started it."""
-    return {"target": plan.target, "context": session.context, "folder": str(session.root),
-            "kernel_pid": os.getpid(), "apply_id": _apply_id(session)}
+    return {
+        "target": plan.target,
+        "context": session.context,
+        "folder": str(session.root),
+        "kernel_pid": os.getpid(),
+        "apply_id": _apply_id(session),
+    }
 
 
 def _apply_id(session: Any) -> str | None:
@@ -55,8 +61,9 @@ def _apply_id(session: Any) -> str | None:
     return getattr(job, "apply_id", None)
 
 
-def new_entry(session: Any, run_id: str, args: RemoteArgs, plan: Any, log_path: Path | None,
-              detached: bool = False) -> dict:
+def new_entry(
+    session: Any, run_id: str, args: RemoteArgs, plan: Any, log_path: Path | None, detached: bool = False
+) -> dict:
     folder = index_dir(session)
     log = None
     if log_path is not None:
@@ -79,11 +86,16 @@ def new_entry(session: Any, run_id: str, args: RemoteArgs, plan: Any, log_path: 
         "local": bool(plan.local_pids),
         "detached": detached,
         "kernel_pid": os.getpid(),
-        "plan": {"mesh": args.mesh, "all_meshes": args.all_meshes,
-                 "point": [list(p) for p in args.point] if args.point is not None else None,
-                 "ranks": list(args.ranks) if args.ranks is not None else None,
-                 "per_host": [list(p) for p in args.per_host] if args.per_host else None},
-        "ranks": [{"label": r.label, "mesh": r.mesh, "point": dict(r.point), "rank": r.rank} for r in plan.ranks],
+        "plan": {
+            "mesh": args.mesh,
+            "all_meshes": args.all_meshes,
+            "point": [list(p) for p in args.point] if args.point is not None else None,
+            "ranks": list(args.ranks) if args.ranks is not None else None,
+            "per_host": [list(p) for p in args.per_host] if args.per_host else None,
+        },
+        "ranks": [
+            {"label": r.label, "mesh": r.mesh, "point": dict(r.point), "rank": r.rank} for r in plan.ranks
+        ],
         "state": RUNNING,
     }
 
@@ -120,8 +132,10 @@ def load_entries(session: Any) -> list[dict]:
     """The context's runs, newest first (at most ``INDEX_LIMIT``)."""
     folder = index_dir(session)
     try:
-        names = sorted((p.name for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")),
-                       reverse=True)[:INDEX_LIMIT]
+        names = sorted(
+            (p.name for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")),
+            reverse=True,
+        )[:INDEX_LIMIT]
     except OSError:
         return []
     entries = []
@@ -140,10 +154,8 @@ def prune_index(folder: Path, keep: int) -> None:
         entry = hostruns.read_json(stale)
         if entry and entry.get("state") == RUNNING:
             continue
-        try:
+        with contextlib.suppress(OSError):
             stale.unlink()
-        except OSError:
-            pass
 
 
 def find(entries: list[dict], token: str | None, running_only: bool = False) -> dict:
@@ -152,12 +164,16 @@ def find(entries: list[dict], token: str | None, running_only: bool = False) -> 
         for entry in entries:
             if entry.get("state") == RUNNING:
                 return entry
-        raise RunsError("no run is running in this context: %remote runs lists them, %remote attach RUN picks one")
+        raise RunsError(
+            "no run is running in this context: %remote runs lists them, %remote attach RUN picks one"
+        )
     matches = [e for e in entries if e["id"] == token] or [e for e in entries if token in e["id"]]
     if not matches:
         raise RunsError(f"no run {token!r} in this context: %remote runs lists them")
     if len(matches) > 1:
-        raise RunsError(f"{token!r} matches {len(matches)} runs ({', '.join(e['id'] for e in matches[:4])}…): give more of the id")
+        raise RunsError(
+            f"{token!r} matches {len(matches)} runs ({', '.join(e['id'] for e in matches[:4])}…): give more of the id"
+        )
     return matches[0]
 
 
@@ -316,17 +332,23 @@ def first_line(command: str, width: int = 40) -> str:
 def runs_text(entries: list[dict], now: float | None = None) -> str:
     """``%remote runs``: one block per run, newest first."""
     if not entries:
-        return "no runs in this context yet: %%remote runs a cell, %%remote --detach runs it in the background"
+        return (
+            "no runs in this context yet: %%remote runs a cell, %%remote --detach runs it in the background"
+        )
     now = time.time() if now is None else now
     lines = []
     for e in entries:
         end = e.get("ended") if e.get("state") != RUNNING else now
         duration = (end - e["started"]) if end and e.get("started") else None
         lines.append(f"{e['id']}  {state_text(e)}")
-        lines.append(f"    {first_line(e.get('command', ''))!r} on {e.get('target')}"
-                     f"{' (detached)' if e.get('detached') else ''}")
-        lines.append(f"    started {_when(e.get('started'))} · {_duration(duration)}"
-                     f" · log {e.get('host_dir')}/<rank>/out|err" + (f" and {e['log']}" if e.get("log") else ""))
+        lines.append(
+            f"    {first_line(e.get('command', ''))!r} on {e.get('target')}"
+            f"{' (detached)' if e.get('detached') else ''}"
+        )
+        lines.append(
+            f"    started {_when(e.get('started'))} · {_duration(duration)}"
+            f" · log {e.get('host_dir')}/<rank>/out|err" + (f" and {e['log']}" if e.get("log") else "")
+        )
     return "\n".join(lines)
 
 
@@ -342,8 +364,10 @@ def restart_note(session: Any) -> str | None:
     n = len(entries)
     names = ", ".join(f"{e['id']} ({first_line(e.get('command', ''), 24)!r})" for e in entries[:3])
     whose = " (started by a previous kernel)" if others and len(others) == n else ""
-    return (f"monarch_jupyter: {n} run{'s' if n != 1 else ''} still running{whose}: {names}"
-            f"{', …' if n > 3 else ''}; %remote attach follows the newest, %remote stop RUN | --all stops them")
+    return (
+        f"monarch_jupyter: {n} run{'s' if n != 1 else ''} still running{whose}: {names}"
+        f"{', …' if n > 3 else ''}; %remote attach follows the newest, %remote stop RUN | --all stops them"
+    )
 
 
 # ── the verbs ──────────────────────────────────────────────────────────
@@ -367,11 +391,15 @@ def plan_for(runner: Any, entry: dict) -> Any:
             survey(runner.session, None, [entry])
             ranks = entry.get("running_ranks") or []
             if ranks or entry.get("strays"):
-                still = (f"; its processes still run ({', '.join(ranks) or 'outside its group'}): "
-                         f"%remote stop {entry['id']} or %job kill stops them")
+                still = (
+                    f"; its processes still run ({', '.join(ranks) or 'outside its group'}): "
+                    f"%remote stop {entry['id']} or %job kill stops them"
+                )
         raise RunsError(f"cannot follow run {entry['id']}: {error}{still}") from None
     if [r.label for r in plan.ranks] != [r["label"] for r in entry["ranks"]]:
-        raise RunsError(f"run {entry['id']} ran on {entry.get('target')}; the job now has other ranks (it was re-applied?)")
+        raise RunsError(
+            f"run {entry['id']} ran on {entry.get('target')}; the job now has other ranks (it was re-applied?)"
+        )
     return plan
 
 
@@ -414,8 +442,10 @@ def stop_for_kill(session: Any, runner: Any) -> str | None:
     if not entries:
         return None
     counts = stop(session, runner, entries)
-    return f"stopped {len(entries)} run{'s' if len(entries) != 1 else ''} first ({sum(counts.values())} processes): " + \
-        ", ".join(e["id"] for e in entries)
+    return (
+        f"stopped {len(entries)} run{'s' if len(entries) != 1 else ''} first ({sum(counts.values())} processes): "
+        + ", ".join(e["id"] for e in entries)
+    )
 
 
 def start_detached(session: Any, runner: Any, args: RemoteArgs, plan: Any, log_path: Path) -> str:
@@ -434,7 +464,9 @@ def start_detached(session: Any, runner: Any, args: RemoteArgs, plan: Any, log_p
     try:
         results = session.loop.run(launch(), timeout=60)
     except Exception as error:
-        entry.update(state=FINISHED, failed=[f"could not start: {type(error).__name__}: {error}"], ended=time.time())
+        entry.update(
+            state=FINISHED, failed=[f"could not start: {type(error).__name__}: {error}"], ended=time.time()
+        )
         save_entry(entry)
         raise RunsError(f"--detach: could not start the run: {type(error).__name__}: {error}") from None
     errors = [f"rank {rank}: {error}" for rank, _, error in results if error]
@@ -443,8 +475,10 @@ def start_detached(session: Any, runner: Any, args: RemoteArgs, plan: Any, log_p
         entry.update(state=FINISHED, failed=errors, ended=time.time())
         save_entry(entry)
         raise RunsError("--detach: " + "; ".join(errors[:4]))
-    return (f"run {run_id} started detached on {plan.target}: %remote attach {run_id} follows it, "
-            f"%remote stop {run_id} stops it, %remote runs lists runs")
+    return (
+        f"run {run_id} started detached on {plan.target}: %remote attach {run_id} follows it, "
+        f"%remote stop {run_id} stops it, %remote runs lists runs"
+    )
 
 
 def attach(magics: Any, token: str | None) -> None:
@@ -459,19 +493,28 @@ def attach(magics: Any, token: str | None) -> None:
     if token is None:
         running = running_entries(session, runner)
         if not running:
-            raise RunsError("no run is running in this context: %remote runs lists them, %remote attach RUN picks one")
+            raise RunsError(
+                "no run is running in this context: %remote runs lists them, %remote attach RUN picks one"
+            )
         entry = running[0]
     else:
         entry = find(entries, token)
     plan = plan_for(runner, entry)
     state = RunState(
-        command=entry.get("command", ""), mode=entry.get("mode", "bash"), target=plan.target, ranks=plan.ranks,
-        started=entry.get("started") or time.time(), log_path=f"{entry.get('host_dir')}/<rank>/out|err",
-        observers=[*remote_package.observers, *magics.observers], run_id=entry["id"],
+        command=entry.get("command", ""),
+        mode=entry.get("mode", "bash"),
+        target=plan.target,
+        ranks=plan.ranks,
+        started=entry.get("started") or time.time(),
+        log_path=f"{entry.get('host_dir')}/<rank>/out|err",
+        observers=[*remote_package.observers, *magics.observers],
+        run_id=entry["id"],
     )
-    magics._write(f"attached to run {entry['id']} ({first_line(entry.get('command', ''))!r}, started "
-                  f"{_when(entry.get('started'))}): the kept tail per rank, then live; full output in "
-                  f"{entry.get('host_dir')}/<rank>/out|err on each host; Ctrl-C stops following, not the run\n")
+    magics._write(
+        f"attached to run {entry['id']} ({first_line(entry.get('command', ''))!r}, started "
+        f"{_when(entry.get('started'))}): the kept tail per rank, then live; full output in "
+        f"{entry.get('host_dir')}/<rank>/out|err on each host; Ctrl-C stops following, not the run\n"
+    )
     renderer = TextRenderer(state, live=True)
     sink: queue.SimpleQueue = queue.SimpleQueue()
     handle = RunHandle(session.loop)
@@ -479,7 +522,9 @@ def attach(magics: Any, token: str | None) -> None:
     magics._pump(state, renderer, sink, handle)
     if handle.stop_reason is not None:  # Ctrl-C: we stopped following; the run goes on
         magics._write(renderer.flush(0.0, force=True))
-        magics._write(f"stopped following run {entry['id']}; it goes on: %remote attach {entry['id']} follows it again\n")
+        magics._write(
+            f"stopped following run {entry['id']}; it goes on: %remote attach {entry['id']} follows it again\n"
+        )
         return
     magics._write(renderer.finish())
     from IPython.display import display
@@ -487,8 +532,7 @@ def attach(magics: Any, token: str | None) -> None:
     display(state.mime_bundle(), raw=True)
     if entry.get("state") == RUNNING:
         entry = _plain(entry)
-        entry.update(state=FINISHED, ended=time.time(),
-                     failed=[r.describe() for r in state.failing()])
+        entry.update(state=FINISHED, ended=time.time(), failed=[r.describe() for r in state.failing()])
         save_entry(entry)
     message = state.failure_message()
     if message:

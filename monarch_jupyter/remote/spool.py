@@ -40,10 +40,12 @@ class Spool:
     (no joining with the previous partial line, no cut copies)."""
 
     def __init__(self, path: str | os.PathLike, labels: list[str]) -> None:
-        self.file = open(path, "wb", buffering=1 << 20)
+        self.file = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - held for the run, closed by close()
         self.headers = [
-            ((HEADER.format(label) + "\n").encode("utf-8", "replace"),
-             (HEADER.format(label + ":err") + "\n").encode("utf-8", "replace"))
+            (
+                (HEADER.format(label) + "\n").encode("utf-8", "replace"),
+                (HEADER.format(label + ":err") + "\n").encode("utf-8", "replace"),
+            )
             for label in labels
         ]
         self.partial: dict[tuple[int, str], bytes] = {}
@@ -62,9 +64,9 @@ class Spool:
                 self._emit(key, b"", data, b"\n")
             return
         view = memoryview(data)
-        self._emit(key, self.partial.pop(key, b""), view[:cut + 1])
+        self._emit(key, self.partial.pop(key, b""), view[: cut + 1])
         if cut + 1 < len(data):
-            self.partial[key] = bytes(view[cut + 1:])
+            self.partial[key] = bytes(view[cut + 1 :])
 
     def _emit(self, key: tuple[int, str], *blocks: Any) -> None:
         if key != self.current:
