@@ -283,3 +283,24 @@ def test_a_flood_written_at_once_is_handed_out_in_bounded_batches(runs_dir):
         assert not open_fds_under(runs_dir)
 
     run(main())
+
+
+def test_the_quick_wait_ends_on_the_first_output_and_a_quick_printer_is_still_one_answer(runs_dir):
+    async def main():
+        proc = start("q1", "echo a; sleep 3")
+        began = time.monotonic()
+        assert proc.finish_now(2.0) is None  # printed, still running: stream now, not after the whole wait
+        assert time.monotonic() - began < 1.0
+        _, got = await collect_after_stop(proc)
+        assert text(got, OUT) == "a\n"
+
+        proc = start("q2", "echo hi; echo err >&2")
+        assert proc.finish_now(2.0, linger=1.0) == 0  # printed and ended within the linger: answered whole
+        assert [(c.stream, c.text) for c in proc.take()] == [(OUT, "hi\n"), (ERR, "err\n")]
+        assert not proc.tail._notify or proc.tail.closed
+
+    async def collect_after_stop(proc):
+        await proc.stop(grace=1.0)
+        return await collect(proc)
+
+    run(main())

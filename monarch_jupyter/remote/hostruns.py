@@ -33,6 +33,7 @@ import codecs
 import ctypes
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -58,6 +59,7 @@ POLL = 0.02  # when inotify is unavailable, and for exits we cannot wait on
 LAST_BYTES = 1 << 20  # per stream and message once the command ended (a flood's rest: several messages)
 BOUND_EVERY = 2.0  # seconds between bound checks while tailing
 STATUS_WAIT = 0.5  # after a leader we did not start exits, how long its status may take to appear
+LINGER = 0.002  # once a quick command printed, how much longer it may take to end and still be one message
 META = "meta.json"
 STATUS = "status"
 INLINE_MAX = 48_000  # longer commands go through a script file (the warm shell takes ≤ 60,000 bytes)
@@ -369,6 +371,23 @@ def inotify_fd(paths: list[Path]) -> int | None:
     return fd
 
 
+_closer: Any = None
+
+
+def close_soon(fd: int) -> None:
+    """Close an inotify fd on a helper thread: its close waits for an RCU grace period (often
+    0.1 ms, up to ~15 ms on a busy host), which must not hold up the answer of a run."""
+    global _closer
+    if _closer is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _closer = ThreadPoolExecutor(1, thread_name_prefix="monarch-jupyter-close")
+    try:
+        _closer.submit(os.close, fd)
+    except RuntimeError:  # interpreter shutting down
+        os.close(fd)
+
+
 def punch_head(fd: int, keep: int = MAX_KEEP) -> int:
     """Free all but the last ``keep`` bytes of the file (a hole: size and offsets stay); the offset
     where kept data starts."""
@@ -522,12 +541,29 @@ class Tail:
         if not self.closed:
             self._timer = self._loop.call_later(POLL, self._tick)
 
+    def notify_fd(self) -> int | None:
+        """The inotify fd that wakes on writes to the files (created now if need be; :meth:`watch`
+        then uses it), or None where there is no inotify."""
+        if self._notify is None and not self.closed:
+            self._notify = inotify_fd([s.path for s in self.streams])
+        return self._notify
+
+    def written(self) -> bool:
+        """Whether a file holds bytes not read yet (cheap: one fstat per stream)."""
+        for s in self.streams:
+            try:
+                if os.fstat(s.fd).st_size > os.lseek(s.fd, 0, os.SEEK_CUR):
+                    return True
+            except OSError:
+                pass
+        return False
+
     def watch(self) -> None:
         """Start following on the running loop (once)."""
         if self._loop is not None or self.closed:
             return
         self._loop = asyncio.get_running_loop()
-        self._notify = inotify_fd([s.path for s in self.streams])
+        self.notify_fd()
         if self._notify is not None:
             self._loop.add_reader(self._notify, self._readable)
         else:
@@ -577,7 +613,9 @@ class Tail:
             self._feed(s, b"", final=True)
         return False
 
-    def close(self) -> None:
+    def close(self, soon: bool = False) -> None:
+        """Free every fd; ``soon``: the inotify fd on a helper thread a moment later (see
+        :func:`close_soon`), for a caller about to answer."""
         self.closed = True
         if self._timer is not None:
             self._timer.cancel()
@@ -585,7 +623,7 @@ class Tail:
         if self._notify is not None:
             if self._loop is not None:
                 self._loop.remove_reader(self._notify)
-            os.close(self._notify)
+            (close_soon if soon else os.close)(self._notify)
             self._notify = None
         for s in self.streams:
             if s.fd >= 0:
@@ -609,6 +647,40 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             return True
     return False
+
+
+def _wait_exit_or_output(popen: Any, limit: float, tail: Tail, linger: float) -> None:
+    """Block until ``popen`` exits or ``limit`` seconds pass; the first output ``tail`` sees cuts
+    what is left to ``linger`` (a command that prints then ends at once is still answered whole)."""
+    notify = tail.notify_fd()
+    try:
+        pidfd = os.pidfd_open(popen.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is None or notify is None:
+        if pidfd is not None:
+            os.close(pidfd)
+        _wait_exit(popen, limit)
+        return
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + limit
+        if tail.written():  # printed before the watch began
+            deadline = min(deadline, time.monotonic() + linger)
+        else:
+            poller.register(notify, select.POLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            events = poller.poll(left * 1000)
+            if not events or any(fd == pidfd for fd, _ in events):
+                return
+            poller.unregister(notify)  # output: a little longer, then stream it
+            deadline = min(deadline, time.monotonic() + linger)
+    finally:
+        os.close(pidfd)
 
 
 class CapturedProcess(Process):
@@ -645,10 +717,11 @@ class CapturedProcess(Process):
         super()._watch()
         self.tail.watch()
 
-    def finish_now(self, limit: float) -> int | None:
-        """The return code if the command (and everything in its group) ends within ``limit``."""
+    def finish_now(self, limit: float, linger: float = LINGER) -> int | None:
+        """The return code if the command (and everything in its group) ends within ``limit``;
+        once it printed, it has only ``linger`` more seconds (then its output streams at once)."""
         if self.popen.poll() is None:
-            _wait_exit(self.popen, limit)
+            _wait_exit_or_output(self.popen, limit, self.tail, linger)
             if self.popen.poll() is None:
                 return None
         if killpg(self.pid, 0) and _group_alive(self.pid):  # background children: the slow path
@@ -656,7 +729,7 @@ class CapturedProcess(Process):
         self._ended()
         if self.tail.finish(LAST_BYTES):  # a flood: the rest goes in several messages (slow path)
             return None
-        self.tail.close()
+        self.tail.close(soon=True)
         return self.popen.returncode
 
     def _ended(self) -> None:
