@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -304,3 +305,41 @@ def test_the_quick_wait_ends_on_the_first_output_and_a_quick_printer_is_still_on
         return await collect(proc)
 
     run(main())
+
+
+def test_a_shell_made_ahead_brings_its_rank_folder_and_leaves_none_behind(runs_dir):
+    async def main():
+        keeper = H.RunShellKeeper(delay=0.0)
+        try:
+            first = keeper.take(H.rank_dir("k1", "hosts", 0), "k1", "bash", "echo one", ENV, None)
+            assert first.finish_now(5.0) == 0
+            while keeper.shell is None:  # forked ahead, with the next run's folder
+                await asyncio.sleep(0.01)
+            spare = keeper.shell.spare
+            assert spare is not None and spare.is_dir() and sorted(os.listdir(spare)) == ["err", "out", "status"]
+            assert H.rank_state(spare)["state"] != "exited"  # an empty status is no status
+            folder = H.rank_dir("k2", "hosts", 0)
+            second = keeper.take(folder, "k2", "bash", "echo two; exit 4", ENV, None)
+            assert not spare.exists() and second.finish_now(5.0) == 4
+            assert [c.text for c in second.take()] == ["two\n"] and H.read_status(folder)[0] == 4
+            while keeper.shell is None:
+                await asyncio.sleep(0.01)
+            unused = keeper.shell.spare
+        finally:
+            keeper.close()
+        assert not unused.exists()  # a shell discarded takes its folder with it
+        assert sorted(H.prune(keep=0, min_age=0)) == ["k1", "k2"]
+        assert not list(H.runs_root().iterdir())  # no spare left either
+
+    run(main())
+
+
+def test_prune_removes_the_spare_folder_of_an_actor_that_died(runs_dir):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    root = H.runs_root()
+    stale = root / f"{H.SPARE}{dead.pid}.1"
+    stale.mkdir()
+    mine = H.make_spare()
+    H.prune(keep=50)
+    assert not stale.exists() and mine.exists()  # ours (alive) stays

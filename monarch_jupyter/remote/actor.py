@@ -153,8 +153,7 @@ class RemoteActor(Actor):
             os.makedirs(output_dir, exist_ok=True)
             for name in ("stdout.txt", "stderr.txt"):
                 leftovers.files.append(open(os.path.join(output_dir, name), "wb"))
-        folder = hostruns.rank_dir(run_id, key, rank)
-        hostruns.prepare(folder)
+        folder = hostruns.rank_dir(run_id, key, rank)  # made by the shell's take (renamed from one made ahead)
         captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
         meta = dict(spec.meta or {})
         meta.update(

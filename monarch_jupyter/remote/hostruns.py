@@ -100,6 +100,51 @@ def rank_dir(run_id: str, key: str, rank: int, root: Path | None = None) -> Path
     return (root or runs_root()) / check_run_id(run_id) / rank_name(key, rank)
 
 
+SPARE = ".spare."  # a rank folder made ahead: .spare.<pid of the actor>.<n>
+_spares = 0
+
+
+def make_spare(root: Path | None = None) -> Path:
+    """A rank folder made ahead of its run (out, err and status files created, empty): the run
+    then costs a rename instead of a mkdir and three file creations (~0.2 ms each on ext4)."""
+    global _spares
+    _spares += 1
+    folder = (root or runs_root()) / f"{SPARE}{os.getpid()}.{_spares}"
+    os.mkdir(folder, 0o700)
+    try:
+        for name in (OUT, ERR, STATUS):  # an empty status reads as none (the run is not over)
+            os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+def place(folder: Path, spare: Path | None) -> None:
+    """Make ``folder`` a rank's folder: the ``spare`` renamed to it when there is one, else created."""
+    if spare is not None:
+        try:
+            try:
+                os.mkdir(folder.parent, 0o700)
+            except FileExistsError:
+                pass
+            os.rename(spare, folder)
+            return
+        except OSError:
+            shutil.rmtree(spare, ignore_errors=True)
+    prepare(folder)
+
+
+def _spare_owner_alive(spare: Path) -> bool:
+    try:
+        os.kill(int(spare.name[len(SPARE):].split(".")[0]), 0)
+        return True
+    except (ValueError, ProcessLookupError):
+        return False
+    except OSError:
+        return True
+
+
 def prepare(folder: Path) -> None:
     """Create a rank's folder (0700; its out / err files are created by whoever opens them first)."""
     try:
@@ -243,11 +288,12 @@ def ansi_c_quote(text: str) -> str:
 class RunShell:
     """A leader bash and its subshell, started with some env and cwd, waiting for a run."""
 
-    def __init__(self, env: dict[str, str], cwd: str | None) -> None:
+    def __init__(self, env: dict[str, str], cwd: str | None, spare: bool = False) -> None:
         import subprocess
 
         self.env = env
         self.cwd = cwd
+        self.spare = make_spare() if spare else None  # the next run's folder, made ahead
         a_read, self.a_write = os.pipe()
         b_read, self.b_write = os.pipe()
         try:
@@ -259,6 +305,8 @@ class RunShell:
         except BaseException:
             os.close(self.a_write)
             os.close(self.b_write)
+            if self.spare is not None:
+                shutil.rmtree(self.spare, ignore_errors=True)
             raise
         finally:
             os.close(a_read)
@@ -266,7 +314,14 @@ class RunShell:
         self.fd = a_read  # its number in the shell
 
     def take(self, folder: Path, run_id: str, mode: str, command: str) -> CapturedProcess | None:
-        """Hand the run to the shell: its :class:`CapturedProcess`, or None (then discarded)."""
+        """Hand the run to the shell, in rank folder ``folder`` (made now, or renamed from the
+        spare made ahead): its :class:`CapturedProcess`, or None (then discarded)."""
+        spare, self.spare = self.spare, None
+        try:
+            place(folder, spare)
+        except BaseException:
+            self.discard()
+            raise
         try:
             text = payload(folder, run_id, mode, command, self.fd).encode("utf-8", "surrogateescape")
             if len(text) > PAYLOAD_MAX or self.popen.poll() is not None:
@@ -287,6 +342,9 @@ class RunShell:
                 setattr(self, name, -1)
 
     def discard(self) -> None:
+        if self.spare is not None:
+            shutil.rmtree(self.spare, ignore_errors=True)
+            self.spare = None
         self._close_pipes()  # the subshell sources nothing, the leader writes no status: both exit
         if self.popen.returncode is None:
             killpg(self.popen.pid, signal.SIGKILL)
@@ -327,7 +385,7 @@ class RunShellKeeper:
         self._timer = None
         if self.shell is None:
             try:
-                self.shell = RunShell(env, cwd)
+                self.shell = RunShell(env, cwd, spare=True)
             except Exception:
                 self.shell = None
 
@@ -914,7 +972,14 @@ def prune(root: Path | None = None, keep: int = KEEP_RUNS, max_age: float = KEEP
     root = root or runs_root()
     now = time.time() if now is None else now
     try:
-        entries = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+        entries = [p for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    for spare in [p for p in entries if p.name.startswith(SPARE)]:
+        if not _spare_owner_alive(spare):  # its actor died before using it
+            shutil.rmtree(spare, ignore_errors=True)
+    try:
+        entries = sorted((p for p in entries if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return []
     finished = []
