@@ -316,8 +316,8 @@ def test_a_shell_made_ahead_brings_its_rank_folder_and_leaves_none_behind(runs_d
             while keeper.shell is None:  # forked ahead, with the next run's folder
                 await asyncio.sleep(0.01)
             spare = keeper.shell.spare
-            assert spare is not None and spare.is_dir() and sorted(os.listdir(spare)) == ["err", "out", "status"]
-            assert H.rank_state(spare)["state"] != "exited"  # an empty status is no status
+            assert spare is not None and spare.is_dir() and sorted(os.listdir(spare)) == ["err", "meta.json", "out", "status"]
+            assert H.rank_state(spare)["state"] == "lost" and H.read_json(spare / H.META) is None  # empty: absent
             folder = H.rank_dir("k2", "hosts", 0)
             second = keeper.take(folder, "k2", "bash", "echo two; exit 4", ENV, None)
             assert not spare.exists() and second.finish_now(5.0) == 4
