@@ -433,8 +433,16 @@ _closer: Any = None
 
 
 def close_soon(fd: int) -> None:
-    """Close an inotify fd on a helper thread: its close waits for an RCU grace period (often
-    0.1 ms, up to ~15 ms on a busy host), which must not hold up the answer of a run."""
+    """Close an inotify fd on a helper thread, once the running loop (if any) is through with what
+    it is doing (answering a run): such a close waits for an RCU grace period (often 0.1 ms, up to
+    ~15 ms on a busy host), which must not hold up the answer."""
+    try:
+        asyncio.get_running_loop().call_soon(_close_on_thread, fd)
+    except RuntimeError:  # no loop
+        _close_on_thread(fd)
+
+
+def _close_on_thread(fd: int) -> None:
     global _closer
     if _closer is None:
         from concurrent.futures import ThreadPoolExecutor
