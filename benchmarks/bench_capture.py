@@ -24,7 +24,6 @@ from pathlib import Path
 
 from monarch_jupyter.remote import hostruns, process
 
-
 _ids = itertools.count()
 
 
@@ -42,7 +41,7 @@ def captured(command: str, n: int, root: Path, settle: float, spare: bool) -> di
         time.sleep(settle)
         t0 = time.perf_counter()
         folder = hostruns.rank_dir(f"r{i}", "mesh", 0, root)
-        t1 = time.perf_counter()
+        time.perf_counter()
         proc = shell.take(folder, f"r{i}", "bash", command)
         t2 = time.perf_counter()
         rc = proc.finish_now(0.05)
@@ -56,8 +55,12 @@ def captured(command: str, n: int, root: Path, settle: float, spare: bool) -> di
             phases.setdefault("slow path", []).append(t3 - t2)
             continue
         assert rc == 0, (rc, chunks)
-        for name, value in (("hand over", t2 - t0), ("exit + read", t3 - t2),
-                            ("meta after", t4 - t3), ("answer", t3 - t0)):
+        for name, value in (
+            ("hand over", t2 - t0),
+            ("exit + read", t3 - t2),
+            ("meta after", t4 - t3),
+            ("answer", t3 - t0),
+        ):
             phases.setdefault(name, []).append(value)
     return phases
 
@@ -96,9 +99,17 @@ def main() -> None:
     try:
         results = {}
         for _ in range(2):  # alternate the two, so both see the same noise
-            for label, run in (("host capture, folder made ahead", lambda: captured(opts.command, opts.n // 2, root, opts.settle, True)),
-                               ("host capture, folder made on the path", lambda: captured(opts.command, opts.n // 2, root, opts.settle, False)),
-                               ("pipes (process.WarmShell)", lambda: piped(opts.command, opts.n // 2, opts.settle))):
+            for label, run in (
+                (
+                    "host capture, folder made ahead",
+                    lambda: captured(opts.command, opts.n // 2, root, opts.settle, True),
+                ),
+                (
+                    "host capture, folder made on the path",
+                    lambda: captured(opts.command, opts.n // 2, root, opts.settle, False),
+                ),
+                ("pipes (process.WarmShell)", lambda: piped(opts.command, opts.n // 2, opts.settle)),
+            ):
                 for name, values in run().items():
                     results.setdefault(label, {}).setdefault(name, []).extend(values)
         for label, phases in results.items():

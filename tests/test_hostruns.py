@@ -5,6 +5,7 @@ touching the process, as an actor does when its kernel dies. Every test reaps wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,10 +33,8 @@ def runs_dir(tmp_path, monkeypatch):
     for run_id, pids in H.marked_pids().items():  # everything our runs started, escapees too
         if (root / run_id).exists():
             for pid in pids:
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
     for meta in root.glob("*/*/meta.json"):
         data = H.read_json(meta)
         if data and H.leader_alive(data):
@@ -46,7 +45,9 @@ def start(run_id: str, command: str, mode: str = "bash", rank: int = 0) -> H.Cap
     folder = H.rank_dir(run_id, "hosts", rank)
     H.prepare(folder)
     captured = H.RunShell(ENV, None).take(folder, run_id, mode, command)
-    H.write_meta(folder, {"pid": captured.pid, "start_ticks": H.start_ticks(captured.pid), "started": time.time()})
+    H.write_meta(
+        folder, {"pid": captured.pid, "start_ticks": H.start_ticks(captured.pid), "started": time.time()}
+    )
     return captured
 
 
@@ -101,7 +102,11 @@ def test_wrapper_keeps_bash_c_semantics_and_python(runs_dir):
     async def main():
         rc, got = await collect(start("r2", 'echo "$0 $LINENO $MONARCH_JUPYTER_RUN"\nexit 7'))
         assert rc == 7 and text(got) == "bash 1 r2\n"
-        rc, got = await collect(start("r3", "import os, sys; print('py', os.environ['MONARCH_JUPYTER_RUN']); sys.exit(4)", "python"))
+        rc, got = await collect(
+            start(
+                "r3", "import os, sys; print('py', os.environ['MONARCH_JUPYTER_RUN']); sys.exit(4)", "python"
+            )
+        )
         assert rc == 4 and text(got) == "py r3\n"
         long = "#" + "x" * (H.INLINE_MAX + 10) + "\necho long-ok"
         rc, got = await collect(start("r4", long))
@@ -194,7 +199,9 @@ def test_replay_keeps_only_the_last_lines(runs_dir):
     tail = H.Tail(folder, replay=1 << 20, lines=3)
     try:
         tail.finish()
-        assert "".join(c.text for c in tail.take() if c.stream == OUT) == "09998\n09999\npartial"  # a partial line counts
+        assert (
+            "".join(c.text for c in tail.take() if c.stream == OUT) == "09998\n09999\npartial"
+        )  # a partial line counts
     finally:
         tail.close()
 
@@ -280,7 +287,9 @@ def test_a_flood_written_at_once_is_handed_out_in_bounded_batches(runs_dir):
         assert proc.finish_now(5.0) is None  # ended, but too much for one message: the slow path
         rc, got = await collect(proc)
         sizes = [len(c.text) for _, cs in got for c in cs]
-        assert rc == 0 and sum(sizes) == 5 << 20 and max(sizes) <= 2 * H.LAST_BYTES, sizes  # bounded (not one 5 MB message)
+        assert rc == 0 and sum(sizes) == 5 << 20 and max(sizes) <= 2 * H.LAST_BYTES, (
+            sizes
+        )  # bounded (not one 5 MB message)
         assert not open_fds_under(runs_dir)
 
     run(main())
@@ -316,8 +325,14 @@ def test_a_shell_made_ahead_brings_its_rank_folder_and_leaves_none_behind(runs_d
             while keeper.shell is None:  # forked ahead, with the next run's folder
                 await asyncio.sleep(0.01)
             spare = keeper.shell.spare
-            assert spare is not None and spare.is_dir() and sorted(os.listdir(spare)) == ["err", "meta.json", "out", "status"]
-            assert H.rank_state(spare)["state"] == "lost" and H.read_json(spare / H.META) is None  # empty: absent
+            assert (
+                spare is not None
+                and spare.is_dir()
+                and sorted(os.listdir(spare)) == ["err", "meta.json", "out", "status"]
+            )
+            assert (
+                H.rank_state(spare)["state"] == "lost" and H.read_json(spare / H.META) is None
+            )  # empty: absent
             folder = H.rank_dir("k2", "hosts", 0)
             second = keeper.take(folder, "k2", "bash", "echo two; exit 4", ENV, None)
             assert not spare.exists() and second.finish_now(5.0) == 4

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import ctypes
 import json
 import os
@@ -76,10 +77,8 @@ def runs_root() -> Path:
     """This user's runs folder on this host (created 0700; refused if someone else could write it)."""
     custom = os.environ.get("MONARCH_JUPYTER_RUNS_DIR")
     root = runs_path()
-    try:
+    with contextlib.suppress(FileExistsError):
         root.mkdir(mode=0o700, parents=bool(custom), exist_ok=True)
-    except FileExistsError:
-        pass
     info = os.lstat(root)
     if not os.path.isdir(root) or os.path.islink(root) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise RuntimeError(f"{root} is not a folder of ours that only we can write: remove it or fix it (chmod 700)")
@@ -124,10 +123,8 @@ def place(folder: Path, spare: Path | None) -> None:
     """Make ``folder`` a rank's folder: the ``spare`` renamed to it when there is one, else created."""
     if spare is not None:
         try:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(folder.parent, 0o700)
-            except FileExistsError:
-                pass
             os.rename(spare, folder)
             return
         except OSError:
@@ -192,10 +189,8 @@ def read_status(folder: Path) -> tuple[int, float] | None:
 def write_status(folder: Path, returncode: int, ended: float | None = None) -> None:
     """The status the wrapper would have written (used by the actor that reaped a killed leader)."""
     if read_status(folder) is None:
-        try:
+        with contextlib.suppress(OSError):
             (folder / STATUS).write_text(f"{returncode} {ended or time.time()}\n")
-        except OSError:
-            pass
 
 
 def write_meta(folder: Path, meta: dict) -> None:
@@ -348,10 +343,8 @@ class RunShell:
         self._close_pipes()  # the subshell sources nothing, the leader writes no status: both exit
         if self.popen.returncode is None:
             killpg(self.popen.pid, signal.SIGKILL)
-        try:
+        with contextlib.suppress(Exception):
             self.popen.wait(0.5)
-        except Exception:
-            pass
 
 
 class RunShellKeeper:
@@ -495,10 +488,8 @@ class _Stream:
                     break
             if end >= 0:
                 start += end + 1
-        try:  # skip a punched-out head
+        with contextlib.suppress(OSError):  # skip a punched-out head (ENXIO: no data after start)
             start = max(start, os.lseek(self.fd, start, os.SEEK_DATA))
-        except OSError:  # ENXIO: no data after start
-            pass
         os.lseek(self.fd, start, os.SEEK_SET)
         self.skipped = start  # bytes not replayed
 
@@ -957,10 +948,8 @@ async def stop_runs(run_ids: list[str], grace: float = GRACE, root: Path | None 
         for pgid in groups:
             killpg(pgid, sig)
         for pid in _stray_pids(wanted, set()):
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
         if sig == signal.SIGKILL:
             break
         deadline = time.monotonic() + grace
