@@ -60,7 +60,8 @@ POLL = 0.02  # when inotify is unavailable, and for exits we cannot wait on
 LAST_BYTES = 1 << 20  # per stream and message once the command ended (a flood's rest: several messages)
 BOUND_EVERY = 2.0  # seconds between bound checks while tailing
 STATUS_WAIT = 0.5  # after a leader we did not start exits, how long its status may take to appear
-LINGER = 0.002  # once a quick command printed, how much longer it may take to end and still be one message
+LINGER = 0.0015  # once a quick command printed, how much longer it may take to end and still be one message
+SLICE = 0.0005  # while a quick command runs, how often its files are looked at for output
 META = "meta.json"
 STATUS = "status"
 INLINE_MAX = 48_000  # longer commands go through a script file (the warm shell takes ≤ 60,000 bytes)
@@ -706,36 +707,28 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _wait_exit_or_output(popen: Any, limit: float, tail: Tail, linger: float) -> None:
-    """Block until ``popen`` exits or ``limit`` seconds pass; the first output ``tail`` sees cuts
-    what is left to ``linger`` (a command that prints then ends at once is still answered whole)."""
-    notify = tail.notify_fd()
+def _wait_exit_or_output(popen: Any, limit: float, tail: Tail, linger: float, slice_: float = SLICE) -> None:
+    """Block until ``popen`` exits or ``limit`` seconds pass; output seen in ``tail``'s files
+    (looked for every ``slice_`` seconds: a command that ends within the first costs nothing more)
+    cuts what is left to ``linger`` (a command that prints then ends at once is still answered whole)."""
     try:
         pidfd = os.pidfd_open(popen.pid)
     except (AttributeError, OSError):
-        pidfd = None
-    if pidfd is None or notify is None:
-        if pidfd is not None:
-            os.close(pidfd)
         _wait_exit(popen, limit)
         return
     try:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        deadline = time.monotonic() + limit
-        if tail.written():  # printed before the watch began
-            deadline = min(deadline, time.monotonic() + linger)
-        else:
-            poller.register(notify, select.POLLIN)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            events = poller.poll(left * 1000)
-            if not events or any(fd == pidfd for fd, _ in events):
-                return
-            poller.unregister(notify)  # output: a little longer, then stream it
-            deadline = min(deadline, time.monotonic() + linger)
+        now = time.monotonic()
+        deadline = now + limit
+        printed = False
+        while now < deadline:
+            if poller.poll(min(slice_, deadline - now) * 1000):
+                return  # exited
+            now = time.monotonic()
+            if not printed and tail.written():
+                printed = True
+                deadline = min(deadline, now + linger)
     finally:
         os.close(pidfd)
 
@@ -786,7 +779,7 @@ class CapturedProcess(Process):
         self._ended()
         if self.tail.finish(LAST_BYTES):  # a flood: the rest goes in several messages (slow path)
             return None
-        self.tail.close(soon=True)
+        self.tail.close()
         return self.popen.returncode
 
     def _ended(self) -> None:
