@@ -9,7 +9,9 @@ tails those files to the caller's port as :mod:`.protocol` messages, batched per
 rank (at most one every ``process.FLUSH_EVERY`` seconds, a
 :class:`~.protocol.Heartbeat` every ``process.HEARTBEAT`` seconds while quiet).
 A command that ends within ``QUICK_WAIT`` costs one :class:`~.protocol.Exit`
-message and no task. ``cancel`` escalates SIGINT → SIGTERM → SIGKILL on the group
+message and no task; one that prints ends the quick wait ``hostruns.LINGER`` later, so
+its first line streams at once. The shell forked ahead brings the next run's rank folder
+(``hostruns.make_spare``), so a run does no file creation on its path. ``cancel`` escalates SIGINT → SIGTERM → SIGKILL on the group
 (and stops the run's processes that left it).
 
 ``start`` runs a command detached (nobody streams it); ``follow`` streams any
