@@ -792,7 +792,7 @@ class CapturedProcess(Process):
         while self.tail.finish(max_bytes):
             yield self.tail.take()
         yield self.tail.take()
-        self.tail.close()
+        self.tail.close(soon=True)  # the exit is sent next: its inotify close must not hold it up
 
     async def finish(self, drain: float = 0.5, grace: float = GRACE) -> int:
         """Wait for the exit; background children still there ``drain`` s later get SIGTERM, then
