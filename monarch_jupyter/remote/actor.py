@@ -78,6 +78,7 @@ class RemoteActor(Actor):
         self._shells = hostruns.RunShellKeeper()
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
         self._started = 0
+        self._rank: tuple[dict[str, str], dict[str, int], int] | None = None
 
     def _background(self, coro: Coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -102,7 +103,9 @@ class RemoteActor(Actor):
     def _launch(self, run_id: str, key: str, spec: RunSpec, port: Any) -> tuple[int, int | None, str | None]:
         started = time.monotonic()
         try:
-            env_extra, point, rank = _rank_env()
+            if self._rank is None:  # an actor's rank never changes: asked of Monarch once
+                self._rank = _rank_env()
+            env_extra, point, rank = self._rank
         except Exception as error:  # no rank: cannot even report properly
             message = f"no rank: {error}"
             if port is not None:
