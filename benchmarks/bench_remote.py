@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import Kernel, new_tag, reap
+from harness import Kernel, new_tag, reap, tagged_pids
 from monarch_jupyter.remote.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"
@@ -49,6 +49,19 @@ def kernel_rss(k) -> float:
     return float("nan")
 
 
+def rss_mb(pids) -> float:
+    """Resident memory of these processes together (MB; those gone are skipped)."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
 def max_per_second(outputs) -> int:
     """The most messages that arrived within any 1 s window."""
     times = sorted(o.t for o in outputs)
@@ -64,6 +77,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, skip exec_command")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--per-host",
+        type=int,
+        default=16,
+        help="ranks per host of the many-ranks measure (2 hosts: 16 → 32 ranks, 32 → 64 ranks)",
+    )
     opts = parser.parse_args()
     rows = []  # (metric, measured, unit, target, ratio or None)
 
@@ -159,13 +178,17 @@ def main() -> None:
         row("  IOPub stream messages, most in any 1 s", max_per_second(streams), "msg", 20.0)
         row("  characters shown in the cell", len(r.stream()), "chars", None)
 
-        # 4. 32 ranks at once, every line checked in the log
+        # 4. many ranks at once (2 hosts × --per-host), every line checked in the log
         lines_per_rank = 2000
-        ok(k, "%remote --per-host gpu=16 true", timeout=300)
+        wide, ranks = opts.per_host, 2 * opts.per_host
+        ok(k, f"%remote --per-host gpu={wide} true", timeout=300)
+        kernel_pid = k.km.provisioner.pid
+        workers_rss0 = rss_mb([p for p in tagged_pids(tag) if p != kernel_pid])
+        kernel_rss0 = kernel_rss(k)
         r = ok(
             k,
             (
-                "%%remote --per-host gpu=16 python\n"
+                f"%%remote --per-host gpu={wide} python\n"
                 "import os\n"
                 "h, g = os.environ['MONARCH_RANK_hosts'], os.environ['MONARCH_RANK_gpu']\n"
                 f"for i in range({lines_per_rank}):\n"
@@ -188,14 +211,28 @@ def main() -> None:
         complete = sum(1 for v in seen.values() if v == list(range(lines_per_rank)))
         busy = [o for o in r.outputs if o.msg_type == "stream"]
         row(
-            "32 ranks streaming: ranks with every line, in order",
+            f"{ranks} ranks streaming: ranks with every line, in order",
             complete,
             "ranks",
-            32,
+            ranks,
             lower_is_better=False,
         )
         row("  mis-labelled lines", bad, "lines", None)
         row("  IOPub stream messages, most in any 1 s", max_per_second(busy), "msg", 20.0)
+        row("  kernel RSS after the run", kernel_rss(k), "MB", None)
+        row("    growth", kernel_rss(k) - kernel_rss0, "MB", None)
+        row(
+            "  workers and their procs, RSS together",
+            rss_mb([p for p in tagged_pids(tag) if p != kernel_pid]),
+            "MB",
+            None,
+        )
+        row(
+            "    growth over the run",
+            rss_mb([p for p in tagged_pids(tag) if p != kernel_pid]) - workers_rss0,
+            "MB",
+            None,
+        )
 
         # 4b. a steady stream: 8 ranks printing 200 lines/s each for 3 s
         r = ok(

@@ -5,8 +5,10 @@ touching the process, as an actor does when its kernel dies. Every test reaps wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -31,10 +33,8 @@ def runs_dir(tmp_path, monkeypatch):
     for run_id, pids in H.marked_pids().items():  # everything our runs started, escapees too
         if (root / run_id).exists():
             for pid in pids:
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
     for meta in root.glob("*/*/meta.json"):
         data = H.read_json(meta)
         if data and H.leader_alive(data):
@@ -45,7 +45,9 @@ def start(run_id: str, command: str, mode: str = "bash", rank: int = 0) -> H.Cap
     folder = H.rank_dir(run_id, "hosts", rank)
     H.prepare(folder)
     captured = H.RunShell(ENV, None).take(folder, run_id, mode, command)
-    H.write_meta(folder, {"pid": captured.pid, "start_ticks": H.start_ticks(captured.pid), "started": time.time()})
+    H.write_meta(
+        folder, {"pid": captured.pid, "start_ticks": H.start_ticks(captured.pid), "started": time.time()}
+    )
     return captured
 
 
@@ -82,6 +84,17 @@ def open_fds_under(folder: Path) -> list[str]:
     return found
 
 
+async def no_fds_soon(folder: Path, within: float = 2.0) -> bool:
+    """Whether every fd of ours under ``folder`` (and inotify) is closed within ``within`` s:
+    the last inotify close of a run is left to a helper thread, after its exit was sent."""
+    deadline = time.monotonic() + within
+    while open_fds_under(folder):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
 def test_output_streams_from_the_files_as_printed_with_status(runs_dir):
     async def main():
         proc = start("r1", "echo a; sleep 0.4; echo b >&2; exit 3")
@@ -91,7 +104,7 @@ def test_output_streams_from_the_files_as_printed_with_status(runs_dir):
         assert arrived[1][0] - arrived[0][0] > 0.3  # a came before b was printed: streamed, not at the end
         assert H.read_status(proc.folder)[0] == 3
         assert (proc.folder / "out").read_text() == "a\n"
-        assert not open_fds_under(runs_dir)  # a finished run holds no fd
+        assert await no_fds_soon(runs_dir)  # a finished run holds no fd
 
     run(main())
 
@@ -100,7 +113,11 @@ def test_wrapper_keeps_bash_c_semantics_and_python(runs_dir):
     async def main():
         rc, got = await collect(start("r2", 'echo "$0 $LINENO $MONARCH_JUPYTER_RUN"\nexit 7'))
         assert rc == 7 and text(got) == "bash 1 r2\n"
-        rc, got = await collect(start("r3", "import os, sys; print('py', os.environ['MONARCH_JUPYTER_RUN']); sys.exit(4)", "python"))
+        rc, got = await collect(
+            start(
+                "r3", "import os, sys; print('py', os.environ['MONARCH_JUPYTER_RUN']); sys.exit(4)", "python"
+            )
+        )
         assert rc == 4 and text(got) == "py r3\n"
         long = "#" + "x" * (H.INLINE_MAX + 10) + "\necho long-ok"
         rc, got = await collect(start("r4", long))
@@ -193,7 +210,9 @@ def test_replay_keeps_only_the_last_lines(runs_dir):
     tail = H.Tail(folder, replay=1 << 20, lines=3)
     try:
         tail.finish()
-        assert "".join(c.text for c in tail.take() if c.stream == OUT) == "09998\n09999\npartial"  # a partial line counts
+        assert (
+            "".join(c.text for c in tail.take() if c.stream == OUT) == "09998\n09999\npartial"
+        )  # a partial line counts
     finally:
         tail.close()
 
@@ -279,7 +298,74 @@ def test_a_flood_written_at_once_is_handed_out_in_bounded_batches(runs_dir):
         assert proc.finish_now(5.0) is None  # ended, but too much for one message: the slow path
         rc, got = await collect(proc)
         sizes = [len(c.text) for _, cs in got for c in cs]
-        assert rc == 0 and sum(sizes) == 5 << 20 and max(sizes) <= 2 * H.LAST_BYTES, sizes  # bounded (not one 5 MB message)
-        assert not open_fds_under(runs_dir)
+        assert rc == 0 and sum(sizes) == 5 << 20 and max(sizes) <= 2 * H.LAST_BYTES, (
+            sizes
+        )  # bounded (not one 5 MB message)
+        assert await no_fds_soon(runs_dir)
 
     run(main())
+
+
+def test_the_quick_wait_ends_on_the_first_output_and_a_quick_printer_is_still_one_answer(runs_dir):
+    async def main():
+        proc = start("q1", "echo a; sleep 3")
+        began = time.monotonic()
+        assert proc.finish_now(2.0) is None  # printed, still running: stream now, not after the whole wait
+        assert time.monotonic() - began < 1.0
+        _, got = await collect_after_stop(proc)
+        assert text(got, OUT) == "a\n"
+
+        proc = start("q2", "echo hi; echo err >&2")
+        assert proc.finish_now(2.0, linger=1.0) == 0  # printed and ended within the linger: answered whole
+        assert [(c.stream, c.text) for c in proc.take()] == [(OUT, "hi\n"), (ERR, "err\n")]
+        assert not proc.tail._notify or proc.tail.closed
+
+    async def collect_after_stop(proc):
+        await proc.stop(grace=1.0)
+        return await collect(proc)
+
+    run(main())
+
+
+def test_a_shell_made_ahead_brings_its_rank_folder_and_leaves_none_behind(runs_dir):
+    async def main():
+        keeper = H.RunShellKeeper(delay=0.0)
+        try:
+            first = keeper.take(H.rank_dir("k1", "hosts", 0), "k1", "bash", "echo one", ENV, None)
+            assert first.finish_now(5.0) == 0
+            while keeper.shell is None:  # forked ahead, with the next run's folder
+                await asyncio.sleep(0.01)
+            spare = keeper.shell.spare
+            assert (
+                spare is not None
+                and spare.is_dir()
+                and sorted(os.listdir(spare)) == ["err", "meta.json", "out", "status"]
+            )
+            assert (
+                H.rank_state(spare)["state"] == "lost" and H.read_json(spare / H.META) is None
+            )  # empty: absent
+            folder = H.rank_dir("k2", "hosts", 0)
+            second = keeper.take(folder, "k2", "bash", "echo two; exit 4", ENV, None)
+            assert not spare.exists() and second.finish_now(5.0) == 4
+            assert [c.text for c in second.take()] == ["two\n"] and H.read_status(folder)[0] == 4
+            while keeper.shell is None:
+                await asyncio.sleep(0.01)
+            unused = keeper.shell.spare
+        finally:
+            keeper.close()
+        assert not unused.exists()  # a shell discarded takes its folder with it
+        assert sorted(H.prune(keep=0, min_age=0)) == ["k1", "k2"]
+        assert not list(H.runs_root().iterdir())  # no spare left either
+
+    run(main())
+
+
+def test_prune_removes_the_spare_folder_of_an_actor_that_died(runs_dir):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    root = H.runs_root()
+    stale = root / f"{H.SPARE}{dead.pid}.1"
+    stale.mkdir()
+    mine = H.make_spare()
+    H.prune(keep=50)
+    assert not stale.exists() and mine.exists()  # ours (alive) stays

@@ -9,7 +9,9 @@ tails those files to the caller's port as :mod:`.protocol` messages, batched per
 rank (at most one every ``process.FLUSH_EVERY`` seconds, a
 :class:`~.protocol.Heartbeat` every ``process.HEARTBEAT`` seconds while quiet).
 A command that ends within ``QUICK_WAIT`` costs one :class:`~.protocol.Exit`
-message and no task. ``cancel`` escalates SIGINT → SIGTERM → SIGKILL on the group
+message and no task; one that prints ends the quick wait ``hostruns.LINGER`` later, so
+its first line streams at once. The shell forked ahead brings the next run's rank folder
+(``hostruns.make_spare``), so a run does no file creation on its path. ``cancel`` escalates SIGINT → SIGTERM → SIGKILL on the group
 (and stops the run's processes that left it).
 
 ``start`` runs a command detached (nobody streams it); ``follow`` streams any
@@ -76,6 +78,7 @@ class RemoteActor(Actor):
         self._shells = hostruns.RunShellKeeper()
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
         self._started = 0
+        self._rank: tuple[dict[str, str], dict[str, int], int] | None = None
 
     def _background(self, coro: Coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -100,7 +103,9 @@ class RemoteActor(Actor):
     def _launch(self, run_id: str, key: str, spec: RunSpec, port: Any) -> tuple[int, int | None, str | None]:
         started = time.monotonic()
         try:
-            env_extra, point, rank = _rank_env()
+            if self._rank is None:  # an actor's rank never changes: asked of Monarch once
+                self._rank = _rank_env()
+            env_extra, point, rank = self._rank
         except Exception as error:  # no rank: cannot even report properly
             message = f"no rank: {error}"
             if port is not None:
@@ -153,8 +158,7 @@ class RemoteActor(Actor):
             os.makedirs(output_dir, exist_ok=True)
             for name in ("stdout.txt", "stderr.txt"):
                 leftovers.files.append(open(os.path.join(output_dir, name), "wb"))
-        folder = hostruns.rank_dir(run_id, key, rank)
-        hostruns.prepare(folder)
+        folder = hostruns.rank_dir(run_id, key, rank)  # made by the shell's take (renamed from one made ahead)
         captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
         meta = dict(spec.meta or {})
         meta.update(

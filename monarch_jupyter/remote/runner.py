@@ -380,7 +380,8 @@ class _Drive:
                     target.actors.run.broadcast(self.run_id, target.mesh, self.spec, port)
             start = time.monotonic()
             # the log is opened while the ranks start (off the path of a short command); the index
-            # entry is written once the run outlasts its first message (a short run: once, at its end)
+            # entry is written once a rank streams or the run outlasts 50 ms (a short run: once, at
+            # its end, not between one rank's exit and the next)
             entry_saved = self.entry is None
             if self.log_path is not None:
                 spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
@@ -437,7 +438,7 @@ class _Drive:
                 message = pending_recv.result()
                 pending_recv = None
                 self._handle(message, heard, remaining, spool)
-                if not entry_saved and remaining:
+                if not entry_saved and remaining and type(message) is not Exit:  # it streams: not a quick run
                     entry_saved = self._save_entry()
                 # drain whatever else is ready without waiting
                 while remaining:

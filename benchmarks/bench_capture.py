@@ -1,0 +1,127 @@
+"""The worker side of a warm short command, without Monarch: where the actor's milliseconds go.
+
+    .venv/bin/python benchmarks/bench_capture.py [--n 200] [--command true]
+
+Times, per run, what ``RemoteActor._launch`` does on the path of a command that ends within
+the quick wait: the rank folder, handing the command to a run shell forked ahead
+(:mod:`monarch_jupyter.remote.hostruns`), the wait for its exit, reading its output, and
+the meta.json written after the answer (with the rank folder made ahead with the shell, or on
+the path); and, for comparison, the pipe-based warm shell of
+:mod:`monarch_jupyter.remote.process` (no host-side capture). Medians and quartiles in µs.
+Each run's shell is forked ahead and given time to settle, as in a notebook between cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from monarch_jupyter.remote import hostruns, process
+
+_ids = itertools.count()
+
+
+def quart(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=4)
+    return f"{statistics.median(values) * 1e6:7.0f} µs (IQR {q[0] * 1e6:.0f}–{q[2] * 1e6:.0f})"
+
+
+def captured(command: str, n: int, root: Path, settle: float, spare: bool) -> dict[str, list[float]]:
+    phases: dict[str, list[float]] = {}
+    env = dict(os.environ)
+    for _ in range(n):
+        i = next(_ids)  # a new run each time, as in a notebook
+        shell = hostruns.RunShell(env, None, spare=spare)
+        time.sleep(settle)
+        t0 = time.perf_counter()
+        folder = hostruns.rank_dir(f"r{i}", "mesh", 0, root)
+        time.perf_counter()
+        proc = shell.take(folder, f"r{i}", "bash", command)
+        t2 = time.perf_counter()
+        rc = proc.finish_now(0.05)
+        t3 = time.perf_counter()
+        chunks = proc.take()
+        hostruns.write_meta(folder, {"run": f"r{i}", "pid": proc.pid})
+        t4 = time.perf_counter()
+        if rc is None:  # not answered within the quick wait (a stall of this machine): not timed
+            proc.popen.wait()
+            proc.tail.close()
+            phases.setdefault("slow path", []).append(t3 - t2)
+            continue
+        assert rc == 0, (rc, chunks)
+        for name, value in (
+            ("hand over", t2 - t0),
+            ("exit + read", t3 - t2),
+            ("meta after", t4 - t3),
+            ("answer", t3 - t0),
+        ):
+            phases.setdefault(name, []).append(value)
+    return phases
+
+
+def piped(command: str, n: int, settle: float) -> dict[str, list[float]]:
+    phases: dict[str, list[float]] = {}
+    env = dict(os.environ)
+    for _ in range(n):
+        shell = process.WarmShell(env, None)
+        time.sleep(settle)
+        t0 = time.perf_counter()
+        proc = shell.take(command)
+        t1 = time.perf_counter()
+        rc = proc.finish_now(0.05)
+        t2 = time.perf_counter()
+        proc.take()
+        if rc is None:  # a stall of this machine: not timed
+            proc.popen.wait()
+            proc.close()
+            phases.setdefault("slow path", []).append(t2 - t1)
+            continue
+        assert rc == 0
+        for name, value in (("hand over", t1 - t0), ("exit + read", t2 - t1), ("answer", t2 - t0)):
+            phases.setdefault(name, []).append(value)
+    return phases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--command", default="true")
+    parser.add_argument("--settle", type=float, default=0.02, help="seconds a shell waits before its run")
+    opts = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-capture-"))
+    os.environ["MONARCH_JUPYTER_RUNS_DIR"] = str(root)  # spares are made there too
+    try:
+        results = {}
+        for _ in range(2):  # alternate the two, so both see the same noise
+            for label, run in (
+                (
+                    "host capture, folder made ahead",
+                    lambda: captured(opts.command, opts.n // 2, root, opts.settle, True),
+                ),
+                (
+                    "host capture, folder made on the path",
+                    lambda: captured(opts.command, opts.n // 2, root, opts.settle, False),
+                ),
+                ("pipes (process.WarmShell)", lambda: piped(opts.command, opts.n // 2, opts.settle)),
+            ):
+                for name, values in run().items():
+                    results.setdefault(label, {}).setdefault(name, []).extend(values)
+        for label, phases in results.items():
+            print(f"{label}:")
+            for name, values in phases.items():
+                if name == "slow path":
+                    print(f"  ({len(values)} runs took the slow path, not timed)")
+                    continue
+                print(f"  {name:12} {quart(values)}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
