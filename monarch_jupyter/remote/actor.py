@@ -30,6 +30,7 @@ command. Otherwise a shell is started for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Coroutine
@@ -51,7 +52,7 @@ def _rank_env() -> tuple[dict[str, str], dict[str, int], int]:
     point = {k: int(v) for k, v in dict(rank).items()}
     extent = rank.extent
     env = {f"MONARCH_RANK_{k}": str(v) for k, v in point.items()}
-    env.update({f"MONARCH_SIZE_{k}": str(v) for k, v in zip(extent.keys(), extent.sizes)})
+    env.update({f"MONARCH_SIZE_{k}": str(v) for k, v in zip(extent.keys(), extent.sizes, strict=True)})
     return env, point, int(rank.rank)
 
 
@@ -128,7 +129,11 @@ class RemoteActor(Actor):
             returncode = proc.finish_now(QUICK_WAIT)
             if returncode is not None:  # done already: one message, no task
                 leftovers.close()
-                port.send(Exit(run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None))
+                port.send(
+                    Exit(
+                        run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None
+                    )
+                )
                 hostruns.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
                 return rank, proc.pid, None
         meta["start_ticks"] = hostruns.start_ticks(proc.pid)  # tells a reused pid apart
@@ -138,8 +143,16 @@ class RemoteActor(Actor):
         self._background(self._follow(run_id, key, rank, proc, port, leftovers, started))
         return rank, proc.pid, None
 
-    def _start(self, run_id: str, key: str, rank: int, spec: RunSpec, env_extra: dict, point: dict,
-               leftovers: _Leftovers) -> tuple[hostruns.CapturedProcess, dict]:
+    def _start(
+        self,
+        run_id: str,
+        key: str,
+        rank: int,
+        spec: RunSpec,
+        env_extra: dict,
+        point: dict,
+        leftovers: _Leftovers,
+    ) -> tuple[hostruns.CapturedProcess, dict]:
         env = dict(os.environ)
         env.update(env_extra)
         env["PYTHONUNBUFFERED"] = "1"
@@ -157,33 +170,53 @@ class RemoteActor(Actor):
                 output_dir = os.path.join(workdir, output_dir)
             os.makedirs(output_dir, exist_ok=True)
             for name in ("stdout.txt", "stderr.txt"):
-                leftovers.files.append(open(os.path.join(output_dir, name), "wb"))
-        folder = hostruns.rank_dir(run_id, key, rank)  # made by the shell's take (renamed from one made ahead)
+                # closed with the run (leftovers.close), not here
+                leftovers.files.append(open(os.path.join(output_dir, name), "wb"))  # noqa: SIM115
+        # made by the shell's take (renamed from one made ahead)
+        folder = hostruns.rank_dir(run_id, key, rank)
         captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
         meta = dict(spec.meta or {})
         meta.update(
-            run=run_id, key=key, rank=rank, point=point, mode=spec.mode, command=spec.command[:2000],
-            started=time.time(), pid=captured.pid, start_ticks=None,
-            marker=f"{hostruns.MARKER}={run_id}", host=hostruns.hostname(),
+            run=run_id,
+            key=key,
+            rank=rank,
+            point=point,
+            mode=spec.mode,
+            command=spec.command[:2000],
+            started=time.time(),
+            pid=captured.pid,
+            start_ticks=None,
+            marker=f"{hostruns.MARKER}={run_id}",
+            host=hostruns.hostname(),
         )
         if leftovers.files:
             captured.tee(*leftovers.files)
         return captured, meta
 
     def _prune(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # housekeeping must never break a run
             hostruns.prune()
-        except Exception:  # housekeeping must never break a run
-            pass
 
-    async def _follow(self, run_id: str, key: str, rank: int, proc: hostruns.CapturedProcess, port: Any,
-                      leftovers: _Leftovers, started: float) -> None:
+    async def _follow(
+        self,
+        run_id: str,
+        key: str,
+        rank: int,
+        proc: hostruns.CapturedProcess,
+        port: Any,
+        leftovers: _Leftovers,
+        started: float,
+    ) -> None:
         """Send the output as it comes, then the exit (unless the actor is going away)."""
 
         async def send_batches() -> None:
             async for chunks in proc.batches():
                 if port is not None:
-                    port.send(Data(run_id, key, rank, proc.pid, chunks) if chunks else Heartbeat(run_id, key, rank, proc.pid))
+                    port.send(
+                        Data(run_id, key, rank, proc.pid, chunks)
+                        if chunks
+                        else Heartbeat(run_id, key, rank, proc.pid)
+                    )
 
         sending = asyncio.ensure_future(send_batches())
         returncode = error = None
@@ -218,6 +251,7 @@ class RemoteActor(Actor):
         its processes that left the group."""
         proc = self._runs.get(run_id)
         if proc is not None:
+
             async def stop() -> None:
                 await proc.stop(grace)
                 await hostruns.stop_runs([run_id], grace)
@@ -226,8 +260,9 @@ class RemoteActor(Actor):
 
     # ── runs that outlive their kernel ──────────────────────────────────
     @endpoint
-    async def follow(self, run_id: str, key: str, follow_id: str, port: Any,
-                     replay: int = hostruns.REPLAY_BYTES) -> None:
+    async def follow(
+        self, run_id: str, key: str, follow_id: str, port: Any, replay: int = hostruns.REPLAY_BYTES
+    ) -> None:
         """Stream this rank's output of run ``run_id`` to ``port``: the last ``replay`` bytes per
         stream, then live, then its :class:`~.protocol.Exit`. Returns at once."""
         try:
@@ -237,13 +272,26 @@ class RemoteActor(Actor):
             port.send(Exit(run_id, key, -1, None, [], None, 0.0, f"cannot follow: {error}"))
             return
         if not folder.is_dir():
-            port.send(Exit(run_id, key, rank, None, [], None, 0.0,
-                           f"run {run_id} is not on this host (pruned, or it never started here)"))
+            port.send(
+                Exit(
+                    run_id,
+                    key,
+                    rank,
+                    None,
+                    [],
+                    None,
+                    0.0,
+                    f"run {run_id} is not on this host (pruned, or it never started here)",
+                )
+            )
             return
-        self._follows[follow_id] = self._background(self._tail(run_id, key, rank, folder, port, replay, follow_id))
+        self._follows[follow_id] = self._background(
+            self._tail(run_id, key, rank, folder, port, replay, follow_id)
+        )
 
-    async def _tail(self, run_id: str, key: str, rank: int, folder: Path, port: Any, replay: int,
-                    follow_id: str) -> None:
+    async def _tail(
+        self, run_id: str, key: str, rank: int, folder: Path, port: Any, replay: int, follow_id: str
+    ) -> None:
         meta = hostruns.read_json(folder / hostruns.META)
         pid = (meta or {}).get("pid")
         try:
@@ -259,7 +307,9 @@ class RemoteActor(Actor):
             nonlocal first
             async for chunks in tail.batches(FLUSH_EVERY, BATCH_BYTES, HEARTBEAT):
                 chunks, first = first + chunks, []
-                port.send(Data(run_id, key, rank, pid, chunks) if chunks else Heartbeat(run_id, key, rank, pid))
+                port.send(
+                    Data(run_id, key, rank, pid, chunks) if chunks else Heartbeat(run_id, key, rank, pid)
+                )
 
         sending = asyncio.ensure_future(send_batches())
         try:
@@ -307,5 +357,3 @@ class RemoteActor(Actor):
         for proc in list(self._runs.values()):
             proc.tail.close()
         self._runs.clear()
-
-

@@ -82,7 +82,9 @@ def runs_root() -> Path:
         root.mkdir(mode=0o700, parents=bool(custom), exist_ok=True)
     info = os.lstat(root)
     if not os.path.isdir(root) or os.path.islink(root) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise RuntimeError(f"{root} is not a folder of ours that only we can write: remove it or fix it (chmod 700)")
+        raise RuntimeError(
+            f"{root} is not a folder of ours that only we can write: remove it or fix it (chmod 700)"
+        )
     return root
 
 
@@ -135,7 +137,7 @@ def place(folder: Path, spare: Path | None) -> None:
 
 def _spare_owner_alive(spare: Path) -> bool:
     try:
-        os.kill(int(spare.name[len(SPARE):].split(".")[0]), 0)
+        os.kill(int(spare.name[len(SPARE) :].split(".")[0]), 0)
         return True
     except (ValueError, ProcessLookupError):
         return False
@@ -255,14 +257,19 @@ def payload(folder: Path, run_id: str, mode: str, command: str, fd: int, python:
     inline = len(command.encode("utf-8", "surrogateescape")) <= INLINE_MAX and "\0" not in command
     head = f"exec {fd}<&-; exec >>{q(str(folder / OUT))} 2>>{q(str(folder / ERR))}; export {MARKER}={q(run_id)}; "
     if inline:  # one line, so the command's $LINENO and error messages count from 1 as with bash -c
-        run = (f'exec {q(python)} -u -c "$__monarch_user"' if mode == "python"
-               else 'eval "unset __monarch_user; $__monarch_user"')
+        run = (
+            f'exec {q(python)} -u -c "$__monarch_user"'
+            if mode == "python"
+            else 'eval "unset __monarch_user; $__monarch_user"'
+        )
         return head + f"__monarch_user={ansi_c_quote(command)}; {run}\n"
     else:
         script = folder / ("script.py" if mode == "python" else "script.sh")
         with open(script, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(command)
-    return head + (f"exec {q(python)} -u {q(str(script))}\n" if mode == "python" else f"exec bash {q(str(script))}\n")
+    return head + (
+        f"exec {q(python)} -u {q(str(script))}\n" if mode == "python" else f"exec bash {q(str(script))}\n"
+    )
 
 
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -295,8 +302,13 @@ class RunShell:
         try:
             self.popen = subprocess.Popen(
                 ["bash", "-c", RUN_PROLOGUE.format(a=a_read, b=b_read)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=env, cwd=cwd, start_new_session=True, pass_fds=(a_read, b_read),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                pass_fds=(a_read, b_read),
             )
         except BaseException:
             os.close(self.a_write)
@@ -323,7 +335,9 @@ class RunShell:
             if len(text) > PAYLOAD_MAX or self.popen.poll() is not None:
                 raise OSError("not usable")
             os.write(self.a_write, text)
-            os.write(self.b_write, os.fsencode(str(folder / STATUS)))  # read to EOF (-N: in one read, not byte by byte)
+            os.write(
+                self.b_write, os.fsencode(str(folder / STATUS))
+            )  # read to EOF (-N: in one read, not byte by byte)
         except OSError:
             self.discard()
             return None
@@ -357,8 +371,9 @@ class RunShellKeeper:
         self.shell: RunShell | None = None
         self._timer: asyncio.TimerHandle | None = None
 
-    def take(self, folder: Path, run_id: str, mode: str, command: str, env: dict[str, str],
-             cwd: str | None) -> CapturedProcess:
+    def take(
+        self, folder: Path, run_id: str, mode: str, command: str, env: dict[str, str], cwd: str | None
+    ) -> CapturedProcess:
         shell, self.shell = self.shell, None
         proc = None
         if shell is not None:
@@ -758,7 +773,9 @@ class CapturedProcess(Process):
         self.tail.read()
         return True
 
-    async def batches(self, every: float = 0.02, max_bytes: int = 1 << 20, quiet: float = 0.5) -> AsyncIterator[list[Chunk]]:
+    async def batches(
+        self, every: float = 0.02, max_bytes: int = 1 << 20, quiet: float = 0.5
+    ) -> AsyncIterator[list[Chunk]]:
         self._watch()
         async for chunks in self.tail.batches(every, max_bytes, quiet):
             yield chunks
@@ -840,7 +857,7 @@ def marked_pids(run_ids: set[str] | None = None) -> dict[str, list[int]]:
         if at < 0 or (at > 0 and environ[at - 1] != 0):
             continue
         end = environ.find(b"\0", at)
-        run_id = environ[at + len(needle): end if end >= 0 else None].decode(errors="replace")
+        run_id = environ[at + len(needle) : end if end >= 0 else None].decode(errors="replace")
         if run_ids is not None and run_id not in run_ids:
             continue
         try:
@@ -870,8 +887,13 @@ def rank_state(folder: Path) -> dict:
     """One rank's state from its folder: ``state`` is running / exited / lost."""
     meta = read_json(folder / META) or {}
     status = read_status(folder)
-    out = {"rank_dir": folder.name, "pid": meta.get("pid"), "started": meta.get("started"),
-           "host": meta.get("host"), "folder": str(folder)}
+    out = {
+        "rank_dir": folder.name,
+        "pid": meta.get("pid"),
+        "started": meta.get("started"),
+        "host": meta.get("host"),
+        "folder": str(folder),
+    }
     if status is not None:
         out.update(state="exited", returncode=status[0], ended=status[1])
     elif leader_alive(meta):
@@ -954,8 +976,13 @@ async def stop_runs(run_ids: list[str], grace: float = GRACE, root: Path | None 
     return counts
 
 
-def prune(root: Path | None = None, keep: int = KEEP_RUNS, max_age: float = KEEP_SECONDS,
-          now: float | None = None, min_age: float = 60.0) -> list[str]:
+def prune(
+    root: Path | None = None,
+    keep: int = KEEP_RUNS,
+    max_age: float = KEEP_SECONDS,
+    now: float | None = None,
+    min_age: float = 60.0,
+) -> list[str]:
     """Remove finished runs beyond the newest ``keep`` or older than ``max_age``; the ids removed.
     A run is finished when no rank's leader is alive and no process carries its marker; one
     touched in the last ``min_age`` seconds is kept (it may be starting: no meta.json yet)."""
@@ -969,7 +996,9 @@ def prune(root: Path | None = None, keep: int = KEEP_RUNS, max_age: float = KEEP
         if not _spare_owner_alive(spare):  # its actor died before using it
             shutil.rmtree(spare, ignore_errors=True)
     try:
-        entries = sorted((p for p in entries if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime, reverse=True)
+        entries = sorted(
+            (p for p in entries if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime, reverse=True
+        )
     except OSError:
         return []
     finished = []
@@ -978,8 +1007,11 @@ def prune(root: Path | None = None, keep: int = KEEP_RUNS, max_age: float = KEEP
         if any(read_status(r) is None and leader_alive(read_json(r / META)) for r in ranks):
             continue
         finished.append(folder)
-    candidates = [f for i, f in enumerate(finished)
-                  if (i >= keep or now - f.stat().st_mtime > max_age) and now - f.stat().st_mtime > min_age]
+    candidates = [
+        f
+        for i, f in enumerate(finished)
+        if (i >= keep or now - f.stat().st_mtime > max_age) and now - f.stat().st_mtime > min_age
+    ]
     if not candidates:
         return []
     busy = marked_pids({f.name for f in candidates})
@@ -1028,7 +1060,11 @@ async def ended_status(folder: Path, meta: dict | None) -> tuple[int | None, flo
         status = read_status(folder)
     started = (meta or {}).get("started")
     if status is None:
-        return None, (time.time() - started) if started else None, "killed or lost: it ended without an exit status"
+        return (
+            None,
+            (time.time() - started) if started else None,
+            "killed or lost: it ended without an exit status",
+        )
     returncode, ended = status
     return returncode, (ended - started) if started and ended else None, None
 

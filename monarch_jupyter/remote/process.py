@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import fcntl
 import os
 import select
@@ -94,10 +95,8 @@ def _popen(argv: list[str], env: dict[str, str], cwd: str | None, pass_fds: tupl
         pass_fds=pass_fds,
     )
     for pipe in (popen.stdout, popen.stderr):  # bigger from the start, so a flood does not block it
-        try:
+        with contextlib.suppress(OSError):
             fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
-        except OSError:
-            pass
     return popen
 
 
@@ -109,7 +108,7 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Proce
 class _Pending:
     """Text of one stream read since the last batch (consecutive reads of a stream merged)."""
 
-    __slots__ = ("stream", "texts", "newlines")
+    __slots__ = ("newlines", "stream", "texts")
 
     def __init__(self, stream: str, text: str, newlines: int) -> None:
         self.stream = stream
@@ -120,7 +119,7 @@ class _Pending:
 class _Pipe:
     """One of the command's output pipes and where its bytes go."""
 
-    __slots__ = ("stream", "file", "fd", "decoder", "sink", "eof")
+    __slots__ = ("decoder", "eof", "fd", "file", "sink", "stream")
 
     def __init__(self, stream: str, file: IO[bytes]) -> None:
         self.stream = stream
@@ -257,8 +256,9 @@ class Process:
 
         loop.add_reader(pidfd, ready)
 
-    async def batches(self, every: float = FLUSH_EVERY, max_bytes: int = BATCH_BYTES,
-                      quiet: float = HEARTBEAT) -> AsyncIterator[list[Chunk]]:
+    async def batches(
+        self, every: float = FLUSH_EVERY, max_bytes: int = BATCH_BYTES, quiet: float = HEARTBEAT
+    ) -> AsyncIterator[list[Chunk]]:
         """Output as it comes: at most one batch every ``every`` seconds (sooner once
         ``max_bytes`` wait), ``[]`` after ``quiet`` seconds without any (a heartbeat).
 
@@ -387,7 +387,9 @@ class WarmShell:
         self.cwd = cwd
         read_fd, self.write_fd = os.pipe()
         try:
-            self.popen = _popen(["bash", "-c", WARM_PROLOGUE.format(fd=read_fd)], env, cwd, pass_fds=(read_fd,))
+            self.popen = _popen(
+                ["bash", "-c", WARM_PROLOGUE.format(fd=read_fd)], env, cwd, pass_fds=(read_fd,)
+            )
         except BaseException:
             os.close(self.write_fd)
             raise
@@ -397,7 +399,9 @@ class WarmShell:
 
     def take(self, command: str) -> Process | None:
         """Hand ``command`` to the shell: its Process, or None when it cannot run it (then discarded)."""
-        payload = f"exec {self.fd}<&-\n__monarch_cmd={shlex.quote(command)}\n".encode("utf-8", "surrogateescape")
+        payload = f"exec {self.fd}<&-\n__monarch_cmd={shlex.quote(command)}\n".encode(
+            "utf-8", "surrogateescape"
+        )
         try:
             if len(payload) > WARM_MAX or "\0" in command or self.popen.poll() is not None:
                 raise OSError("not usable")
@@ -417,10 +421,8 @@ class WarmShell:
             killpg(self.popen.pid, signal.SIGKILL)
         self.popen.stdout.close()
         self.popen.stderr.close()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(0.5)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 class ShellKeeper:

@@ -21,7 +21,7 @@ A command that ends quickly costs one message per rank (an :class:`Exit` with al
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 OUT = "out"
 ERR = "err"
@@ -73,4 +73,4 @@ class Exit(NamedTuple):
     error: str | None  # why it could not start or be followed; None when it ran
 
 
-Message = Union[Data, Heartbeat, Exit]
+Message = Data | Heartbeat | Exit

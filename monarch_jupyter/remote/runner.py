@@ -109,7 +109,9 @@ def silence_limit(faults_before: int) -> float:
 def _points(sizes: dict[str, int]) -> list[dict[str, int]]:
     """Row-major points of an extent (flat rank = position)."""
     names = list(sizes)
-    return [dict(zip(names, combo)) for combo in itertools.product(*(range(sizes[n]) for n in names))]
+    return [
+        dict(zip(names, combo, strict=True)) for combo in itertools.product(*(range(sizes[n]) for n in names))
+    ]
 
 
 def _label(point: dict[str, int]) -> str:
@@ -178,9 +180,15 @@ class RemoteRunner:
                 indices[flat] = len(ranks)
                 if pids:
                     host_sizes = {d: warm.sizes[d] for d in warm.host_dims}
-                    host_flat = _points(host_sizes).index({d: point[d] for d in warm.host_dims}) if host_sizes else 0
+                    host_flat = (
+                        _points(host_sizes).index({d: point[d] for d in warm.host_dims}) if host_sizes else 0
+                    )
                     local_pids[len(ranks)] = pids.get(f"{name}_{host_flat}")
-                ranks.append(RankState(label=f"{name}/{label}" if several else label, mesh=name, point=point, rank=flat))
+                ranks.append(
+                    RankState(
+                        label=f"{name}/{label}" if several else label, mesh=name, point=point, rank=flat
+                    )
+                )
             if args.point is not None:
                 targets.append(_Target(name, warm.actors.slice(**dict(args.point)), indices))
             elif args.ranks is not None:
@@ -202,7 +210,9 @@ class RemoteRunner:
         if args.point is not None:
             for dim, value in args.point:
                 if dim not in warm.sizes:
-                    raise RemoteError(f"--point: mesh {name} has no dimension {dim!r} (it has {_label(warm.sizes)})")
+                    raise RemoteError(
+                        f"--point: mesh {name} has no dimension {dim!r} (it has {_label(warm.sizes)})"
+                    )
                 if value >= warm.sizes[dim]:
                     raise RemoteError(f"--point: {dim}={value} is out of range (size {warm.sizes[dim]})")
             wanted = dict(args.point)
@@ -210,7 +220,9 @@ class RemoteRunner:
         if args.ranks is not None:
             for rank in args.ranks:
                 if rank >= len(points):
-                    raise RemoteError(f"--rank {rank} is out of range: mesh {name} has {len(points)} ranks (0–{len(points) - 1})")
+                    raise RemoteError(
+                        f"--rank {rank} is out of range: mesh {name} has {len(points)} ranks (0–{len(points) - 1})"
+                    )
             return list(args.ranks)
         return list(range(len(points)))
 
@@ -244,7 +256,9 @@ class RemoteRunner:
         except (KeyboardInterrupt, MonarchJupyterError):
             raise
         except Exception as error:
-            raise RemoteError(f"could not start the remote actors on mesh {name}: {type(error).__name__}: {error}") from None
+            raise RemoteError(
+                f"could not start the remote actors on mesh {name}: {type(error).__name__}: {error}"
+            ) from None
 
     def _evict(self, keep: int) -> None:
         """Stop the least recently used warm proc meshes beyond ``keep`` (in the background)."""
@@ -260,8 +274,11 @@ class RemoteRunner:
                     # end with the job (%job kill) anyway
                     pass
                 except Exception as error:  # nobody waits on this task: say it in one line
-                    print(f"%remote: could not stop the unused actors of mesh {mesh}: "
-                          f"{type(error).__name__}: {error}", file=sys.stderr)
+                    print(
+                        f"%remote: could not stop the unused actors of mesh {mesh}: "
+                        f"{type(error).__name__}: {error}",
+                        file=sys.stderr,
+                    )
 
             self.session.loop.submit(stop())
 
@@ -300,8 +317,14 @@ class RemoteRunner:
             meta=runs.host_meta(self.session, plan),
         )
 
-    def start(self, args: RemoteArgs, plan: Plan, sink: queue.SimpleQueue, log_path: Path,
-              handle: RunHandle | None = None) -> RunHandle:
+    def start(
+        self,
+        args: RemoteArgs,
+        plan: Plan,
+        sink: queue.SimpleQueue,
+        log_path: Path,
+        handle: RunHandle | None = None,
+    ) -> RunHandle:
         """Start the run on the loop; events go to ``sink`` (ending with Finished). The run's id
         is the log's name; its entry in the runs index (:mod:`.runs`) is written as it starts
         and ends."""
@@ -347,9 +370,19 @@ class RunHandle:
 
 # ── the loop side ──────────────────────────────────────────────────────
 class _Drive:
-    def __init__(self, runner: RemoteRunner, run_id: str, spec: RunSpec | None, plan: Plan, sink: Any,
-                 log_path: Path | None, timeout: float | None, handle: RunHandle,
-                 entry: dict | None = None, follow_id: str | None = None) -> None:
+    def __init__(
+        self,
+        runner: RemoteRunner,
+        run_id: str,
+        spec: RunSpec | None,
+        plan: Plan,
+        sink: Any,
+        log_path: Path | None,
+        timeout: float | None,
+        handle: RunHandle,
+        entry: dict | None = None,
+        follow_id: str | None = None,
+    ) -> None:
         self.runner = runner
         self.run_id = run_id
         self.spec = spec
@@ -463,7 +496,9 @@ class _Drive:
             if spool is not None:
                 try:
                     spool.close()
-                except OSError as exc:  # disk full, folder removed: the output was shown, say the log is not whole
+                except (
+                    OSError
+                ) as exc:  # disk full, folder removed: the output was shown, say the log is not whole
                     error = error or f"could not write the log {self.log_path}: {exc}"
             sink.put(Finished(error))
             if self.entry is not None:  # after the cell was told: off the path of a short command
@@ -479,17 +514,14 @@ class _Drive:
 
     def _unfollow(self) -> None:
         for target in self.plan.targets:
-            try:
+            with contextlib.suppress(Exception):
                 target.actors.unfollow.broadcast(self.follow_id)
-            except Exception:
-                pass
 
     def _cancel_all(self) -> None:
         for target in self.plan.targets:
-            try:
+            # a mesh whose workers died takes no message; its processes died with them
+            with contextlib.suppress(Exception):
                 target.actors.cancel.broadcast(self.run_id)
-            except Exception:  # a mesh whose workers died takes no message; its processes died with them
-                pass
 
     def _lost(self, index: int, why: str, spool: Spool) -> None:
         rank = self.plan.ranks[index]
@@ -498,11 +530,10 @@ class _Drive:
         spool.note(f"{rank.label}: {why}")
         self.runner.forget(rank.mesh)
         pgid = self.pgids.get(index)
-        if pgid and self.plan.local_pids and not self.follow_id:  # a local job: the process group is on this machine
-            try:
+        # a local job: the process group is on this machine
+        if pgid and self.plan.local_pids and not self.follow_id:
+            with contextlib.suppress(OSError):
                 os.killpg(pgid, signal.SIGKILL)
-            except OSError:
-                pass
 
     def _handle(self, message: Message, heard: dict, remaining: set, spool: Spool) -> None:
         if message.run_id != self.run_id:
