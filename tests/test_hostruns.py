@@ -275,8 +275,10 @@ def test_prune_keeps_running_and_newest_runs(runs_dir):
         assert sorted(H.prune(keep=2, min_age=0)) == ["p0", "p1"]
         assert sorted(p.name for p in runs_dir.iterdir()) == ["p-live", "p2", "p3"]
         assert sorted(H.prune(keep=10, max_age=50, min_age=0)) == ["p2", "p3"]
-        await collect(start("p-new", "true"))
+        (runs_dir / "p-starting" / "hosts.0").mkdir(parents=True)  # no status, no meta yet
         assert H.prune(keep=0) == []  # touched in the last minute: it may be a run starting
+        await collect(start("p-new", "true"))
+        assert H.prune(keep=0) == ["p-new"]  # every rank wrote its status: settled, gone at once
         alive.kill()
         alive.tail.close()
 

@@ -985,7 +985,9 @@ def prune(
 ) -> list[str]:
     """Remove finished runs beyond the newest ``keep`` or older than ``max_age``; the ids removed.
     A run is finished when no rank's leader is alive and no process carries its marker; one
-    touched in the last ``min_age`` seconds is kept (it may be starting: no meta.json yet)."""
+    touched in the last ``min_age`` seconds is kept unless every rank wrote its status (without
+    a status it may be starting: no meta.json yet). Settled runs go at once, so a tight loop of
+    short runs does not pile up folders that every prune must walk."""
     root = root or runs_root()
     now = time.time() if now is None else now
     try:
@@ -1002,15 +1004,20 @@ def prune(
     except OSError:
         return []
     finished = []
+    settled = set()
     for folder in entries:
         ranks = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-        if any(read_status(r) is None and leader_alive(read_json(r / META)) for r in ranks):
+        statuses = [read_status(r) for r in ranks]
+        if any(s is None and leader_alive(read_json(r / META)) for r, s in zip(ranks, statuses, strict=True)):
             continue
         finished.append(folder)
+        if ranks and all(s is not None for s in statuses):
+            settled.add(folder)
     candidates = [
         f
         for i, f in enumerate(finished)
-        if (i >= keep or now - f.stat().st_mtime > max_age) and now - f.stat().st_mtime > min_age
+        if (i >= keep or now - f.stat().st_mtime > max_age)
+        and (f in settled or now - f.stat().st_mtime > min_age)
     ]
     if not candidates:
         return []
