@@ -92,6 +92,15 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "file", fol
     return data
 
 
+def read_small(path: str | os.PathLike[str], limit: int = SMALL_BYTES) -> bytes | None:
+    """:func:`read_bytes`, or None where there is nothing safe to read (missing, not a regular
+    file, a symlink, larger than ``limit``, unreadable): for status files that may not exist yet."""
+    try:
+        return read_bytes(path, limit)
+    except (OSError, MonarchJupyterError):
+        return None
+
+
 def read_text(path: str | os.PathLike[str], limit: int = SMALL_BYTES, what: str = "file") -> str:
     return read_bytes(path, limit, what).decode("utf-8", errors="replace")
 

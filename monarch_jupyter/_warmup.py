@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from . import cache, formatting
+from ._files import read_small
 from ._introspect import pid_alive
 from .contexts import DEFAULT_CONTEXT, STATUS_FILE
 from .errors import MonarchJupyterError
@@ -214,16 +215,8 @@ def _is_worker(pid: int) -> bool:
 
 def _read_json(path: os.PathLike) -> Any:
     """Parse a small regular file; None for anything else (FIFOs and huge files are never read)."""
+    data = read_small(path, _MAX_STATUS)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+        return None if data is None else json.loads(data)
+    except ValueError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_STATUS:
-            return None
-        return json.loads(os.read(fd, _MAX_STATUS))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _introspect, cache
+from ._files import read_small
 from .errors import MonarchJupyterError
 
 BATCH_DIR = "batch"
@@ -169,17 +170,8 @@ def _slurm_state(job_id: str) -> str:
 
 def _read_small(path: Path, limit: int = 65536) -> str | None:
     """A small regular file's text, or None (missing, FIFO, symlink, huge)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        return os.read(fd, limit).decode("utf-8", errors="replace")
-    finally:
-        os.close(fd)
+    data = read_small(path, limit)
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def _ours(pid: int | None, folder: Path) -> bool:

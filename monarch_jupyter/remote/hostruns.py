@@ -39,7 +39,6 @@ import shlex
 import shutil
 import signal
 import socket
-import stat
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .._files import read_small
 from .process import GRACE, READ_SIZE, Process, _wait_exit, killpg
 from .protocol import ERR, OUT, Chunk
 
@@ -163,21 +163,13 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 def read_json(path: Path, limit: int = 1 << 20) -> dict | None:
-    """A small JSON file, or None (missing, not a regular file, too big, corrupt): never blocks."""
+    """A small JSON object from a file, or None (missing, not a regular file, too big, corrupt): never blocks."""
+    raw = read_small(path, limit)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
+        data = json.loads(raw or b"null")
+    except ValueError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        data = json.loads(os.read(fd, limit + 1) or b"null")
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
+    return data if isinstance(data, dict) else None
 
 
 def read_status(folder: Path) -> tuple[int, float] | None:

@@ -6,6 +6,7 @@ import os
 import queue
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -88,15 +89,7 @@ class RemoteMagics(Magics):
             except MonarchJupyterError as error:
                 raise UsageError(f"%remote: {error}") from None
             # saved with the notebook, this says the run was going and how to follow it
-            state = RunState(
-                command=args.command,
-                mode=args.mode,
-                target=plan.target,
-                ranks=plan.ranks,
-                started=time.time(),
-                run_id=log_path.stem,
-                observers=list(remote_package.observers),
-            )
+            state = _run_state(args, plan, log_path, observers=list(remote_package.observers))
             display(state.running_bundle(), raw=True)
             self._follow_detached(state, plan)
             return
@@ -104,15 +97,8 @@ class RemoteMagics(Magics):
             shown_log = os.path.relpath(log_path, self.session.root)
         except ValueError:
             shown_log = str(log_path)
-        state = RunState(
-            command=args.command,
-            mode=args.mode,
-            target=plan.target,
-            ranks=plan.ranks,
-            started=time.time(),
-            log_path=shown_log,
-            observers=[*remote_package.observers, *self.observers],
-            run_id=log_path.stem,
+        state = _run_state(
+            args, plan, log_path, observers=[*remote_package.observers, *self.observers], log_path=shown_log
         )
         if args.save:
             for rank in state.ranks:
@@ -216,6 +202,20 @@ class RemoteMagics(Magics):
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
+
+
+def _run_state(args: Any, plan: Any, log: Path, observers: list, log_path: str | None = None) -> RunState:
+    """The run model of a run about to start (its id is the log file's stem)."""
+    return RunState(
+        command=args.command,
+        mode=args.mode,
+        target=plan.target,
+        ranks=plan.ranks,
+        started=time.time(),
+        log_path=log_path,
+        observers=observers,
+        run_id=log.stem,
+    )
 
 
 def register(ipython: Any, session: Any) -> None:
