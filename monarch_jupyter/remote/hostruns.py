@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._files import read_small
-from .process import GRACE, READ_SIZE, Process, _wait_exit, killpg
+from .process import GRACE, READ_SIZE, Process, ShellKeeper, _wait_exit, killpg, paced
 from .protocol import ERR, OUT, Chunk
 
 MARKER = "MONARCH_JUPYTER_RUN"
@@ -354,49 +354,22 @@ class RunShell:
             self.popen.wait(0.5)
 
 
-class RunShellKeeper:
+class RunShellKeeper(ShellKeeper):
     """Keeps one :class:`RunShell` ready, started with the env and cwd of the last run (see
     :class:`~.process.ShellKeeper`): a run then costs no fork or exec on its path."""
 
     def __init__(self, delay: float = 0.003) -> None:
-        self.delay = delay
-        self.shell: RunShell | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        super().__init__(delay, make=lambda env, cwd: RunShell(env, cwd, spare=True))
 
-    def take(
+    def take(  # type: ignore[override]
         self, folder: Path, run_id: str, mode: str, command: str, env: dict[str, str], cwd: str | None
     ) -> CapturedProcess:
-        shell, self.shell = self.shell, None
-        proc = None
-        if shell is not None:
-            if shell.env == env and shell.cwd == cwd:
-                proc = shell.take(folder, run_id, mode, command)
-            else:
-                shell.discard()
+        proc = self._take_warm(env, cwd, folder, run_id, mode, command)
         if proc is None:
             proc = RunShell(env, cwd).take(folder, run_id, mode, command)
             if proc is None:
                 raise RuntimeError("bash did not take the command")
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(self.delay, self._prewarm, env, cwd)
         return proc
-
-    def _prewarm(self, env: dict[str, str], cwd: str | None) -> None:
-        self._timer = None
-        if self.shell is None:
-            try:
-                self.shell = RunShell(env, cwd, spare=True)
-            except Exception:
-                self.shell = None
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self.shell is not None:
-            self.shell.discard()
-            self.shell = None
 
 
 # ── inotify and hole punching, through libc ────────────────────────────
@@ -645,25 +618,10 @@ class Tail:
             self._loop.call_soon(self._readable)
         return chunks
 
-    async def batches(self, every: float, max_bytes: int, quiet: float) -> AsyncIterator[list[Chunk]]:
+    def batches(self, every: float, max_bytes: int, quiet: float) -> AsyncIterator[list[Chunk]]:
         """As :meth:`.process.Process.batches`."""
         self.watch()
-        wake = self._wake
-        last = 0.0
-        while True:
-            try:
-                await asyncio.wait_for(wake.wait(), quiet)
-            except asyncio.TimeoutError:
-                yield []
-                continue
-            wait = every - (time.monotonic() - last)
-            if wait > 0 and self._size < max_bytes:
-                await asyncio.sleep(wait)
-            wake.clear()
-            chunks = self.take()
-            if chunks:
-                yield chunks
-            last = time.monotonic()
+        return paced(self._wake, lambda: self._size, self.take, every, max_bytes, quiet)
 
     def finish(self, max_bytes: int | None = None) -> bool:
         """Read to the end now (at most ``max_bytes`` per stream: then True, call again after

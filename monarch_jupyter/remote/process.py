@@ -39,8 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from typing import IO
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
 
 from .protocol import ERR, OUT, Chunk
 
@@ -103,6 +103,33 @@ def _popen(argv: list[str], env: dict[str, str], cwd: str | None, pass_fds: tupl
 def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Process:
     """Start ``argv`` cold in a new session (its process group), stdin from /dev/null."""
     return Process(_popen(argv, env, cwd))
+
+
+async def paced(
+    wake: asyncio.Event,
+    pending: Callable[[], int],
+    take: Callable[[], list[Chunk]],
+    every: float,
+    max_bytes: int,
+    quiet: float,
+) -> AsyncIterator[list[Chunk]]:
+    """Batches of ``take()`` as ``wake`` is set: at most one every ``every`` seconds (sooner once
+    ``pending()`` bytes reach ``max_bytes``), ``[]`` after ``quiet`` seconds without any."""
+    last = 0.0
+    while True:
+        try:
+            await asyncio.wait_for(wake.wait(), quiet)
+        except asyncio.TimeoutError:
+            yield []
+            continue
+        wait = every - (time.monotonic() - last)
+        if wait > 0 and pending() < max_bytes:
+            await asyncio.sleep(wait)
+        wake.clear()
+        chunks = take()
+        if chunks:
+            yield chunks
+        last = time.monotonic()
 
 
 class _Pending:
@@ -256,7 +283,7 @@ class Process:
 
         loop.add_reader(pidfd, ready)
 
-    async def batches(
+    def batches(
         self, every: float = FLUSH_EVERY, max_bytes: int = BATCH_BYTES, quiet: float = HEARTBEAT
     ) -> AsyncIterator[list[Chunk]]:
         """Output as it comes: at most one batch every ``every`` seconds (sooner once
@@ -265,22 +292,7 @@ class Process:
         Runs until cancelled; what arrives after the last batch is left for :meth:`take`.
         """
         self._watch()
-        wake = self._wake
-        last = 0.0
-        while True:
-            try:
-                await asyncio.wait_for(wake.wait(), quiet)
-            except asyncio.TimeoutError:
-                yield []
-                continue
-            wait = every - (time.monotonic() - last)
-            if wait > 0 and self._size < max_bytes:
-                await asyncio.sleep(wait)
-            wake.clear()
-            chunks = self.take()
-            if chunks:
-                yield chunks
-            last = time.monotonic()
+        return paced(self._wake, lambda: self._size, self.take, every, max_bytes, quiet)
 
     # ── ending ──────────────────────────────────────────────────────────
     def finish_now(self, limit: float) -> int | None:
@@ -426,22 +438,29 @@ class WarmShell:
 
 
 class ShellKeeper:
-    """Keeps one :class:`WarmShell` ready for the next bash command, started with the env and cwd
-    of the last one (a notebook runs the same kind of command again and again)."""
+    """Keeps one shell (``make(env, cwd)``, a :class:`WarmShell` by default) ready for the next
+    command, started with the env and cwd of the last one (a notebook runs the same kind of
+    command again and again)."""
 
-    def __init__(self, delay: float = PREWARM_DELAY) -> None:
+    def __init__(
+        self, delay: float = PREWARM_DELAY, make: Callable[[dict[str, str], str | None], Any] | None = None
+    ) -> None:
         self.delay = delay
-        self.shell: WarmShell | None = None
+        self.make = make or WarmShell
+        self.shell: Any = None
         self._timer: asyncio.TimerHandle | None = None
 
     def take(self, command: str, env: dict[str, str], cwd: str | None) -> Process | None:
         """The warm shell running ``command`` if it was started with this env and cwd, else None
         (start it cold). Either way a shell for this env and cwd is started ``delay`` seconds later."""
+        return self._take_warm(env, cwd, command)
+
+    def _take_warm(self, env: dict[str, str], cwd: str | None, *what: Any) -> Any:
         shell, self.shell = self.shell, None
         proc = None
         if shell is not None:
             if shell.env == env and shell.cwd == cwd:
-                proc = shell.take(command)
+                proc = shell.take(*what)
             else:
                 shell.discard()
         if self._timer is not None:
@@ -453,7 +472,7 @@ class ShellKeeper:
         self._timer = None
         if self.shell is None:
             try:
-                self.shell = WarmShell(env, cwd)
+                self.shell = self.make(env, cwd)
             except Exception:  # e.g. the cwd went away: no warm shell, the next run starts cold
                 self.shell = None
 
