@@ -31,7 +31,7 @@ from . import cache, formatting
 from ._files import read_small
 from ._introspect import pid_alive
 from .contexts import DEFAULT_CONTEXT, STATUS_FILE
-from .errors import MonarchJupyterError
+from .errors import Interrupted, MonarchJupyterError
 from .session import RUNNING, WORKERS_DEAD, JobSession, JobStatus, MeshStatus
 
 _POLL_SECONDS = 0.05
@@ -44,11 +44,8 @@ _MAX_PICKLE = 16 << 20  # a bigger cache is not checked here: the synchronous pa
 _MAX_STATUS = 1 << 20
 
 
-class AttachInterrupted(KeyboardInterrupt):
+class AttachInterrupted(Interrupted):
     """Ctrl-C while a command waited for the background attach: one line, no traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"KeyboardInterrupt: {self}"]
 
 
 class Warmup:

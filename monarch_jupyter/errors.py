@@ -15,3 +15,11 @@ class CacheError(MonarchJupyterError):
 
 class SpecError(MonarchJupyterError):
     """A job spec could not be parsed or resolved to a JobTrait."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C that we handled (what it stopped is said in the message): shown as one
+    ``KeyboardInterrupt: …`` line, no traceback; still a KeyboardInterrupt, so "run all" stops."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"KeyboardInterrupt: {self}"]

@@ -13,7 +13,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
 from . import batch, formatting, job_args
-from .errors import MonarchJupyterError
+from .errors import Interrupted, MonarchJupyterError
 from .session import JobSession
 from .specs import parse_apply
 
@@ -75,7 +75,15 @@ class JobMagics(Magics):
             _runs_note(self.session)
 
     def _do_apply(self, command: job_args.JobCommand) -> None:
-        result = self.session.apply(parse_apply(command.spec_text), namespace=self.shell.user_ns)
+        try:
+            result = self.session.apply(parse_apply(command.spec_text), namespace=self.shell.user_ns)
+        except Interrupted:
+            raise
+        except KeyboardInterrupt:
+            raise Interrupted(
+                "%job apply interrupted: the workers it started are being stopped; "
+                "%job shows which job the context has now"
+            ) from None
         print(formatting.apply_line(result))
 
     def _do_kill(self, command: job_args.JobCommand) -> None:

@@ -230,7 +230,11 @@ def test_interrupted_apply_leaves_no_workers(start_kernel, workdir, tag):
     k.interrupt()
     error = _drain(k, msg_id)
     at_interrupt = len(seen)
-    assert error is not None and error["ename"] == "KeyboardInterrupt"
+    assert error is not None and error["ename"] == "Interrupted", error
+    assert error["traceback"] == [
+        "KeyboardInterrupt: %job apply interrupted: the workers it started are being stopped; "
+        "%job shows which job the context has now"
+    ]
     assert wait_for(lambda: not worker_pids(tag), 30), f"workers left: {worker_pids(tag)}"
     watching.clear()
     watcher.join()
