@@ -83,7 +83,13 @@ def _write_runs(runs: Path, host_runs: Path) -> None:
     their exit status on this host, and files that must be skipped without blocking."""
     runs.mkdir(parents=True)
     entries = [
-        _run_entry("20261201-010000-aaaaaa", "running", 1764550800.0),
+        _run_entry(
+            "20261201-010000-aaaaaa",
+            "running",
+            1764550800.0,
+            local=True,
+            host_dir=str(host_runs / "20261201-010000-aaaaaa"),
+        ),
         _run_entry("20261201-020000-bbbbbb", "running", 1764554400.0),
         _run_entry("20261201-005000-cccccc", "finished", 1764550200.0),
         _run_entry(
@@ -99,6 +105,9 @@ def _write_runs(runs: Path, host_runs: Path) -> None:
     ended = host_runs / "20261201-004000-dddddd" / "hosts.0"
     ended.mkdir(parents=True)
     (ended / "status").write_text("0 1764549700.0")
+    going = host_runs / "20261201-010000-aaaaaa" / "hosts.0"  # made ahead: an empty status
+    going.mkdir(parents=True)
+    (going / "status").write_text("")
     (runs / "20261201-010000-aaaaaa.log").write_text("log")
     os.mkfifo(runs / "20261201-030000-fifo00.json")  # would block a plain open()
     os.symlink(runs / "20261201-010000-aaaaaa.json", runs / "20261201-030000-link00.json")

@@ -113,7 +113,9 @@ def _first_line(command: Any) -> str:
 
 def _ended_on_this_host(entry: dict[str, Any]) -> bool:
     """A local run whose every rank wrote its exit status (its kernel died before recording the
-    end). Only ``lstat``s, in the host's runs folder; a non-local run cannot be checked here."""
+    end). Only ``lstat``s, in the host's runs folder; a non-local run cannot be checked here.
+    A rank folder is made ahead with an empty ``status`` file (``hostruns.make_spare``): only a
+    non-empty one says the rank ended."""
     host_dir, ranks = entry.get("host_dir"), entry.get("ranks")
     if not entry.get("local") or not isinstance(host_dir, str) or not isinstance(ranks, list) or not ranks:
         return False
@@ -122,7 +124,8 @@ def _ended_on_this_host(entry: dict[str, Any]) -> bool:
             return False
         status = os.path.join(host_dir, f"{rank.get('mesh')}.{rank.get('rank')}", "status")
         try:
-            if not stat.S_ISREG(os.lstat(status).st_mode):
+            info = os.lstat(status)
+            if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
                 return False
         except OSError:
             return False
