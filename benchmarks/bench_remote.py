@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -292,6 +293,7 @@ def main() -> None:
             k.shutdown()
         finally:
             reap(tag)
+            shutil.rmtree(folder, ignore_errors=True)
 
     print()
     print(f"{'metric':<58} {'measured':>14} {'target':>12} {'ratio':>7}")

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -178,6 +179,7 @@ def main() -> None:
             k.shutdown()
         finally:
             reap(tag)
+            shutil.rmtree(folder, ignore_errors=True)
     print()
     width = max(len(m) for m, _, _ in rows)
     for metric, value, unit in rows:

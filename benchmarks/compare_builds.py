@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -162,6 +163,7 @@ def main() -> None:
             with contextlib.suppress(Exception):
                 kernel.shutdown()
         reap(tag)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -256,6 +257,7 @@ def main() -> None:
             with contextlib.suppress(Exception):
                 cluster.stop_cluster_sync()
         reap(tag)
+        shutil.rmtree(folder, ignore_errors=True)
         left = tagged_pids(tag)
         if left:
             print(f"WARNING: processes still alive after reaping: {left}", file=sys.stderr)

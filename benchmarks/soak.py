@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -94,6 +95,7 @@ def run(cells: int, hosts: int) -> dict[str, dict[str, float]]:
             kernel.shutdown()
         finally:
             reap(tag)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main() -> None:
