@@ -327,8 +327,7 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     page.keyboard.press("Control+s")
 
     def saved_job_output():
-        cells = json.loads((root / NOTEBOOK_FILE).read_text())["cells"]
-        outputs = cells[2].get("outputs", [])
+        outputs = _saved_cells(root)[2].get("outputs", [])
         return outputs[0]["data"] if outputs else None
 
     data = _wait(saved_job_output, 15, "the notebook to be saved with the %job output")
@@ -376,7 +375,16 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
 
 
 def _saved_cells(root: Path, name: str = NOTEBOOK_FILE) -> list[dict]:
-    return json.loads((root / name).read_text())["cells"]
+    """The saved notebook's cells; the server writes the file in place, so a read that lands
+    mid-write sees it empty or cut short: read again until it parses (a few seconds at most)."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return json.loads((root / name).read_text())["cells"]
+        except ValueError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:
