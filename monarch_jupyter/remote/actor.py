@@ -41,7 +41,7 @@ from monarch.actor import Actor, context, endpoint
 
 from . import hostruns
 from .process import BATCH_BYTES, FLUSH_EVERY, GRACE, HEARTBEAT
-from .protocol import OUT, Chunk, Data, Exit, Heartbeat, RunSpec
+from .protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, encode, spec_from_wire
 
 QUICK_WAIT = 0.008  # a command that ends this fast is answered inline, in one message
 PRUNE_EVERY = 50  # runs started between two prunings of this host's run folders
@@ -54,6 +54,10 @@ def _rank_env() -> tuple[dict[str, str], dict[str, int], int]:
     env = {f"MONARCH_RANK_{k}": str(v) for k, v in point.items()}
     env.update({f"MONARCH_SIZE_{k}": str(v) for k, v in zip(extent.keys(), extent.sizes, strict=True)})
     return env, point, int(rank.rank)
+
+
+def _send(port: Any, message: Message) -> None:
+    port.send(encode(message))  # plain tuples: see protocol
 
 
 def _subdir(point: dict[str, int]) -> str:
@@ -92,14 +96,15 @@ class RemoteActor(Actor):
         return os.getpid()
 
     @endpoint
-    async def run(self, run_id: str, key: str, spec: RunSpec, port: Any) -> None:
-        """Start ``spec`` and stream it to ``port``; returns as soon as it started."""
-        self._launch(run_id, key, spec, port)
+    async def run(self, run_id: str, key: str, spec: tuple, port: Any) -> None:
+        """Start ``spec`` (:func:`~.protocol.spec_to_wire`) and stream it to ``port``; returns as
+        soon as it started."""
+        self._launch(run_id, key, spec_from_wire(spec), port)
 
     @endpoint
-    async def start(self, run_id: str, key: str, spec: RunSpec) -> tuple[int, int | None, str | None]:
+    async def start(self, run_id: str, key: str, spec: tuple) -> tuple[int, int | None, str | None]:
         """Start ``spec`` detached (no one streams it; ``follow`` can): ``(rank, pid, error)``."""
-        return self._launch(run_id, key, spec, None)
+        return self._launch(run_id, key, spec_from_wire(spec), None)
 
     def _launch(self, run_id: str, key: str, spec: RunSpec, port: Any) -> tuple[int, int | None, str | None]:
         started = time.monotonic()
@@ -110,7 +115,7 @@ class RemoteActor(Actor):
         except Exception as error:  # no rank: cannot even report properly
             message = f"no rank: {error}"
             if port is not None:
-                port.send(Exit(run_id, key, -1, None, [], None, 0.0, message))
+                _send(port, Exit(run_id, key, -1, None, [], None, 0.0, message))
             return -1, None, message
         leftovers = _Leftovers()
         try:
@@ -119,7 +124,7 @@ class RemoteActor(Actor):
             leftovers.close()
             message = f"could not start: {error}"
             if port is not None:
-                port.send(Exit(run_id, key, rank, None, [], None, time.monotonic() - started, message))
+                _send(port, Exit(run_id, key, rank, None, [], None, time.monotonic() - started, message))
             return rank, None, message
         self._started += 1
         if self._started % PRUNE_EVERY == 1:  # off the path of this run
@@ -129,10 +134,11 @@ class RemoteActor(Actor):
             returncode = proc.finish_now(QUICK_WAIT)
             if returncode is not None:  # done already: one message, no task
                 leftovers.close()
-                port.send(
+                _send(
+                    port,
                     Exit(
                         run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None
-                    )
+                    ),
                 )
                 hostruns.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
                 return rank, proc.pid, None
@@ -212,10 +218,11 @@ class RemoteActor(Actor):
         async def send_batches() -> None:
             async for chunks in proc.batches():
                 if port is not None:
-                    port.send(
+                    _send(
+                        port,
                         Data(run_id, key, rank, proc.pid, chunks)
                         if chunks
-                        else Heartbeat(run_id, key, rank, proc.pid)
+                        else Heartbeat(run_id, key, rank, proc.pid),
                     )
 
         sending = asyncio.ensure_future(send_batches())
@@ -238,12 +245,14 @@ class RemoteActor(Actor):
         try:
             for chunks in proc.rest():  # a flood's rest in messages of bounded size, the last with the exit
                 if port is not None and last:
-                    port.send(Data(run_id, key, rank, proc.pid, last))
+                    _send(port, Data(run_id, key, rank, proc.pid, last))
                 last = chunks
         finally:
             leftovers.close()
         if port is not None:
-            port.send(Exit(run_id, key, rank, proc.pid, last, returncode, time.monotonic() - started, error))
+            _send(
+                port, Exit(run_id, key, rank, proc.pid, last, returncode, time.monotonic() - started, error)
+            )
 
     @endpoint
     async def cancel(self, run_id: str, grace: float = GRACE) -> None:
@@ -269,10 +278,11 @@ class RemoteActor(Actor):
             _, _, rank = _rank_env()
             folder = hostruns.rank_dir(run_id, key, rank)
         except Exception as error:
-            port.send(Exit(run_id, key, -1, None, [], None, 0.0, f"cannot follow: {error}"))
+            _send(port, Exit(run_id, key, -1, None, [], None, 0.0, f"cannot follow: {error}"))
             return
         if not folder.is_dir():
-            port.send(
+            _send(
+                port,
                 Exit(
                     run_id,
                     key,
@@ -282,7 +292,7 @@ class RemoteActor(Actor):
                     None,
                     0.0,
                     f"run {run_id} is not on this host (pruned, or it never started here)",
-                )
+                ),
             )
             return
         self._follows[follow_id] = self._background(
@@ -297,7 +307,7 @@ class RemoteActor(Actor):
         try:
             tail = hostruns.Tail(folder, replay, hostruns.REPLAY_LINES)
         except OSError as error:
-            port.send(Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {error}"))
+            _send(port, Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {error}"))
             return
         first: list[Chunk] = []
         if tail.skipped:
@@ -307,8 +317,9 @@ class RemoteActor(Actor):
             nonlocal first
             async for chunks in tail.batches(FLUSH_EVERY, BATCH_BYTES, HEARTBEAT):
                 chunks, first = first + chunks, []
-                port.send(
-                    Data(run_id, key, rank, pid, chunks) if chunks else Heartbeat(run_id, key, rank, pid)
+                _send(
+                    port,
+                    Data(run_id, key, rank, pid, chunks) if chunks else Heartbeat(run_id, key, rank, pid),
                 )
 
         sending = asyncio.ensure_future(send_batches())
@@ -324,9 +335,9 @@ class RemoteActor(Actor):
             await asyncio.sleep(0)
             sending.cancel()
             while tail.finish(hostruns.LAST_BYTES):  # a flood's rest in messages of bounded size
-                port.send(Data(run_id, key, rank, pid, first + tail.take()))
+                _send(port, Data(run_id, key, rank, pid, first + tail.take()))
                 first = []
-            port.send(Exit(run_id, key, rank, pid, first + tail.take(), returncode, duration or 0.0, error))
+            _send(port, Exit(run_id, key, rank, pid, first + tail.take(), returncode, duration or 0.0, error))
         finally:
             sending.cancel()
             tail.close()

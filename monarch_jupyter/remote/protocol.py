@@ -1,8 +1,13 @@
 """The messages between the client (:mod:`.runner`) and the workers (:mod:`.actor`).
 
 One module imported by both sides, so a field is added or renamed in one place.
-Every message is a NamedTuple: pickled as a class reference plus a plain tuple
-(cheap on the flood path), read by name, never by position. No Monarch import.
+Every message is a NamedTuple, read by name, never by position. No Monarch import.
+
+On the wire they are plain tuples (:func:`encode` / :func:`decode`, :func:`spec_to_wire` /
+:func:`spec_from_wire`): this module travels to the workers by value (workers need only
+torchmonarch, see ``engines.send_by_value``), so cloudpickle would write each class's whole
+definition into every message and rebuild it on arrival, ~0.7 ms a message each way
+(``benchmarks/bench_wire.py``).
 
 Client → actor (the ``run`` endpoint's argument)::
 
@@ -74,3 +79,36 @@ class Exit(NamedTuple):
 
 
 Message = Data | Heartbeat | Exit
+
+
+# ── the wire ──────────────────────────────────────────────────────────
+_KINDS: tuple[type, ...] = (Data, Heartbeat, Exit)  # a message's tag is its class's index here
+_CHUNKS = 5  # position of ``chunks`` in a wire Data / Exit (after the tag)
+
+
+def encode(message: Message) -> tuple:
+    """``message`` as plain tuples, for ``port.send``."""
+    kind = type(message)
+    if kind is Heartbeat:
+        return (1, *message)
+    wire = [_KINDS.index(kind), *message]
+    wire[_CHUNKS] = [tuple(chunk) for chunk in message.chunks]
+    return tuple(wire)
+
+
+def decode(wire: tuple) -> Message:
+    """The message :func:`encode` made."""
+    kind = _KINDS[wire[0]]
+    if kind is Heartbeat:
+        return Heartbeat._make(wire[1:])
+    fields = list(wire[1:])
+    fields[_CHUNKS - 1] = [Chunk._make(chunk) for chunk in fields[_CHUNKS - 1]]
+    return kind._make(fields)
+
+
+def spec_to_wire(spec: RunSpec) -> tuple:
+    return tuple(spec)
+
+
+def spec_from_wire(wire: tuple) -> RunSpec:
+    return RunSpec._make(wire)

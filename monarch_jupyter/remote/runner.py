@@ -38,7 +38,7 @@ from .model import (
     Started,
     Stopping,
 )
-from .protocol import Exit, Heartbeat, Message, RunSpec
+from .protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
 from .spool import Spool
 
 HEARTBEAT_LOST = 5.0  # a running rank silent this long is lost (its actor heartbeats every 0.5 s)
@@ -406,11 +406,12 @@ class _Drive:
         remaining = set(range(len(self.plan.ranks)))
         try:
             port, receiver = Channel.open()
+            wire = spec_to_wire(self.spec) if self.spec is not None else None
             for target in self.plan.targets:
                 if self.follow_id:
                     target.actors.follow.broadcast(self.run_id, target.mesh, self.follow_id, port)
                 else:
-                    target.actors.run.broadcast(self.run_id, target.mesh, self.spec, port)
+                    target.actors.run.broadcast(self.run_id, target.mesh, wire, port)
             start = time.monotonic()
             # the log is opened while the ranks start (off the path of a short command); the index
             # entry is written once a rank streams or the run outlasts 50 ms (a short run: once, at
@@ -468,7 +469,7 @@ class _Drive:
                     if not entry_saved:
                         entry_saved = self._save_entry()
                     continue
-                message = pending_recv.result()
+                message = decode(pending_recv.result())
                 pending_recv = None
                 self._handle(message, heard, remaining, spool)
                 if not entry_saved and remaining and type(message) is not Exit:  # it streams: not a quick run
@@ -479,7 +480,7 @@ class _Drive:
                     await asyncio.sleep(0)
                     if not pending_recv.done():
                         break
-                    message = pending_recv.result()
+                    message = decode(pending_recv.result())
                     pending_recv = None
                     self._handle(message, heard, remaining, spool)
                 spool.maybe_flush()

@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import MonarchJupyterError
 from . import hostruns
 from .args import RemoteArgs
+from .protocol import spec_to_wire
 
 INDEX_LIMIT = 200  # newest entries read from the index (older ones are pruned with their logs)
 VERBS = ("runs", "attach", "stop")
@@ -458,7 +459,7 @@ def start_detached(session: Any, runner: Any, args: RemoteArgs, plan: Any, log_p
     async def launch() -> list:
         results = []
         for target in plan.targets:
-            results.extend((await target.actors.start.call(run_id, target.mesh, spec)).values())
+            results.extend((await target.actors.start.call(run_id, target.mesh, spec_to_wire(spec))).values())
         return results
 
     try:
