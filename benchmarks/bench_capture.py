@@ -1,6 +1,7 @@
 """The worker side of a warm short command, without Monarch: where the actor's milliseconds go.
 
     .venv/bin/python benchmarks/bench_capture.py [--n 200] [--command true]
+    .venv/bin/python benchmarks/bench_capture.py --churn [--n 3000]
 
 Times, per run, what ``RemoteActor._launch`` does on the path of a command that ends within
 the quick wait: the rank folder, handing the command to a run shell forked ahead
@@ -9,6 +10,13 @@ the meta.json written after the answer (with the rank folder made ahead with the
 the path); and, for comparison, the pipe-based warm shell of
 :mod:`monarch_jupyter.remote.process` (no host-side capture). Medians and quartiles in µs.
 Each run's shell is forked ahead and given time to settle, as in a notebook between cells.
+
+``--churn`` times the files of a warm loop instead: per run, the next rank folder made ahead
+(``make_spare``), placed, its status written, and every 50 runs a prune keeping 50, as an
+actor does; with pruned folders emptied and reused (``reuse``) or deleted and every spare
+created anew (``fresh``, ``KEEP_FREE = 0``), in alternating blocks. CPU time of this process
+per run (what a worker pays for its files), and the median time of ``make_spare``. On ext4
+without a journal the fresh case grows with the rate of deletions (``recently_deleted``).
 """
 
 from __future__ import annotations
@@ -88,15 +96,49 @@ def piped(command: str, n: int, settle: float) -> dict[str, list[float]]:
     return phases
 
 
+def churn(n: int, root: Path) -> None:
+    block = 500
+    cpu: dict[str, list[float]] = {"reuse": [], "fresh": []}
+    spare_times: dict[str, list[float]] = {"reuse": [], "fresh": []}
+    keep_free = hostruns.KEEP_FREE
+    try:
+        for start in range(0, n, block):
+            for label in ("fresh", "reuse") if start // block % 2 else ("reuse", "fresh"):
+                hostruns.KEEP_FREE = keep_free if label == "reuse" else 0
+                t0 = time.process_time()
+                for _ in range(block // 2):
+                    i = next(_ids)
+                    s0 = time.perf_counter()
+                    spare = hostruns.make_spare(root)
+                    spare_times[label].append(time.perf_counter() - s0)
+                    folder = hostruns.rank_dir(f"r{i}", "mesh", 0, root)
+                    hostruns.place(folder, spare)
+                    (folder / hostruns.STATUS).write_text(f"0 {time.time()}\n")
+                    if i % 50 == 0:
+                        hostruns.prune(root, keep=50, min_age=0)
+                cpu[label].append((time.process_time() - t0) / (block // 2))
+    finally:
+        hostruns.KEEP_FREE = keep_free
+    for label in ("reuse", "fresh"):
+        print(
+            f"{label}: CPU per run {statistics.median(cpu[label]) * 1e6:6.0f} µs "
+            f"(blocks {min(cpu[label]) * 1e6:.0f}–{max(cpu[label]) * 1e6:.0f}); make_spare {quart(spare_times[label])}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--command", default="true")
     parser.add_argument("--settle", type=float, default=0.02, help="seconds a shell waits before its run")
+    parser.add_argument("--churn", action="store_true", help="time a warm loop's files (see above)")
     opts = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-capture-"))
     os.environ["MONARCH_JUPYTER_RUNS_DIR"] = str(root)  # spares are made there too
     try:
+        if opts.churn:
+            churn(opts.n if opts.n != 200 else 3000, root)
+            return
         results = {}
         for _ in range(2):  # alternate the two, so both see the same noise
             for label, run in (

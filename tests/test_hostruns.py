@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -273,7 +274,11 @@ def test_prune_keeps_running_and_newest_runs(runs_dir):
         alive = start("p-live", "sleep 100")
         os.utime(runs_dir / "p-live", (1, 1))  # old, but running
         assert sorted(H.prune(keep=2, min_age=0)) == ["p0", "p1"]
-        assert sorted(p.name for p in runs_dir.iterdir()) == ["p-live", "p2", "p3"]
+        assert sorted(p.name for p in runs_dir.iterdir() if not p.name.startswith(".")) == [
+            "p-live",
+            "p2",
+            "p3",
+        ]
         assert sorted(H.prune(keep=10, max_age=50, min_age=0)) == ["p2", "p3"]
         (runs_dir / "p-starting" / "hosts.0").mkdir(parents=True)  # no status, no meta yet
         assert H.prune(keep=0) == []  # touched in the last minute: it may be a run starting
@@ -357,9 +362,78 @@ def test_a_shell_made_ahead_brings_its_rank_folder_and_leaves_none_behind(runs_d
             keeper.close()
         assert not unused.exists()  # a shell discarded takes its folder with it
         assert sorted(H.prune(keep=0, min_age=0)) == ["k1", "k2"]
-        assert not list(H.runs_root().iterdir())  # no spare left either
+        left = list(H.runs_root().iterdir())  # no spare left: only the two folders emptied for reuse
+        assert len(left) == 2 and all(p.name.startswith(H.FREE) for p in left)
 
     run(main())
+
+
+def test_pruned_rank_folders_are_emptied_and_become_the_next_spares(runs_dir):
+    async def main():
+        await collect(start("old", "echo secret; echo oops >&2; exit 3"))
+        folder = H.rank_dir("old", "hosts", 0)
+        (folder / "script.sh").write_text("extra")
+        inode = os.stat(folder).st_ino
+        out_inode = os.stat(folder / H.OUT).st_ino
+        assert H.prune(keep=0, min_age=0) == ["old"] and not (runs_dir / "old").exists()
+        free = [p for p in runs_dir.iterdir() if p.name.startswith(H.FREE)]
+        assert [os.stat(p).st_ino for p in free] == [inode]  # the same folder, emptied
+        assert sorted(os.listdir(free[0])) == sorted([H.OUT, H.ERR, H.STATUS, H.META])
+        assert all(os.path.getsize(free[0] / name) == 0 for name in os.listdir(free[0]))
+
+        spare = H.make_spare()  # taken from the free ones: no folder or file created
+        assert os.stat(spare).st_ino == inode and os.stat(spare / H.OUT).st_ino == out_inode
+        assert not any(p.name.startswith(H.FREE) for p in runs_dir.iterdir())
+        shutil.rmtree(spare)
+        fresh = H.make_spare()  # none left: made anew, empty
+        assert os.stat(fresh).st_ino != inode and os.path.getsize(fresh / H.OUT) == 0
+        shutil.rmtree(fresh)
+
+        # a run in a reused folder reads back only what it printed itself
+        await collect(start("first", "echo one; echo uno >&2"))
+        H.prune(keep=0, min_age=0)
+        shell = H.RunShell(ENV, None, spare=True)  # its folder made ahead: the emptied one
+        reused = os.stat(shell.spare).st_ino
+        proc = shell.take(H.rank_dir("second", "hosts", 0), "second", "bash", "echo two")
+        assert os.stat(H.rank_dir("second", "hosts", 0)).st_ino == reused
+        rc, got = await collect(proc)
+        assert rc == 0 and text(got) == "two\n"
+        assert H.read_status(H.rank_dir("second", "hosts", 0))[0] == 0
+
+    asyncio.run(main())
+
+
+def test_a_pruned_folder_that_is_not_as_we_made_it_is_removed_not_reused(runs_dir):
+    async def main():
+        await collect(start("odd", "true"))
+        folder = H.rank_dir("odd", "hosts", 0)
+        os.unlink(folder / H.STATUS)
+        os.mkfifo(folder / H.STATUS)  # emptying must neither wait on it nor keep it
+        assert H.read_status(folder) is None
+        H.write_status(folder, 1)  # returns: a FIFO is neither read nor written
+        await collect(start("linked", "true"))
+        target = runs_dir.parent / "not-ours.txt"
+        target.write_text("keep me")
+        os.unlink(H.rank_dir("linked", "hosts", 0) / H.OUT)
+        os.symlink(target, H.rank_dir("linked", "hosts", 0) / H.OUT)
+        assert sorted(H.prune(keep=0, min_age=0)) == ["linked", "odd"]
+        assert target.read_text() == "keep me"  # a link is not followed
+        assert not any(p.name.startswith(H.FREE) for p in runs_dir.iterdir())
+        assert sorted(runs_dir.iterdir()) == []
+
+    asyncio.run(main())
+
+
+def test_prune_keeps_at_most_keep_free_emptied_folders(runs_dir, monkeypatch):
+    monkeypatch.setattr(H, "KEEP_FREE", 2)
+
+    async def main():
+        for i in range(4):
+            await collect(start(f"r{i}", "true"))
+        assert len(H.prune(keep=0, min_age=0)) == 4
+        assert len([p for p in runs_dir.iterdir() if p.name.startswith(H.FREE)]) == 2
+
+    asyncio.run(main())
 
 
 def test_prune_removes_the_spare_folder_of_an_actor_that_died(runs_dir):

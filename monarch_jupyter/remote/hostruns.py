@@ -39,6 +39,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -103,15 +104,26 @@ def rank_dir(run_id: str, key: str, rank: int, root: Path | None = None) -> Path
 
 
 SPARE = ".spare."  # a rank folder made ahead: .spare.<pid of the actor>.<n>
+FREE = ".free."  # a pruned rank folder, emptied, waiting to be the next spare: .free.<random>
+KEEP_FREE = 128  # emptied folders kept for reuse per host (4 empty files each)
 _spares = 0
 
 
 def make_spare(root: Path | None = None) -> Path:
-    """A rank folder made ahead of its run (out, err, status and meta.json created, empty): the
-    run then costs a rename instead of a mkdir and four file creations (~0.3 ms each on ext4)."""
+    """A rank folder made ahead of its run (out, err, status and meta.json, empty): the run then
+    costs a rename instead of a mkdir and four file creations (~0.3 ms each on ext4).
+
+    It is a pruned run's folder, emptied (see :func:`prune`), when there is one: a host
+    that runs many short commands then neither creates nor deletes files run after run. That
+    matters on ext4 without a journal, where each new file skips, one block lookup each, every
+    inode freed in the last seconds (``recently_deleted``): with a warm loop's churn that cost
+    each worker ~3 ms of CPU a run (``benchmarks/bench_capture.py --churn``)."""
     global _spares
+    root = root or runs_root()
     _spares += 1
-    folder = (root or runs_root()) / f"{SPARE}{os.getpid()}.{_spares}"
+    folder = root / f"{SPARE}{os.getpid()}.{_spares}"
+    if _take_free(root, folder):
+        return folder
     os.mkdir(folder, 0o700)
     try:
         for name in (OUT, ERR, STATUS, META):  # empty status, meta.json: read as none, as if absent
@@ -120,6 +132,47 @@ def make_spare(root: Path | None = None) -> Path:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return folder
+
+
+def _take_free(root: Path, folder: Path) -> bool:
+    """Rename one of prune's emptied folders to ``folder``; False when there is none left."""
+    try:
+        with os.scandir(root) as entries:
+            names = [e.name for e in entries if e.name.startswith(FREE)]
+    except OSError:
+        return False
+    for name in names:
+        try:
+            os.rename(root / name, folder)
+            return True
+        except OSError:  # another actor on this host took it first
+            continue
+    return False
+
+
+def _empty_for_reuse(rank: Path, root: Path) -> bool:
+    """Make a pruned rank folder a free one (its four files emptied, anything else removed);
+    False if it is not as we made it (then it is removed instead)."""
+    try:
+        with os.scandir(rank) as entries:
+            names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        for name, is_dir in names:
+            path = rank / name
+            if name not in (OUT, ERR, STATUS, META):
+                shutil.rmtree(path) if is_dir else os.unlink(path)
+                continue
+            # never follows a link, never waits on a FIFO, empties only a regular file
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return False
+                os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
+        os.rename(rank, root / f"{FREE}{os.urandom(6).hex()}")
+        return True
+    except OSError:
+        return False
 
 
 def place(folder: Path, spare: Path | None) -> None:
@@ -174,8 +227,8 @@ def read_json(path: Path, limit: int = 1 << 20) -> dict | None:
 
 def read_status(folder: Path) -> tuple[int, float] | None:
     """``(returncode, ended)`` from the status file, or None while there is none (or it is torn)."""
-    try:
-        words = (folder / STATUS).read_text().split()
+    try:  # never waits on a FIFO, never follows a link
+        words = (read_small(folder / STATUS, 4096) or b"").split()
         return int(words[0]), float(words[1]) if len(words) > 1 else 0.0
     except (OSError, ValueError, IndexError):
         return None
@@ -184,8 +237,18 @@ def read_status(folder: Path) -> tuple[int, float] | None:
 def write_status(folder: Path, returncode: int, ended: float | None = None) -> None:
     """The status the wrapper would have written (used by the actor that reaped a killed leader)."""
     if read_status(folder) is None:
-        with contextlib.suppress(OSError):
-            (folder / STATUS).write_text(f"{returncode} {ended or time.time()}\n")
+        with contextlib.suppress(OSError):  # a FIFO or a link there is left alone, never waited on
+            fd = os.open(
+                folder / STATUS,
+                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                0o600,
+            )
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{returncode} {ended or time.time()}\n".encode())
+            finally:
+                os.close(fd)
 
 
 def write_meta(folder: Path, meta: dict) -> None:
@@ -941,7 +1004,7 @@ def prune(
     root = root or runs_root()
     now = time.time() if now is None else now
     try:
-        entries = [p for p in root.iterdir() if p.is_dir()]
+        entries = entries_all = [p for p in root.iterdir() if p.is_dir()]
     except OSError:
         return []
     for spare in [p for p in entries if p.name.startswith(SPARE)]:
@@ -972,10 +1035,20 @@ def prune(
     if not candidates:
         return []
     busy = marked_pids({f.name for f in candidates})
+    free = sum(1 for p in entries_all if p.name.startswith(FREE))
     removed = []
     for folder in candidates:
         if folder.name in busy:
             continue
+        with contextlib.suppress(OSError):
+            for rank in folder.iterdir():  # emptied for reuse (see make_spare) while too few are
+                if (
+                    free < KEEP_FREE
+                    and rank.is_dir()
+                    and not rank.is_symlink()
+                    and _empty_for_reuse(rank, root)
+                ):
+                    free += 1
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder.name)
     return removed
