@@ -65,6 +65,23 @@ def commands(pid_list):
     return out
 
 
+def test_what_the_cell_printed_before_a_quick_run_shows_before_its_result(shared):
+    # the result skips ipykernel's flush of empty streams (magic.display_unflushed), never a full one
+    for stream in ("sys.stdout", "sys.stderr"):
+        r = shared.ok(
+            f"import sys\nprint('before the run', file={stream})\n%remote true\nprint('after the run')"
+        )
+        kinds = [
+            "before"
+            if "before the run" in str(o.content)
+            else "after"
+            if "after the run" in str(o.content)
+            else o.msg_type
+            for o in r.outputs
+        ]
+        assert kinds == ["before", "display_data", "after"], (stream, kinds)
+
+
 def test_streams_lines_as_they_are_printed(shared):
     r = shared.ok("%%remote\necho first; sleep 1.2; echo second >&2")
     stamps = {o.content["text"]: o.t for o in r.outputs if o.msg_type == "stream"}
