@@ -706,3 +706,20 @@ def test_background_follow_ends_the_run_when_the_drive_died_silently():
     follow = BackgroundFollow(state, BoundedSink(), handle, lambda delay, fn: None)
     follow.tick()
     assert state.finished and "loop gone" in (state.error or "")
+
+
+def test_a_cell_line_is_parsed_once_and_each_cell_keeps_its_command():
+    from monarch_jupyter.remote import args as remote_args
+
+    first = parse_cell("--rank 0 python", "print(1)")
+    second = parse_cell("--rank 0 python", "print(2)")
+    assert (first.command, second.command) == ("print(1)", "print(2)")
+    assert first.ranks == second.ranks == (0,) and first.mode == second.mode == "python"
+    hits = remote_args._cell_flags.cache_info().hits
+    parse_cell("--rank 0 python", "x")
+    assert remote_args._cell_flags.cache_info().hits == hits + 1
+    for _ in range(2):  # an error is raised every time, never kept as a result
+        with pytest.raises(ArgumentsError, match="--bogus"):
+            parse_cell("--bogus python", "x")
+    with pytest.raises(ArgumentsError, match="empty"):  # a known line with an empty cell
+        parse_cell("--rank 0 python", "  \n")

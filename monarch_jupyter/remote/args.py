@@ -17,6 +17,8 @@ Pure: no Monarch, no IPython, no threads. A bad line is one
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import re
 import shlex
 from dataclasses import dataclass
@@ -231,6 +233,16 @@ _stop.add_argument(
 
 def parse_cell(line: str, cell: str) -> RemoteArgs:
     """``%%remote [flags] [bash|python] [flags]`` with the cell as the command."""
+    args = _cell_flags(line)
+    if not cell.strip():
+        raise ArgumentsError(f"{CELL}: the cell is empty; put the bash or Python code to run below {CELL}")
+    return dataclasses.replace(args, command=cell)
+
+
+@functools.lru_cache(maxsize=128)
+def _cell_flags(line: str) -> RemoteArgs:
+    """The flags of a ``%%remote`` line (no command yet), parsed once per distinct line: a
+    notebook runs the same few lines again and again, and argparse is not free."""
     try:
         words = shlex.split(line)
     except ValueError as error:
@@ -239,9 +251,7 @@ def parse_cell(line: str, cell: str) -> RemoteArgs:
     mode = options.pop("mode") or "bash"
     if mode not in MODES:  # checked here, not by argparse, so that `--bogus 1` is reported as --bogus
         PARSERS[CELL].error(f"unexpected {mode!r}; {_ONE_MODE}")
-    if not cell.strip():
-        raise ArgumentsError(f"{CELL}: the cell is empty; put the bash or Python code to run below {CELL}")
-    return _checked(PARSERS[CELL], RemoteArgs(command=cell, mode=mode, **options))
+    return _checked(PARSERS[CELL], RemoteArgs(command="", mode=mode, **options))
 
 
 def parse_line(line: str) -> RemoteArgs | RemoteVerb:

@@ -82,7 +82,7 @@ class RemoteMagics(Magics):
             plan = self.runner.plan(args)
         except MonarchJupyterError as error:
             raise UsageError(f"%remote: {error}") from None
-        log_path = self.runner.log_path()
+        log_path = self.runner.log_path(plan)
         if args.detach:
             try:
                 print(runs.start_detached(self.session, self.runner, args, plan, log_path))
@@ -94,7 +94,7 @@ class RemoteMagics(Magics):
             self._follow_detached(state, plan)
             return
         try:
-            shown_log = os.path.relpath(log_path, self.session.root)
+            shown_log = os.path.relpath(log_path, plan.where.root)
         except ValueError:
             shown_log = str(log_path)
         state = _run_state(

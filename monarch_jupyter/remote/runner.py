@@ -20,6 +20,7 @@ import os
 import queue
 import signal
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -92,12 +93,27 @@ class _Target:
     indices: dict[int, int]  # flat rank → index in RunState.ranks
 
 
+class Where(NamedTuple):
+    """Where a run is recorded, read from the session once per run (each read checks the
+    folder's cache and context)."""
+
+    root: Path  # the notebook's folder
+    runs_dir: Path  # .monarch/<context>/runs: the logs and the runs index
+    context: str
+
+
+def where(session: Any) -> Where:
+    context = session.context
+    return Where(session.root, session.layout.dir / context / "runs", context)
+
+
 @dataclass
 class Plan:
     ranks: list[RankState]
     targets: list[_Target]
     target: str
     local_pids: dict[int, int | None] = field(default_factory=dict)  # rank index → worker pid
+    where: Where | None = None  # None: ask the session
 
 
 def silence_limit(faults_before: int) -> float:
@@ -204,7 +220,7 @@ class RemoteRunner:
         if args.per_host:
             what += f" per host {_label(dict(args.per_host))}"
         target = f"{what} ({len(ranks)} rank{'s' if len(ranks) != 1 else ''})"
-        return Plan(ranks, targets, target, local_pids)
+        return Plan(ranks, targets, target, local_pids, where(session))
 
     def _select(self, args: RemoteArgs, warm: _Warm, points: list[dict], name: str) -> list[int]:
         if args.point is not None:
@@ -288,21 +304,20 @@ class RemoteRunner:
             if mesh is None or key.mesh == mesh:
                 del self._warm[key]
 
-    def log_path(self) -> Path:
+    def log_path(self, plan: Plan | None = None) -> Path:
         """A new log file's path under ``.monarch/<context>/runs/`` (the folder is made;
-        now and then the oldest logs beyond ``KEEP_LOGS`` are removed)."""
-        folder = os.path.join(self.session.layout.dir, self.session.context, "runs")
+        now and then, on a helper thread, the oldest logs and index entries beyond
+        ``KEEP_LOGS`` are removed)."""
+        folder = ((plan and plan.where) or where(self.session)).runs_dir
         self._runs_made = getattr(self, "_runs_made", 0) + 1
-        if self._runs_made % 50 == 1:  # prune now and then, not on every run
-            os.makedirs(folder, exist_ok=True)
-            prune_logs(folder, KEEP_LOGS)
-            from . import runs
-
-            runs.prune_index(Path(folder), KEEP_LOGS)
-        elif not os.path.isdir(folder):
-            os.makedirs(folder, exist_ok=True)
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+        if self._runs_made % 50 == 1:  # now and then, off the path of the run
+            threading.Thread(
+                target=prune_old_runs, args=(folder,), daemon=True, name="monarch-jupyter-prune"
+            ).start()
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        return Path(folder, f"{stamp}-{uuid.uuid4().hex[:6]}.log")
+        return folder / f"{stamp}-{uuid.uuid4().hex[:6]}.log"
 
     def spec(self, args: RemoteArgs, plan: Plan, run_id: str) -> RunSpec:
         from . import runs
@@ -312,7 +327,7 @@ class RemoteRunner:
             command=args.command,
             env=dict(args.env),
             workdir=args.workdir,
-            client_cwd=str(self.session.root),
+            client_cwd=str((plan.where or where(self.session)).root),
             output_dir=args.output_dir,
             meta=runs.host_meta(self.session, plan),
         )
@@ -344,6 +359,14 @@ class RemoteRunner:
         drive = _Drive(self, run_id, None, plan, sink, None, None, handle, follow_id=uuid.uuid4().hex)
         handle.future = self.session.loop.submit(drive.run())
         return handle
+
+
+def prune_old_runs(folder: Path) -> None:
+    """Remove the logs and index entries beyond the newest ``KEEP_LOGS`` of a runs folder."""
+    from . import runs
+
+    prune_logs(str(folder), KEEP_LOGS)
+    runs.prune_index(folder, KEEP_LOGS)
 
 
 def runner_for(session: Any) -> RemoteRunner:

@@ -45,12 +45,19 @@ def index_dir(session: Any) -> Path:
     return session.layout.dir / session.context / "runs"
 
 
+def _where(session: Any, plan: Any) -> Any:
+    from .runner import where
+
+    return getattr(plan, "where", None) or where(session)
+
+
 def host_meta(session: Any, plan: Any) -> dict:
     """What each rank's folder on its host records about who started it."""
+    here = _where(session, plan)
     return {
         "target": plan.target,
-        "context": session.context,
-        "folder": str(session.root),
+        "context": here.context,
+        "folder": str(here.root),
         "kernel_pid": os.getpid(),
         "apply_id": _apply_id(session),
     }
@@ -65,11 +72,12 @@ def _apply_id(session: Any) -> str | None:
 def new_entry(
     session: Any, run_id: str, args: RemoteArgs, plan: Any, log_path: Path | None, detached: bool = False
 ) -> dict:
-    folder = index_dir(session)
+    here = _where(session, plan)
+    folder = here.runs_dir
     log = None
     if log_path is not None:
         try:
-            log = os.path.relpath(log_path, session.root)
+            log = os.path.relpath(log_path, here.root)
         except ValueError:
             log = str(log_path)
     return {
@@ -82,7 +90,7 @@ def new_entry(
         "started": time.time(),
         "log": log,
         "host_dir": str(hostruns.runs_path() / run_id),
-        "context": session.context,
+        "context": here.context,
         "apply_id": _apply_id(session),
         "local": bool(plan.local_pids),
         "detached": detached,
