@@ -313,18 +313,29 @@ def test_a_flood_written_at_once_is_handed_out_in_bounded_batches(runs_dir):
     run(main())
 
 
-def test_the_quick_wait_ends_on_the_first_output_and_a_quick_printer_is_still_one_answer(runs_dir):
+def test_the_quick_wait_hands_out_the_first_output_at_once_and_goes_on_for_the_exit(runs_dir):
     async def main():
         proc = start("q1", "echo a; sleep 3")
         began = time.monotonic()
-        assert proc.finish_now(2.0) is None  # printed, still running: stream now, not after the whole wait
-        assert time.monotonic() - began < 1.0
+        seen = []
+        assert proc.finish_now(1.0, on_output=lambda: seen.append(time.monotonic() - began)) is None
+        assert len(seen) == 1 and seen[0] < 0.5  # printed, still running: told at once, once
         _, got = await collect_after_stop(proc)
         assert text(got, OUT) == "a\n"
 
-        proc = start("q2", "echo hi; echo err >&2")
-        assert proc.finish_now(2.0, linger=1.0) == 0  # printed and ended within the linger: answered whole
-        assert [(c.stream, c.text) for c in proc.take()] == [(OUT, "hi\n"), (ERR, "err\n")]
+        proc = start("q2", "echo hi; sleep 1; echo err >&2")
+        first = []
+
+        def on_output():  # the first lines go out at once; the wait goes on for the exit
+            proc.tail.read()
+            first.append((time.monotonic() - began, proc.take()))
+
+        began = time.monotonic()
+        assert proc.finish_now(5.0, on_output=on_output) == 0
+        ended = time.monotonic() - began
+        assert len(first) == 1 and [(c.stream, c.text) for c in first[0][1]] == [(OUT, "hi\n")]
+        assert first[0][0] < ended - 0.5 and ended >= 1.0  # before the sleep, not with the exit
+        assert [(c.stream, c.text) for c in proc.take()] == [(ERR, "err\n")]  # the rest, with the exit
         assert not proc.tail._notify or proc.tail.closed
 
     async def collect_after_stop(proc):

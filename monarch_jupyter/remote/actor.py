@@ -9,8 +9,8 @@ tails those files to the caller's port as :mod:`.protocol` messages, batched per
 rank (at most one every ``process.FLUSH_EVERY`` seconds, a
 :class:`~.protocol.Heartbeat` every ``process.HEARTBEAT`` seconds while quiet).
 A command that ends within ``QUICK_WAIT`` costs one :class:`~.protocol.Exit`
-message and no task; one that prints ends the quick wait ``hostruns.LINGER`` later, so
-its first line streams at once. The shell forked ahead brings the next run's rank folder
+message and no task (one more, a :class:`~.protocol.Data` sent as soon as it first printed,
+if it printed: its first line streams at once). The shell forked ahead brings the next run's rank folder
 (``hostruns.make_spare``), so a run does no file creation on its path. ``cancel`` escalates SIGINT → SIGTERM → SIGKILL on the group
 (and stops the run's processes that left it).
 
@@ -131,8 +131,13 @@ class RemoteActor(Actor):
             loop = asyncio.get_running_loop()
             loop.call_later(1.0, lambda: loop.run_in_executor(None, self._prune))
         if port is not None:
-            returncode = proc.finish_now(QUICK_WAIT)
-            if returncode is not None:  # done already: one message, no task
+
+            def first_lines() -> None:  # sent at once, while the quick wait goes on
+                proc.tail.read()
+                _send(port, Data(run_id, key, rank, proc.pid, proc.take()))
+
+            returncode = proc.finish_now(QUICK_WAIT, on_output=first_lines)
+            if returncode is not None:  # done already: its Exit, no task
                 leftovers.close()
                 _send(
                     port,

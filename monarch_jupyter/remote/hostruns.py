@@ -43,7 +43,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,7 +61,6 @@ POLL = 0.02  # when inotify is unavailable, and for exits we cannot wait on
 LAST_BYTES = 1 << 20  # per stream and message once the command ended (a flood's rest: several messages)
 BOUND_EVERY = 2.0  # seconds between bound checks while tailing
 STATUS_WAIT = 0.5  # after a leader we did not start exits, how long its status may take to appear
-LINGER = 0.0015  # once a quick command printed, how much longer it may take to end and still be one message
 SLICE = 0.0005  # while a quick command runs, how often its files are looked at for output
 META = "meta.json"
 STATUS = "status"
@@ -735,10 +734,13 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _wait_exit_or_output(popen: Any, limit: float, tail: Tail, linger: float, slice_: float = SLICE) -> None:
-    """Block until ``popen`` exits or ``limit`` seconds pass; output seen in ``tail``'s files
-    (looked for every ``slice_`` seconds: a command that ends within the first costs nothing more)
-    cuts what is left to ``linger`` (a command that prints then ends at once is still answered whole)."""
+def _wait_exit_or_output(
+    popen: Any, limit: float, tail: Tail, on_output: Callable[[], None] | None = None, slice_: float = SLICE
+) -> None:
+    """Block until ``popen`` exits or ``limit`` seconds pass. The first time output shows in
+    ``tail``'s files (looked for every ``slice_`` seconds: a command that ends within the first
+    costs nothing more), ``on_output()`` is called (it sends the first lines at once) and the
+    wait goes on."""
     try:
         pidfd = os.pidfd_open(popen.pid)
     except (AttributeError, OSError):
@@ -749,14 +751,14 @@ def _wait_exit_or_output(popen: Any, limit: float, tail: Tail, linger: float, sl
         poller.register(pidfd, select.POLLIN)
         now = time.monotonic()
         deadline = now + limit
-        printed = False
         while now < deadline:
             if poller.poll(min(slice_, deadline - now) * 1000):
                 return  # exited
             now = time.monotonic()
-            if not printed and tail.written():
-                printed = True
-                deadline = min(deadline, now + linger)
+            if on_output is not None and tail.written():
+                on_output()
+                on_output = None
+                now = time.monotonic()
     finally:
         os.close(pidfd)
 
@@ -797,11 +799,11 @@ class CapturedProcess(Process):
         super()._watch()
         self.tail.watch()
 
-    def finish_now(self, limit: float, linger: float = LINGER) -> int | None:
+    def finish_now(self, limit: float, on_output: Callable[[], None] | None = None) -> int | None:
         """The return code if the command (and everything in its group) ends within ``limit``;
-        once it printed, it has only ``linger`` more seconds (then its output streams at once)."""
+        ``on_output()`` is called when it first printed (the caller sends that at once)."""
         if self.popen.poll() is None:
-            _wait_exit_or_output(self.popen, limit, self.tail, linger)
+            _wait_exit_or_output(self.popen, limit, self.tail, on_output)
             if self.popen.poll() is None:
                 return None
         if killpg(self.pid, 0) and _group_alive(self.pid):  # background children: the slow path
