@@ -297,6 +297,16 @@ def test_runs_root_refuses_a_folder_others_can_write(tmp_path, monkeypatch):
     monkeypatch.setenv("MONARCH_JUPYTER_RUNS_DIR", str(shared))
     with pytest.raises(RuntimeError, match="chmod 700"):
         H.runs_root()
+    os.chmod(shared, 0o700)
+    assert H.runs_root() == shared
+    link = tmp_path / "link"  # a link to a good folder is refused too: someone could swap it
+    link.symlink_to(shared)
+    monkeypatch.setenv("MONARCH_JUPYTER_RUNS_DIR", str(link))
+    with pytest.raises(RuntimeError, match="not a folder of ours"):
+        H.runs_root()
+    monkeypatch.setenv("MONARCH_JUPYTER_RUNS_DIR", str(tmp_path / "new" / "runs"))
+    made = H.runs_root()  # made (with its parents), 0700
+    assert made.is_dir() and made.stat().st_mode & 0o777 == 0o700
 
 
 def test_a_flood_written_at_once_is_handed_out_in_bounded_batches(runs_dir):

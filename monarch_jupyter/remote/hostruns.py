@@ -75,13 +75,16 @@ def runs_path() -> Path:
 
 
 def runs_root() -> Path:
-    """This user's runs folder on this host (created 0700; refused if someone else could write it)."""
-    custom = os.environ.get("MONARCH_JUPYTER_RUNS_DIR")
+    """This user's runs folder on this host (created 0700; refused if someone else could write it).
+    Checked on every call (one lstat when it is there: every run asks)."""
     root = runs_path()
-    with contextlib.suppress(FileExistsError):
-        root.mkdir(mode=0o700, parents=bool(custom), exist_ok=True)
-    info = os.lstat(root)
-    if not os.path.isdir(root) or os.path.islink(root) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+    try:
+        info = os.lstat(root)
+    except FileNotFoundError:
+        with contextlib.suppress(FileExistsError):
+            root.mkdir(mode=0o700, parents="MONARCH_JUPYTER_RUNS_DIR" in os.environ)
+        info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise RuntimeError(
             f"{root} is not a folder of ours that only we can write: remove it or fix it (chmod 700)"
         )
