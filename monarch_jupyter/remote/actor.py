@@ -84,7 +84,7 @@ class RemoteActor(Actor):
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
         self._started = 0
         self._rank: tuple[dict[str, str], dict[str, int], int] | None = None
-        self._env: dict[str, str] | None = None  # this worker's environment with the rank's variables
+        self._worker_env: dict[str, str] | None = None  # this worker's environment with the rank's variables
 
     def _background(self, coro: Coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -165,9 +165,9 @@ class RemoteActor(Actor):
         point: dict,
         leftovers: _Leftovers,
     ) -> tuple[hostruns.CapturedProcess, dict]:
-        if self._env is None:  # the worker's environment does not change: copied once (~0.15 ms)
-            self._env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
-        env = {**self._env, **spec.env} if spec.env else self._env
+        if self._worker_env is None:  # the worker's environment does not change: copied once (~0.15 ms)
+            self._worker_env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
+        env = {**self._worker_env, **spec.env} if spec.env else self._worker_env
         workdir = spec.workdir
         if workdir:
             if not os.path.isdir(workdir):

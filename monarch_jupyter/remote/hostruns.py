@@ -13,6 +13,8 @@ host (``runs_root()``)::
                           even with no actor left (or by the actor that reaped it); no status and
                           no leader: killed (SIGKILL) or lost
             script        the command, when too long to pass inline
+        .spare.<pid>.<n>/                          the next run's rank folder, made ahead by its actor
+        .free.<random>/                            a pruned rank folder, emptied, to be a spare again
 
 The command runs as ``( eval CMD )`` under a small bash wrapper (the process group leader) that
 traps INT/TERM only to outlive its child and write the status; the subshell gets default signal
@@ -22,8 +24,9 @@ are found by it in ``/proc/<pid>/environ`` and stopped with the run.
 
 Bounds: a run folder keeps at most ``MAX_KEEP`` bytes per stream and rank; older bytes are punched
 out of the file (it stays sparse, offsets stay valid) by whoever is reading it on that host.
-Finished runs beyond ``KEEP_RUNS`` or older than ``KEEP_SECONDS`` are pruned. An idle finished run
-holds no process and no open file descriptor.
+Finished runs beyond ``KEEP_RUNS`` or older than ``KEEP_SECONDS`` are pruned (their rank folders
+emptied for reuse, up to ``KEEP_FREE``: see :func:`make_spare`). An idle finished run holds no
+process and no open file descriptor.
 """
 
 from __future__ import annotations
