@@ -1,0 +1,109 @@
+"""Where the CPU of a warm ``%%remote`` run goes, process by process and thread by thread.
+
+    .venv/bin/python benchmarks/cpu_budget.py [--n 200] [--code '%%remote bash\\ntrue']
+
+On a 2-core machine a warm run is bound by CPU as much as by waiting: the kernel, both
+workers and their shells all want a core at once. This starts a kernel and a local job
+(``--local hosts=2``), warms it, then runs ``--code`` N times (and an empty cell N times)
+from a client and reads /proc before and after: on-CPU time per thread (schedstat) of every
+process carrying the test tag, grouped by process and thread name, plus the CPU of the
+children each process reaped (``cutime + cstime``: a worker's run shells and what they ran),
+per run. Every process started here carries a tag and is killed by PID at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from harness import TAG_VAR, Kernel, new_tag, reap, tagged_pids
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def snapshot(pids: list[int]) -> dict:
+    """(pid, process name, thread name) → on-CPU ns; (pid, process name, "reaped children") → ns."""
+    out: dict = {}
+    for pid in pids:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[(pid, name, "reaped children")] = (int(fields[13]) + int(fields[14])) * 1e9 / TICK
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except (OSError, ValueError, IndexError):
+            continue
+        for task in tasks:
+            try:
+                thread = Path(f"/proc/{pid}/task/{task}/comm").read_text().strip()
+                used = int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            key = (pid, name, thread + (" (main)" if task == str(pid) else ""))
+            out[key] = out.get(key, 0) + used
+    return out
+
+
+def budget(kernel: Kernel, tag: str, code: str, n: int) -> tuple[float, dict]:
+    pids = [p for p in tagged_pids(tag) if Path(f"/proc/{p}/comm").exists()]
+    before = snapshot(pids)
+    start = time.monotonic()
+    for _ in range(n):
+        kernel.ok(code)
+    wall = (time.monotonic() - start) / n
+    after = snapshot(pids)
+    kernel_pid = kernel.km.provisioner.pid
+    per: dict = collections.Counter()
+    for key, value in after.items():
+        if key in before:
+            pid, name, thread = key
+            who = "kernel" if pid == kernel_pid else f"{name} {pid}"
+            per[(who, thread)] += (value - before[key]) / n / 1e6
+    return wall, per
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--code", default="%%remote bash\ntrue")
+    opts = parser.parse_args()
+    code = opts.code.replace("\\n", "\n")
+    folder = Path(tempfile.mkdtemp(prefix="bench-cpu-"))
+    tag = new_tag()
+    os.environ[TAG_VAR] = tag
+    os.environ["IPYTHONDIR"] = str(folder / "ipython")
+    kernel = Kernel(folder, tag)
+    try:
+        kernel.ok("%load_ext monarch_jupyter", 120)
+        kernel.ok("%job apply --local hosts=2", 300)
+        for _ in range(20):
+            kernel.ok(code)
+            kernel.ok("pass")
+        for label, cell in (("empty cell", "pass"), (code.replace("\n", " ⏎ "), code)):
+            wall, per = budget(kernel, tag, cell, opts.n)
+            print(f"{label}: {wall * 1e3:.2f} ms a run (client round trip, back to back); CPU ms a run:")
+            totals: dict = collections.Counter()
+            for (who, thread), ms in sorted(per.items(), key=lambda item: -item[1]):
+                totals[who] += ms
+                if ms >= 0.05:
+                    print(f"  {who:24s} {thread:28s} {ms:6.2f}")
+            print("  " + ", ".join(f"{who} {ms:.2f}" for who, ms in totals.most_common() if ms >= 0.05))
+            print(f"  all: {sum(totals.values()):.2f} ms of CPU a run")
+        kernel.ok("%job kill", 60)
+    finally:
+        try:
+            kernel.shutdown()
+        finally:
+            reap(tag)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
