@@ -723,3 +723,31 @@ def test_a_cell_line_is_parsed_once_and_each_cell_keeps_its_command():
             parse_cell("--bogus python", "x")
     with pytest.raises(ArgumentsError, match="empty"):  # a known line with an empty cell
         parse_cell("--rank 0 python", "  \n")
+
+
+@pytest.mark.parametrize("cut", ["before the add", "after the add"])
+def test_a_ctrl_c_between_apply_and_add_keeps_the_lines_in_the_cell(cut):
+    # Stopping an attach with Ctrl-C lost a batch of lines from the cell (the log kept them): the
+    # interrupt landed after state.apply, before the renderer queued its lines.
+    from monarch_jupyter.remote.magic import _apply
+
+    class Interrupted(TextRenderer):
+        calls = 0  # reset per test below
+
+        def add(self, fed, only_missing=False):
+            Interrupted.calls += 1
+            if Interrupted.calls == 2:  # the second event's add
+                if cut == "after the add":
+                    super().add(fed, only_missing)
+                raise KeyboardInterrupt
+            super().add(fed, only_missing)
+
+    Interrupted.calls = 0
+    state = _state(1)
+    renderer = Interrupted(state)
+    _apply(state, renderer, Output(0, OUT, "1\n2\n"))
+    with pytest.raises(KeyboardInterrupt):
+        _apply(state, renderer, Output(0, OUT, "3\n4\n5\n"))
+    _apply(state, renderer, Output(0, OUT, "6\n"))
+    shown = [line.split()[-1] for line in renderer.flush(0.0, force=True).splitlines()]
+    assert shown == ["1", "2", "3", "4", "5", "6"]  # none lost, none twice

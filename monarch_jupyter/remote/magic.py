@@ -144,7 +144,7 @@ class RemoteMagics(Magics):
                             state.apply(Finished(f"the run ended unexpectedly: {exc}"))
                 deadline = time.monotonic() + TICK
                 while event is not None:
-                    renderer.add(state.apply(event))
+                    _apply(state, renderer, event)
                     if state.finished or time.monotonic() > deadline:
                         break
                     try:
@@ -202,6 +202,18 @@ class RemoteMagics(Magics):
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
+
+
+def _apply(state: RunState, renderer: TextRenderer, event: Any) -> None:
+    """``renderer.add(state.apply(event))``, where a Ctrl-C landing between the two (or in the
+    add) does not drop the event's lines from the cell: the add is finished, then the interrupt
+    goes on (stopping an attach lost a batch of lines this way, the log kept them)."""
+    fed = state.apply(event)
+    try:
+        renderer.add(fed)
+    except KeyboardInterrupt:
+        renderer.add(fed, only_missing=True)
+        raise
 
 
 def display_unflushed(shell: Any, bundle: dict) -> None:

@@ -66,10 +66,14 @@ class TextRenderer:
         self.width = max((len(r.label) + 2 for r in state.ranks), default=0)
 
     # ── input ──
-    def add(self, fed: list[Fed]) -> None:
+    def add(self, fed: list[Fed], only_missing: bool = False) -> None:
+        """Queue completed lines; ``only_missing``: those not queued yet (an add cut short)."""
         if not self.live:
             return
+        queued = {id(item) for item, _ in self._queue} if only_missing else ()
         for item in fed:
+            if id(item) in queued:
+                continue
             view = self._ranks[item.index]
             shown = view.partial[item.stream]
             view.partial[item.stream] = ""
