@@ -12,7 +12,8 @@ arrival of the stream message that carries it), the kernel's own busy → idle t
 (from its message timestamps), the kernel's CPU time per run (its main thread, which
 runs the cell, and all its threads, from /proc schedstat: the least noisy figures on
 a shared machine) and how many output
-messages (stream, display_data, …) a run sends on IOPub.
+messages (stream, display_data, …) a run sends on IOPub. ``--n-flood N`` adds ``seq 1000000`` on
+4 ranks against four local ``seq 1000000 | cat > file`` run in parallel.
 
 Every process started here carries a tag and is killed by PID at the end.
 """
@@ -24,6 +25,7 @@ import contextlib
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +38,8 @@ from compare_ipyparallel import FIRST_A, FIRST_LINE, MJ, ok
 
 from harness import TAG_VAR, Kernel, new_tag, reap
 
+FLOOD = "%remote --per-host gpu=2 seq 1000000"
+LOCAL_FLOOD = "for i in 1 2 3 4; do seq 1000000 | cat > {tmp}/f$i & done; wait"
 MEASURES = {
     "empty cell": "pass",
     "warm %%remote bash true": "%%remote bash\ntrue",
@@ -112,6 +116,12 @@ def main() -> None:
     parser.add_argument(
         "--n-line", type=int, default=20, help="repetitions of the first-line measure (1 s each)"
     )
+    parser.add_argument(
+        "--n-flood",
+        type=int,
+        default=0,
+        help="repetitions of seq 1000000 on 4 ranks (--per-host gpu=2), against 4 local seq | cat",
+    )
     opts = parser.parse_args()
     trees = [str(Path(t).resolve()) for t in opts.trees]
     names = ["before", "after"]
@@ -158,6 +168,21 @@ def main() -> None:
         print("first remote line (echo a; sleep 1; echo b):")
         for name in names:
             print(f"  {name:6} {quartiles([r.first_line for r in runs[name]])}", flush=True)
+        if opts.n_flood:
+            runs = alternate(FLOOD, opts.n_flood, warmup=1)
+            local = []
+            for _ in range(opts.n_flood):
+                with tempfile.TemporaryDirectory() as tmp:
+                    start = time.monotonic()
+                    subprocess.run(["bash", "-c", LOCAL_FLOOD.format(tmp=tmp)], check=True)
+                    local.append(time.monotonic() - start)
+            floor = statistics.median(local)
+            print(f"{FLOOD} (4 local seq | cat > file: {floor * 1e3:.1f} ms):")
+            for name in names:
+                flood = statistics.median(r.round_trip for r in runs[name])
+                print(
+                    f"  {name:6} {quartiles([r.round_trip for r in runs[name]])} = {flood / floor:.2f}× local"
+                )
     finally:
         for kernel in kernels.values():
             with contextlib.suppress(Exception):
