@@ -751,3 +751,23 @@ def test_a_ctrl_c_between_apply_and_add_keeps_the_lines_in_the_cell(cut):
     _apply(state, renderer, Output(0, OUT, "6\n"))
     shown = [line.split()[-1] for line in renderer.flush(0.0, force=True).splitlines()]
     assert shown == ["1", "2", "3", "4", "5", "6"]  # none lost, none twice
+
+
+def test_ctrl_c_is_counted_while_the_pump_runs_and_raised_again_after():
+    import os
+    import signal
+    import time
+
+    from monarch_jupyter.remote.magic import _CtrlC
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("another SIGINT handler is installed here")
+    with _CtrlC() as ctrl_c:
+        for _ in range(2):
+            os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt in the middle of anything
+            time.sleep(0.01)
+        assert ctrl_c.count == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's again
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)

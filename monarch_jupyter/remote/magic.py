@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -127,43 +129,49 @@ class RemoteMagics(Magics):
     remote.__doc__ = "\n\n".join((_SUMMARY, help_text(), _NOTES))
 
     def _pump(self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue, handle: Any) -> bool:
-        """Apply events and write coalesced output until the run finished."""
+        """Apply events and write coalesced output until the run finished. Ctrl-C stops the run
+        (a second one stops waiting for it); it is read between events (:class:`_CtrlC`)."""
         interrupted = False
         give_up_at = None
-        while not state.finished:
-            try:
+        seen = 0
+        with _CtrlC() as ctrl_c:
+            while not state.finished:
                 try:
-                    event = sink.get(timeout=TICK)
-                except queue.Empty:
-                    event = None
-                    if handle.future is not None and handle.future.done():
-                        try:  # its Finished may have landed just after the timeout
-                            event = sink.get_nowait()
-                        except queue.Empty:  # the drive ended without telling (it always should)
-                            exc = handle.future.exception() if not handle.future.cancelled() else None
-                            state.apply(Finished(f"the run ended unexpectedly: {exc}"))
-                deadline = time.monotonic() + TICK
-                while event is not None:
-                    _apply(state, renderer, event)
-                    if state.finished or time.monotonic() > deadline:
-                        break
+                    if ctrl_c.count > seen:
+                        seen = ctrl_c.count
+                        raise KeyboardInterrupt
                     try:
-                        event = sink.get_nowait()
+                        event = sink.get(timeout=TICK)
                     except queue.Empty:
                         event = None
-                self._write(renderer.flush(time.monotonic()))
-                for observer in state.observers:
-                    tick = getattr(observer, "on_tick", None)
-                    if tick is not None:
-                        tick(state)
-                if give_up_at is not None and time.monotonic() > give_up_at:
-                    state.apply(Finished("stopped waiting after a second interrupt"))
-            except KeyboardInterrupt:
-                if not interrupted:
-                    interrupted = True
-                    handle.stop("interrupted")
-                elif give_up_at is None:
-                    give_up_at = time.monotonic() + SECOND_INTERRUPT_GRACE
+                        if handle.future is not None and handle.future.done():
+                            try:  # its Finished may have landed just after the timeout
+                                event = sink.get_nowait()
+                            except queue.Empty:  # the drive ended without telling (it always should)
+                                exc = handle.future.exception() if not handle.future.cancelled() else None
+                                state.apply(Finished(f"the run ended unexpectedly: {exc}"))
+                    deadline = time.monotonic() + TICK
+                    while event is not None:
+                        _apply(state, renderer, event)
+                        if state.finished or time.monotonic() > deadline:
+                            break
+                        try:
+                            event = sink.get_nowait()
+                        except queue.Empty:
+                            event = None
+                    self._write(renderer.flush(time.monotonic()))
+                    for observer in state.observers:
+                        tick = getattr(observer, "on_tick", None)
+                        if tick is not None:
+                            tick(state)
+                    if give_up_at is not None and time.monotonic() > give_up_at:
+                        state.apply(Finished("stopped waiting after a second interrupt"))
+                except KeyboardInterrupt:
+                    if not interrupted:
+                        interrupted = True
+                        handle.stop("interrupted")
+                    elif give_up_at is None:
+                        give_up_at = time.monotonic() + SECOND_INTERRUPT_GRACE
         return interrupted
 
     def _follow_detached(self, state: RunState, plan: Any) -> None:
@@ -202,6 +210,33 @@ class RemoteMagics(Magics):
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
+
+
+class _CtrlC:
+    """While the pump runs, Ctrl-C (SIGINT) is counted rather than raised: a KeyboardInterrupt
+    can land between any two steps, e.g. after an event was applied and before its lines were
+    queued for the cell, and those lines were lost from the cell. Only on the main thread with
+    Python's own handler in place (as in a kernel); elsewhere it is raised as before."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._count)
+        return self
+
+    def _count(self, signum: int, frame: Any) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
 
 
 def _apply(state: RunState, renderer: TextRenderer, event: Any) -> None:
