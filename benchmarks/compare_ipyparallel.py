@@ -57,6 +57,17 @@ FIRST_LINE = {
     PX: _PIPE.format(argv=["bash", "-c", "echo a; sleep 1; echo b"]),
 }
 FLOOD = {MJ: "%%remote bash\nseq 1000000", PX: _PIPE.format(argv=["seq", "1000000"])}
+# Each engine's own floor: a bare round trip to both workers and back, no command. For
+# Monarch, the warm actors' ``ping`` endpoint called on the session's loop (what any
+# %%remote run pays to reach the workers and hear back); for ipyparallel, ``%px pass``.
+# Defined after the first warm run, so the actors exist.
+ENGINE_FLOOR_SETUP = (
+    "_mj_remote = get_ipython().magics_manager.registry['RemoteMagics']\n"
+    "_mj_actors = next(iter(_mj_remote.runner._warm.values())).actors\n"
+    "async def _mj_ping():\n"
+    "    await _mj_actors.ping.call()\n"
+)
+ENGINE_FLOOR = {MJ: "_mj_remote.session.loop.run(_mj_ping())", PX: "%px pass"}
 FIRST_A = re.compile(r"(^|\s)a$", re.M)
 
 
@@ -229,6 +240,8 @@ def main() -> None:
 
         alternate("empty cell", {MJ: "pass", PX: "pass"}, n)
         alternate("warm true", WARM, n)
+        ok(mj.kernel, ENGINE_FLOOR_SETUP)
+        alternate("engine floor", ENGINE_FLOOR, n)
         alternate("first remote line", FIRST_LINE, n, measure=first_line_time, warmup=1)
         alternate("seq 1000000 on 2 ranks, shown live", FLOOD, n_slow, warmup=1, timeout=600)
 
@@ -284,6 +297,10 @@ def report(figures: dict, n: int, n_slow: int, load_before, load_after) -> None:
         ("empty cell", "empty cell"),
         ("warm true", "warm remote `true` (ipyparallel: `subprocess.run(['true'])`)"),
         (
+            "engine floor",
+            "engine floor: a bare round trip to both workers (Monarch `ping.call()` on the warm actors; `%px pass`)",
+        ),
+        (
             "first remote line",
             "first remote line on IOPub (`echo a; sleep 1; echo b`; "
             "ipyparallel `--stream` reading the child's pipe)",
@@ -309,11 +326,15 @@ def report(figures: dict, n: int, n_slow: int, load_before, load_after) -> None:
         if key not in figures:
             continue
         f = figures[key]
-        shown = "–" if key == "empty cell" else ratio(f[PX], f[MJ])  # the floor, not a contest
+        shown = "–" if key in ("empty cell", "engine floor") else ratio(f[PX], f[MJ])  # floors, not contests
         print(f"| {label} | {cell(f[PX])} | {cell(f[MJ])} | {shown} |")
     if "warm true" in figures and "empty cell" in figures:
         warm, empty = figures["warm true"][MJ]["median"], figures["empty cell"][MJ]["median"]
         print(f"\nwarm `%%remote bash true` / empty cell in the same kernel: {warm / empty:.2f}×")
+    if "warm true" in figures and "engine floor" in figures:
+        for side, what in ((MJ, "%%remote bash true"), (PX, "%%px subprocess.run(['true'])")):
+            above = figures["warm true"][side]["median"] - figures["engine floor"][side]["median"]
+            print(f"{what}: {above * 1e3:.1f} ms above its engine's floor")
 
 
 if __name__ == "__main__":
