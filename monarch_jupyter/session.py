@@ -347,6 +347,14 @@ class JobSession:
         self._require_attached()
         return self._attachment.state
 
+    def running(self) -> tuple[Any, Any, str, str]:
+        """``(job, state, folder, context)`` of the current context's running job, from one
+        look at the folder (each look is a getcwd and two stats; a ``%%remote`` run needs
+        all four, and asking for them one by one looked three times)."""
+        self._require_attached()
+        place = self._cached_place  # just checked against the folder's fingerprint
+        return self._attachment.job, self._attachment.state, place.key[0], place.context
+
     def host_meshes(self) -> dict[str, Any]:
         """Mesh name → HostMesh of the running job, in spec order."""
         return _introspect.host_meshes(self.state())

@@ -771,3 +771,29 @@ def test_ctrl_c_is_counted_while_the_pump_runs_and_raised_again_after():
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.5)
+
+
+def test_worker_health_is_watched_through_pidfds():
+    """A worker that dies after its first check is still seen as gone (its pidfd wakes), a pid
+    that is no worker any more is let go, and a dead pid is reported from the first look."""
+    import subprocess
+
+    from monarch_jupyter.remote.runner import RemoteRunner
+
+    runner = RemoteRunner(session=None)
+    alive = subprocess.Popen(["sleep", "30"])
+    dying = subprocess.Popen(["sleep", "30"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        assert runner._exited({alive.pid, dying.pid, gone.pid}) == {gone.pid}
+        assert set(runner._pidfds) == {alive.pid, dying.pid}  # watched from now on
+        dying.kill()
+        dying.wait()
+        assert runner._exited({alive.pid, dying.pid}) == {dying.pid}
+        assert runner._exited({alive.pid}) == set()
+        assert set(runner._pidfds) == {alive.pid}  # the other's pidfd was closed
+    finally:
+        for proc in (alive, dying):
+            proc.kill()
+            proc.wait()

@@ -18,6 +18,7 @@ import datetime as _dt
 import itertools
 import os
 import queue
+import select
 import signal
 import sys
 import threading
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import _faults, _introspect, _quiet
+from ..contexts import Layout
 from ..errors import MonarchJupyterError
 from .args import RemoteArgs
 from .model import (
@@ -152,13 +154,14 @@ class RemoteRunner:
     def __init__(self, session: Any) -> None:
         self.session = session
         self._warm: dict[_WarmKey, _Warm] = {}
+        self._pidfds: dict[int, int] = {}  # worker pid → its pidfd (see _exited)
 
     # kernel thread ─────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
         """Resolve targets against the running job, spawning actors when needed."""
         session = self.session
-        meshes = session.host_meshes()
-        job = session.job()
+        job, state, folder, context = session.running()
+        meshes = _introspect.host_meshes(state)
         apply_id = getattr(job, "apply_id", None)
         self._check_health(job)
         if not meshes:
@@ -220,7 +223,10 @@ class RemoteRunner:
         if args.per_host:
             what += f" per host {_label(dict(args.per_host))}"
         target = f"{what} ({len(ranks)} rank{'s' if len(ranks) != 1 else ''})"
-        return Plan(ranks, targets, target, local_pids, where(session))
+        root = Path(folder)
+        return Plan(
+            ranks, targets, target, local_pids, Where(root, Layout(root).dir / context / "runs", context)
+        )
 
     def _select(self, args: RemoteArgs, warm: _Warm, points: list[dict], name: str) -> list[int]:
         if args.point is not None:
@@ -244,13 +250,35 @@ class RemoteRunner:
 
     def _check_health(self, job: Any) -> None:
         pids = _introspect.worker_pids(job)
-        dead = [f"{key} (pid {pid})" for key, pid in pids.items() if not _introspect.pid_alive(pid)]
+        exited = self._exited(set(pids.values()))
+        dead = [f"{key} (pid {pid})" for key, pid in pids.items() if pid in exited]
         if dead:
             self._warm.clear()
             raise RemoteError(
                 f"the job is not healthy: worker {', '.join(dead)} is dead; "
                 "run %job kill then %job apply to start it again"
             )
+
+    def _exited(self, pids: set[int]) -> set[int]:
+        """Which of these worker pids are gone: each is looked up once, then watched through a
+        pidfd, so a run checks all its workers in one poll instead of reading each one's /proc
+        stat (~11 system calls a worker, each a chance for another thread to take the GIL)."""
+        for pid in set(self._pidfds) - pids:
+            os.close(self._pidfds.pop(pid))
+        gone = set()
+        for pid in pids - set(self._pidfds):
+            if not _introspect.pid_alive(pid):
+                gone.add(pid)
+                continue
+            with contextlib.suppress(AttributeError, OSError):  # no pidfd here: asked each time
+                self._pidfds[pid] = os.pidfd_open(pid)
+        if self._pidfds:
+            poller = select.poll()
+            for fd in self._pidfds.values():
+                poller.register(fd, select.POLLIN)
+            by_fd = {fd: pid for pid, fd in self._pidfds.items()}
+            gone.update(by_fd[fd] for fd, _ in poller.poll(0))
+        return gone
 
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple) -> _Warm:
         from .. import engines
