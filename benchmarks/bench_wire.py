@@ -8,8 +8,10 @@ of that module then carries its class's whole definition in every message. This 
 form (``named``: the NamedTuple as it is; ``wire``: :func:`~monarch_jupyter.remote.protocol.encode`),
 the pickled size and the cloudpickle dumps + loads time of an :class:`Exit` and a
 :class:`RunSpec`, and the round trip of a run's shape on 2 local procs: broadcast a
-spec to both, each answers an Exit on a port, until both arrived. Medians in µs. The procs
-are stopped at the end.
+spec to both, each answers an Exit on a port, until both arrived. Then how the kernel's loop
+receives from a port (a message sent on it and awaited, one at a time): the public
+``receiver.recv().as_asyncio()`` against :class:`monarch_jupyter._introspect.PortReader`.
+Medians in µs. The procs are stopped at the end.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 import cloudpickle
 from monarch.actor import Actor, Channel, endpoint, this_host
 
+from monarch_jupyter._introspect import PortReader
 from monarch_jupyter.remote import protocol
 from monarch_jupyter.remote.protocol import Chunk, Exit, RunSpec
 
@@ -90,6 +93,23 @@ async def round_trips(n: int) -> None:
         await procs.stop()
 
 
+async def receiving(n: int) -> None:
+    for how in ("recv().as_asyncio()", "PortReader", "recv().as_asyncio()", "PortReader"):  # alternated
+        port, receiver = Channel.open()
+        reader = PortReader(receiver)
+        times = []
+        for i in range(n):
+            start = time.perf_counter()
+            port.send(i)
+            if how == "PortReader":
+                value = reader.value(await reader.next())
+            else:
+                value = await receiver.recv().as_asyncio()
+            times.append(time.perf_counter() - start)
+            assert value == i
+        print(f"  {how:20s} send + receive {micro(times[n // 10 :])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300)
@@ -98,6 +118,8 @@ def main() -> None:
     pickling(opts.n)
     print("round trip on 2 local procs:")
     asyncio.run(round_trips(opts.n))
+    print("receiving on the loop (this process):")
+    asyncio.run(receiving(opts.n * 3))
 
 
 if __name__ == "__main__":

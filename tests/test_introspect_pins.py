@@ -164,3 +164,24 @@ def test_no_other_module_reads_monarch_private_fields():
         if access.search(line.split("#")[0])
     ]
     assert offenders == [], f"read Monarch's private fields outside _introspect: {offenders}"
+
+
+def test_port_reader_reads_the_rust_receiver():
+    """``PortReader`` awaits ``PortReceiver._receiver.recv_task()`` and decodes with
+    ``PortReceiver._process``: both there, and it gives what ``recv()`` gives."""
+    import asyncio
+
+    from monarch.actor import Channel
+
+    async def check() -> None:
+        port, receiver = Channel.open()
+        reader = _introspect.PortReader(receiver)
+        assert reader._fast is not None, (
+            f"{MONARCH}: PortReceiver._receiver.recv_task or PortReceiver._process is gone; "
+            "update _introspect.PortReader (it fell back to recv())"
+        )
+        for value in (("exit", 1, [("out", "hi\n", 1)]), None, 3):
+            port.send(value)
+            assert reader.value(await reader.next()) == value
+
+    asyncio.run(check())

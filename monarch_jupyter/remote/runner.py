@@ -457,6 +457,7 @@ class _Drive:
         remaining = set(range(len(self.plan.ranks)))
         try:
             port, receiver = Channel.open()
+            reader = _introspect.PortReader(receiver)
             wire = spec_to_wire(self.spec) if self.spec is not None else None
             for target in self.plan.targets:
                 if self.follow_id:
@@ -514,24 +515,24 @@ class _Drive:
                 if not remaining:
                     break
                 if pending_recv is None:
-                    pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
+                    pending_recv = reader.next()
                 done, _ = await asyncio.wait({pending_recv}, timeout=0.05)
                 if not done:
                     if not entry_saved:
                         entry_saved = self._save_entry()
                     continue
-                message = decode(pending_recv.result())
+                message = decode(reader.value(pending_recv.result()))
                 pending_recv = None
                 self._handle(message, heard, remaining, spool)
                 if not entry_saved and remaining and type(message) is not Exit:  # it streams: not a quick run
                     entry_saved = self._save_entry()
                 # drain whatever else is ready without waiting
                 while remaining:
-                    pending_recv = asyncio.ensure_future(receiver.recv().as_asyncio())
+                    pending_recv = reader.next()
                     await asyncio.sleep(0)
                     if not pending_recv.done():
                         break
-                    message = decode(pending_recv.result())
+                    message = decode(reader.value(pending_recv.result()))
                     pending_recv = None
                     self._handle(message, heard, remaining, spool)
                 spool.maybe_flush()
