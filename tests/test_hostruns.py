@@ -466,3 +466,18 @@ def test_prune_removes_the_spare_folder_of_an_actor_that_died(runs_dir):
     mine = H.make_spare()
     H.prune(keep=50)
     assert not stale.exists() and mine.exists()  # ours (alive) stays
+
+
+def test_free_folders_come_from_one_scan_and_survive_other_takers(tmp_path):
+    """One scan of the runs folder serves several spares; a name another actor took meanwhile
+    is skipped and the folder scanned again; none left: False (the spare is made anew)."""
+    H._free_seen.pop(tmp_path, None)
+    for name in ("a", "b"):
+        (tmp_path / f"{H.FREE}{name}").mkdir()
+    assert H._take_free(tmp_path, tmp_path / "x")
+    (left,) = [p for p in tmp_path.iterdir() if p.name.startswith(H.FREE)]
+    left.rename(tmp_path / "taken-by-another-actor")
+    (tmp_path / f"{H.FREE}c").mkdir()
+    assert H._take_free(tmp_path, tmp_path / "y")
+    assert not H._take_free(tmp_path, tmp_path / "z")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken-by-another-actor", "x", "y"]

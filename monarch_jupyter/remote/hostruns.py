@@ -139,19 +139,28 @@ def make_spare(root: Path | None = None) -> Path:
     return folder
 
 
+_free_seen: dict[Path, list[str]] = {}  # runs root → names of free folders its last scan found
+
+
 def _take_free(root: Path, folder: Path) -> bool:
-    """Rename one of prune's emptied folders to ``folder``; False when there is none left."""
-    try:
-        with os.scandir(root) as entries:
-            names = [e.name for e in entries if e.name.startswith(FREE)]
-    except OSError:
-        return False
-    for name in names:
+    """Rename one of prune's emptied folders to ``folder``; False when there is none left. The
+    names come from one scan of ``root`` that serves the next spares too (each scan reads every
+    run's folder: ~180 entries on a busy host, a spare's worth of CPU)."""
+    names = _free_seen.setdefault(root, [])
+    for scanned in (False, True):
+        while names:
+            try:
+                os.rename(root / names.pop(), folder)
+                return True
+            except OSError:  # another actor on this host took it first
+                continue
+        if scanned:
+            return False
         try:
-            os.rename(root / name, folder)
-            return True
-        except OSError:  # another actor on this host took it first
-            continue
+            with os.scandir(root) as entries:
+                names.extend(e.name for e in entries if e.name.startswith(FREE))
+        except OSError:
+            return False
     return False
 
 
