@@ -13,7 +13,10 @@ arrival of the stream message that carries it), the kernel's own busy → idle t
 runs the cell, and all its threads, from /proc schedstat: the least noisy figures on
 a shared machine) and how many output
 messages (stream, display_data, …) a run sends on IOPub. ``--n-flood N`` adds ``seq 1000000`` on
-4 ranks against four local ``seq 1000000 | cat > file`` run in parallel.
+4 ranks against four local ``seq 1000000 | cat > file`` run in parallel. ``--gap S`` waits S
+seconds after each run (as between a user's cells): what either side does in the background
+after a run (the workers start the next run's shell) then lands in the gap, not in the other
+side's run.
 
 Every process started here carries a tag and is killed by PID at the end.
 """
@@ -122,6 +125,9 @@ def main() -> None:
         default=0,
         help="repetitions of seq 1000000 on 4 ranks (--per-host gpu=2), against 4 local seq | cat",
     )
+    parser.add_argument(
+        "--gap", type=float, default=0.0, help="seconds to wait after each run (default 0: back to back)"
+    )
     opts = parser.parse_args()
     trees = [str(Path(t).resolve()) for t in opts.trees]
     names = ["before", "after"]
@@ -149,6 +155,7 @@ def main() -> None:
             for i in range(count):
                 for name in names if i % 2 == 0 else names[::-1]:
                     runs[name].append(execute(kernels[name], code))
+                    time.sleep(opts.gap)
             return runs
 
         for label, code in MEASURES.items():

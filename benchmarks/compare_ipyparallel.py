@@ -32,6 +32,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -172,6 +173,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=60, help="repetitions of the fast measures (default 60)")
     parser.add_argument(
+        "--gap", type=float, default=0.0, help="seconds to wait after each cell (default 0: back to back)"
+    )
+    parser.add_argument(
         "--n-slow",
         type=int,
         default=None,
@@ -232,6 +236,7 @@ def main() -> None:
             for i in range(count):
                 for side in (mj, px) if i % 2 == 0 else (px, mj):
                     values[side.name].append(measure(ok(side.kernel, codes[side.name], timeout)))
+                    time.sleep(opts.gap)
             figures[label] = {name: summary(v) for name, v in values.items()}
             print(
                 f"  {label}: " + ", ".join(f"{k} {figures[label][k]['median'] * 1e3:.1f} ms" for k in values),
@@ -275,14 +280,14 @@ def main() -> None:
         if left:
             print(f"WARNING: processes still alive after reaping: {left}", file=sys.stderr)
 
-    report(figures, n, n_slow, load_before, os.getloadavg())
+    report(figures, n, n_slow, load_before, os.getloadavg(), opts.gap)
     if opts.json:
         Path(opts.json).write_text(
             json.dumps({"n": n, "n_slow": n_slow, "machine": machine(), "figures": figures}, indent=1)
         )
 
 
-def report(figures: dict, n: int, n_slow: int, load_before, load_after) -> None:
+def report(figures: dict, n: int, n_slow: int, load_before, load_after, gap: float = 0.0) -> None:
     def cell(s: dict) -> str:
         m, lo, hi = s["median"], s["q1"], s["q3"]
         if m >= 1:
@@ -317,7 +322,8 @@ def report(figures: dict, n: int, n_slow: int, load_before, load_after) -> None:
     print(
         f"Load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}; "
         f"medians (interquartile range) of {n} (flood and restart: {n_slow}), "
-        "client round trip execute request → idle"
+        "client round trip execute request → idle, "
+        + (f"{gap * 1e3:.0f} ms between cells" if gap else "cells back to back")
     )
     print()
     print("| measure | ipyparallel `%%px` | `%%remote` | ratio |")
