@@ -402,3 +402,15 @@ def test_warm_shell_is_as_killable_as_a_cold_one():
             keeper.close()
 
     run(main())
+
+
+def test_the_next_shell_waits_longer_while_runs_come_slowly():
+    """A user's cells: the next shell starts after the kernel showed the answer (quiet_delay);
+    runs back to back keep the short delay; the first run knows no pace yet."""
+    from monarch_jupyter.remote.process import SLOW_RUNS
+
+    keeper = ShellKeeper(delay=0.003, quiet_delay=0.015)
+    assert keeper.next_delay(now=100.0) == 0.003
+    assert keeper.next_delay(now=100.0 + SLOW_RUNS / 4) == 0.003
+    assert keeper.next_delay(now=101.0) == 0.015
+    assert keeper.next_delay(now=101.0 + SLOW_RUNS / 4) == 0.003

@@ -53,6 +53,8 @@ MAX_INLINE = 100_000  # bytes of command passed with -c; longer ones go through 
 GRACE = 0.3  # seconds between SIGINT, SIGTERM and SIGKILL
 DRAIN_AFTER_EXIT = 0.5  # background children holding the pipes get this long
 PREWARM_DELAY = 0.003  # after a warm shell was taken (sooner delays the run that took it), before the next
+QUIET_DELAY = 0.015  # … or this much later while runs come slowly: past the kernel's own work on the answer
+SLOW_RUNS = 0.1  # runs are slow when the last one came at least this long after the one before
 WARM_MAX = 60_000  # bytes of script handed to a warm shell (more: a cold start)
 # A warm shell sources its script from a pipe (read whole, then that fd is closed) and evals it,
 # so it runs as with ``bash -c`` ($0, $LINENO, exit codes, error messages but "eval:" for syntax).
@@ -443,12 +445,17 @@ class ShellKeeper:
     command again and again)."""
 
     def __init__(
-        self, delay: float = PREWARM_DELAY, make: Callable[[dict[str, str], str | None], Any] | None = None
+        self,
+        delay: float = PREWARM_DELAY,
+        make: Callable[[dict[str, str], str | None], Any] | None = None,
+        quiet_delay: float = QUIET_DELAY,
     ) -> None:
         self.delay = delay
+        self.quiet_delay = quiet_delay
         self.make = make or WarmShell
         self.shell: Any = None
         self._timer: asyncio.TimerHandle | None = None
+        self._last_take: float | None = None
 
     def take(self, command: str, env: dict[str, str], cwd: str | None) -> Process | None:
         """The warm shell running ``command`` if it was started with this env and cwd, else None
@@ -465,8 +472,18 @@ class ShellKeeper:
                 shell.discard()
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(self.delay, self._prewarm, env, cwd)
+        self._timer = asyncio.get_running_loop().call_later(self.next_delay(), self._prewarm, env, cwd)
         return proc
+
+    def next_delay(self, now: float | None = None) -> float:
+        """How long after this take the next shell starts. Starting one (bash's exec: ~2 ms of
+        CPU with its subshell) while the kernel still shows the answer slowed that answer by
+        ~1.5 ms on 2 cores, so while runs come slowly (as a user runs cells) it waits
+        ``quiet_delay``. Runs back to back keep ``delay``: there every moment is some run's, and
+        later was slower (benchmarks/compare_builds.py --gap)."""
+        now = time.monotonic() if now is None else now
+        since, self._last_take = (None if self._last_take is None else now - self._last_take), now
+        return self.quiet_delay if since is not None and since >= SLOW_RUNS else self.delay
 
     def _prewarm(self, env: dict[str, str], cwd: str | None) -> None:
         self._timer = None
