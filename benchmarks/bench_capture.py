@@ -12,7 +12,7 @@ the path); and, for comparison, the pipe-based warm shell of
 Each run's shell is forked ahead and given time to settle, as in a notebook between cells.
 
 ``--churn`` times the files of a warm loop instead: per run, the next rank folder made ahead
-(``make_spare``), placed, its status written, and every 50 runs a prune keeping 50, as an
+(``make_spare`` and ``make_spare_run``), placed, its status written, and every 50 runs a prune keeping 50, as an
 actor does; with pruned folders emptied and reused (``reuse``) or deleted and every spare
 created anew (``fresh``, ``KEEP_FREE = 0``), in alternating blocks. CPU time of this process
 per run (what a worker pays for its files), and the median time of ``make_spare``. On ext4
@@ -111,8 +111,9 @@ def churn(n: int, root: Path) -> None:
                     s0 = time.perf_counter()
                     spare = hostruns.make_spare(root)
                     spare_times[label].append(time.perf_counter() - s0)
+                    spare_run = hostruns.make_spare_run(spare)
                     folder = hostruns.rank_dir(f"r{i}", "mesh", 0, root)
-                    hostruns.place(folder, spare)
+                    hostruns.place(folder, spare, spare_run)
                     (folder / hostruns.STATUS).write_text(f"0 {time.time()}\n")
                     if i % 50 == 0:
                         hostruns.prune(root, keep=50, min_age=0)

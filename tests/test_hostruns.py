@@ -372,19 +372,24 @@ def test_a_shell_made_ahead_brings_its_rank_folder_and_leaves_none_behind(runs_d
             assert (
                 H.rank_state(spare)["state"] == "lost" and H.read_json(spare / H.META) is None
             )  # empty: absent
+            spare_run = keeper.shell.spare_run  # the run's folder, made ahead too: empty
+            assert spare_run is not None and os.listdir(spare_run) == []
+            run_inode = os.stat(spare_run).st_ino
             folder = H.rank_dir("k2", "hosts", 0)
             second = keeper.take(folder, "k2", "bash", "echo two; exit 4", ENV, None)
-            assert not spare.exists() and second.finish_now(5.0) == 4
+            assert not spare.exists() and not spare_run.exists() and second.finish_now(5.0) == 4
+            assert os.stat(folder.parent).st_ino == run_inode  # renamed, not made on the path
             assert [c.text for c in second.take()] == ["two\n"] and H.read_status(folder)[0] == 4
             while keeper.shell is None:
                 await asyncio.sleep(0.01)
-            unused = keeper.shell.spare
+            unused, unused_run = keeper.shell.spare, keeper.shell.spare_run
         finally:
             keeper.close()
-        assert not unused.exists()  # a shell discarded takes its folder with it
+        assert not unused.exists() and not unused_run.exists()  # a shell discarded takes its folders
         assert sorted(H.prune(keep=0, min_age=0)) == ["k1", "k2"]
-        left = list(H.runs_root().iterdir())  # no spare left: only the two folders emptied for reuse
-        assert len(left) == 2 and all(p.name.startswith(H.FREE) for p in left)
+        left = sorted(p.name for p in H.runs_root().iterdir())  # no spare left: the emptied folders
+        assert len(left) == 4 and sum(n.startswith(H.FREE) for n in left) == 2
+        assert sum(n.startswith(H.FREE_RUN) for n in left) == 2  # the runs' own, empty, for reuse
 
     run(main())
 
@@ -406,8 +411,9 @@ def test_pruned_rank_folders_are_emptied_and_become_the_next_spares(runs_dir):
         assert os.stat(spare).st_ino == inode and os.stat(spare / H.OUT).st_ino == out_inode
         assert not any(p.name.startswith(H.FREE) for p in runs_dir.iterdir())
         shutil.rmtree(spare)
-        fresh = H.make_spare()  # none left: made anew, empty
-        assert os.stat(fresh).st_ino != inode and os.path.getsize(fresh / H.OUT) == 0
+        fresh = H.make_spare()  # none left: made anew (ext4 may give it the freed inode's number), empty
+        assert sorted(os.listdir(fresh)) == sorted([H.OUT, H.ERR, H.STATUS, H.META])
+        assert os.path.getsize(fresh / H.OUT) == 0
         shutil.rmtree(fresh)
 
         # a run in a reused folder reads back only what it printed itself
@@ -471,13 +477,28 @@ def test_prune_removes_the_spare_folder_of_an_actor_that_died(runs_dir):
 def test_free_folders_come_from_one_scan_and_survive_other_takers(tmp_path):
     """One scan of the runs folder serves several spares; a name another actor took meanwhile
     is skipped and the folder scanned again; none left: False (the spare is made anew)."""
-    H._free_seen.pop(tmp_path, None)
+    H._free_seen.pop((tmp_path, H.FREE), None)
     for name in ("a", "b"):
         (tmp_path / f"{H.FREE}{name}").mkdir()
-    assert H._take_free(tmp_path, tmp_path / "x")
+    assert H._take_free(tmp_path, tmp_path / "x", H.FREE)
     (left,) = [p for p in tmp_path.iterdir() if p.name.startswith(H.FREE)]
     left.rename(tmp_path / "taken-by-another-actor")
     (tmp_path / f"{H.FREE}c").mkdir()
-    assert H._take_free(tmp_path, tmp_path / "y")
-    assert not H._take_free(tmp_path, tmp_path / "z")
+    assert H._take_free(tmp_path, tmp_path / "y", H.FREE)
+    assert not H._take_free(tmp_path, tmp_path / "z", H.FREE)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken-by-another-actor", "x", "y"]
+
+
+def test_a_second_rank_of_a_host_finds_the_runs_folder_there(runs_dir):
+    """Two ranks of one run on one host, each with folders made ahead: the first's run folder is
+    renamed into place, the second's rank folder goes into it and its unused run folder is
+    removed; neither replaces the other's."""
+    root = H.runs_root()
+    spares = [H.make_spare(root) for _ in range(2)]
+    runs = [H.make_spare_run(spare) for spare in spares]
+    first, second = H.rank_dir("two", "hosts", 0), H.rank_dir("two", "hosts", 1)
+    H.place(first, spares[0], runs[0])
+    H.place(second, spares[1], runs[1])
+    assert sorted(os.listdir(root / "two")) == ["hosts.0", "hosts.1"]
+    assert not any(p.exists() for p in (*spares, *runs))
+    assert sorted(p.name for p in root.iterdir()) == ["two"]
