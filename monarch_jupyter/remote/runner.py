@@ -600,9 +600,10 @@ class _Drive:
             self.sink.put(Started(index, message.pid))
         if type(message) is Heartbeat:
             return
+        for chunk in message.chunks:  # to the cell first, then to the log
+            self.sink.put(Output(index, chunk.stream, chunk.text, chunk.newlines))
         for chunk in message.chunks:
             spool.write(index, chunk.stream, chunk.text)
-            self.sink.put(Output(index, chunk.stream, chunk.text, chunk.newlines))
         if type(message) is Exit:
             remaining.discard(index)
             if message.error:
