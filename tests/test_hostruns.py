@@ -502,3 +502,16 @@ def test_a_second_rank_of_a_host_finds_the_runs_folder_there(runs_dir):
     assert sorted(os.listdir(root / "two")) == ["hosts.0", "hosts.1"]
     assert not any(p.exists() for p in (*spares, *runs))
     assert sorted(p.name for p in root.iterdir()) == ["two"]
+
+
+def test_a_free_run_folder_that_is_not_empty_is_not_used(runs_dir):
+    """Whatever got into a pruned run's folder meanwhile never shows up in the next run."""
+    root = H.runs_root()
+    H._free_seen.pop((root, H.FREE_RUN), None)
+    stale = root / f"{H.FREE_RUN}abc"
+    (stale / "hosts.7").mkdir(parents=True)
+    spare = H.make_spare(root)
+    run = H.make_spare_run(spare)
+    assert os.listdir(run) == [] and not stale.exists()
+    H.place(H.rank_dir("fresh", "hosts", 0), spare, run)
+    assert os.listdir(root / "fresh") == ["hosts.0"]

@@ -147,8 +147,11 @@ def make_spare_run(spare: Path) -> Path:
     (:func:`place`): a rename on the run's path instead of a mkdir (~25 against ~150 µs on
     ext4, where a new folder is a new inode). A pruned run's folder when there is one."""
     folder = spare.with_name(spare.name + ".run")
-    if not _take_free(spare.parent, folder, FREE_RUN):
-        os.mkdir(folder, 0o700)
+    if _take_free(spare.parent, folder, FREE_RUN):
+        if _empty_folder(folder):
+            return folder
+        shutil.rmtree(folder, ignore_errors=True)  # not as prune left it: never a run's folder
+    os.mkdir(folder, 0o700)
     return folder
 
 
