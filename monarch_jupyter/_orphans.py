@@ -119,7 +119,12 @@ def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, in
 
 def _carrying(token: str) -> set[int]:
     """Our processes whose environment holds ``MONARCH_JUPYTER_APPLY=token``."""
-    needle = f"{TOKEN_VAR}={token}".encode()
+    return carrying(TOKEN_VAR, token)
+
+
+def carrying(var: str, value: str) -> set[int]:
+    """Live processes (never this one) whose environment holds ``var=value``."""
+    needle = f"{var}={value}".encode()
     found = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -129,6 +134,23 @@ def _carrying(token: str) -> set[int]:
                 found.add(int(entry))
         except OSError:
             continue
+    return found
+
+
+def stop_carrying(var: str, value: str, grace: float = _GRACE_SECONDS) -> set[int]:
+    """SIGTERM every process carrying ``var=value``, then SIGKILL those still carrying it
+    ``grace`` seconds later (signalled by PID, looked up again before each signal); returns
+    the PIDs found. For everything a run of ours started, given a fresh value to inherit."""
+    found = carrying(var, value)
+    for pid in found:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and carrying(var, value):
+        time.sleep(0.05)
+    for pid in carrying(var, value):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     return found
 
 

@@ -5,20 +5,39 @@
 Each cell's source is echoed, then its streamed output, live, as the kernel
 sends it (so a %%remote cell shows its ranks' lines while they run). Exits
 non-zero if a cell fails.
+
+Whatever way the run ends (the last cell, a failing cell, Ctrl-C, SIGTERM, or the reader
+of its output going away, as with ``| head``), nothing it started is left running: the
+kernel and every process under it (the notebook's job workers, their procs, its runs)
+carry a fresh ``MONARCH_JUPYTER_NOTEBOOK_RUN`` value in their environment, and those are
+stopped by PID at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import atexit
+import os
+import signal
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
-import nbformat
-from jupyter_client import KernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+# Ctrl-C while the modules below load (a second or more here) stops quietly: nothing has been
+# started yet. main() takes SIGINT over before it starts the kernel.
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
+import nbformat  # noqa: E402
+from jupyter_client import KernelManager  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellExecutionError  # noqa: E402
+
+from monarch_jupyter._orphans import stop_carrying  # noqa: E402
+
+RUN_VAR = "MONARCH_JUPYTER_NOTEBOOK_RUN"  # inherited by the kernel and all it starts
 
 DIM, BOLD, RED, RESET = "\033[2m", "\033[1m", "\033[31m", "\033[0m"
 
@@ -42,6 +61,17 @@ class EchoingClient(NotebookClient):
         self._colour = colour
         self._started = time.monotonic()
 
+    async def async_start_new_kernel(self, **kwargs):
+        # nbclient answers SIGINT / SIGTERM with loop handlers that shut the kernel down under
+        # the running cell (which then fails with an AssertionError traceback), and only when the
+        # loop gets to them: our kernel client blocks the loop in zmq polls, so a long cell never
+        # did. A plain handler raises Stopped at once, wherever the run is.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        _take_signals()
+        return await super().async_start_new_kernel(**kwargs)
+
     def _paint(self, code: str, text: str) -> str:
         return f"{code}{text}{RESET}" if self._colour else text
 
@@ -57,15 +87,41 @@ class EchoingClient(NotebookClient):
     def output(self, outs, msg, display_id, cell_index):
         kind = msg["msg_type"]
         content = msg["content"]
-        if kind == "stream":
-            text = content["text"]
-            sys.stdout.write(self._paint(RED, text) if content["name"] == "stderr" else text)
-        elif kind in ("display_data", "execute_result"):
-            sys.stdout.write(content["data"].get("text/plain", "") + "\n")
-        elif kind == "error":
-            sys.stdout.write(self._paint(RED, f"{content['ename']}: {content['evalue']}\n"))
-        sys.stdout.flush()
+        try:
+            if kind == "stream":
+                text = content["text"]
+                sys.stdout.write(self._paint(RED, text) if content["name"] == "stderr" else text)
+            elif kind in ("display_data", "execute_result"):
+                sys.stdout.write(content["data"].get("text/plain", "") + "\n")
+            elif kind == "error":
+                sys.stdout.write(self._paint(RED, f"{content['ename']}: {content['evalue']}\n"))
+            sys.stdout.flush()
+        except BrokenPipeError:  # nobody reads us any more (| head): stop, as SIGPIPE would
+            _silence_stdout()
+            raise Stopped("its output was closed") from None
         return super().output(outs, msg, display_id, cell_index)
+
+
+class Stopped(KeyboardInterrupt):
+    """The run was stopped from outside: Ctrl-C, SIGTERM / SIGHUP, or its output closed. A
+    KeyboardInterrupt, so that asyncio lets it through from any callback (it logs and drops
+    other exceptions raised there)."""
+
+
+def _stop_on_signal(signum, frame) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+def _take_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop_on_signal)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     notebook = nbformat.read(args.notebook, as_version=4)
+    run = os.environ[RUN_VAR] = uuid.uuid4().hex  # the kernel inherits it, and all it starts
     client = EchoingClient(
         notebook,
         timeout=args.timeout,
@@ -84,16 +141,55 @@ def main(argv: list[str] | None = None) -> int:
         resources={"metadata": {"path": str(args.notebook.parent.resolve())}},
         colour=sys.stdout.isatty(),
     )
+    stopped: Stopped | None = None
+    _take_signals()
     try:
         client.execute()
     except CellExecutionError as error:
         print(f"\nnotebook failed: {str(error).splitlines()[0] if str(error) else error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # echoing a cell's source to a closed output
+        _silence_stdout()
+        stopped = Stopped("its output was closed")
+    except KeyboardInterrupt as error:
+        stopped = error if isinstance(error, Stopped) else Stopped("SIGINT")
+    except Exception as error:
+        # a stop may land inside nbclient's own clean-up, which then fails in turn
+        stopped = _stopped_by(error)
+        if stopped is None:
+            raise
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the clean-up below runs whole
+            signal.signal(sig, signal.SIG_IGN)
+        left = stop_carrying(RUN_VAR, run)
+        if stopped is not None:
+            # the kernel is gone (stopped just above); nbclient's exit hook would wait forever on
+            # the event loop the stop broke out of
+            atexit.unregister(getattr(client, "_cleanup_kernel", lambda: None))
         if args.save:
             nbformat.write(notebook, args.save)
+        if left:
+            print(
+                f"{args.notebook}: stopped {len(left)} processes it left running "
+                "(its kernel, its job's workers and their runs)",
+                file=sys.stderr,
+            )
+    if stopped is not None:
+        print(f"\n{args.notebook}: stopped ({stopped}) before its last cell", file=sys.stderr)
+        return 130
     print(f"\n{args.notebook}: all cells ran")
     return 0
+
+
+def _stopped_by(error: BaseException) -> Stopped | None:
+    """The Stopped behind ``error`` (raised while nbclient handled it), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, Stopped):
+            return error
+        seen.add(id(error))
+        error = error.__context__ or error.__cause__
+    return None
 
 
 if __name__ == "__main__":
