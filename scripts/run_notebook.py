@@ -10,7 +10,8 @@ Whatever way the run ends (the last cell, a failing cell, Ctrl-C, SIGTERM, or th
 of its output going away, as with ``| head``), nothing it started is left running: the
 kernel and every process under it (the notebook's job workers, their procs, its runs)
 carry a fresh ``MONARCH_JUPYTER_NOTEBOOK_RUN`` value in their environment, and those are
-stopped by PID at the end.
+stopped by PID at the end. A job the run applied and that was stopped this way has its
+cache removed too, as ``%job kill`` would, so the next run (or ``%load_ext``) starts clean.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import atexit
 import os
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -35,7 +37,9 @@ from jupyter_client import KernelManager  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionError  # noqa: E402
 
+from monarch_jupyter import cache  # noqa: E402
 from monarch_jupyter._orphans import stop_carrying  # noqa: E402
+from monarch_jupyter.contexts import MONARCH_DIR, STATE_FILE  # noqa: E402
 
 RUN_VAR = "MONARCH_JUPYTER_NOTEBOOK_RUN"  # inherited by the kernel and all it starts
 
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     notebook = nbformat.read(args.notebook, as_version=4)
     run = os.environ[RUN_VAR] = uuid.uuid4().hex  # the kernel inherits it, and all it starts
+    started_ns = time.time_ns() - 20_000_000  # file times lag the clock by up to a tick
     client = EchoingClient(
         notebook,
         timeout=args.timeout,
@@ -162,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the clean-up below runs whole
             signal.signal(sig, signal.SIG_IGN)
         left = stop_carrying(RUN_VAR, run)
+        forgotten = _forget_jobs_applied_since(args.notebook.parent, started_ns) if left else []
         if stopped is not None:
             # the kernel is gone (stopped just above); nbclient's exit hook would wait forever on
             # the event loop the stop broke out of
@@ -171,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         if left:
             print(
                 f"{args.notebook}: stopped {len(left)} processes it left running "
-                "(its kernel, its job's workers and their runs)",
+                "(its kernel, its job's workers and their runs)"
+                + (f"; removed the cache of context {', '.join(forgotten)}" if forgotten else ""),
                 file=sys.stderr,
             )
     if stopped is not None:
@@ -179,6 +186,28 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(f"\n{args.notebook}: all cells ran")
     return 0
+
+
+def _forget_jobs_applied_since(folder: Path, since_ns: int) -> list[str]:
+    """Contexts under ``folder`` whose state file was written since ``since_ns``: jobs this run
+    applied, whose workers were just stopped with it. Their state files go, as ``%job kill``'s
+    would (status.json is only believed next to its state file)."""
+    monarch_dir = folder / MONARCH_DIR
+    forgotten = []
+    with cache.locked(monarch_dir, create=False):
+        try:
+            contexts = sorted(p for p in monarch_dir.iterdir() if p.is_dir() and not p.is_symlink())
+        except OSError:
+            return []
+        for context in contexts:
+            try:
+                info = os.lstat(context / STATE_FILE)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_mtime_ns >= since_ns:
+                cache.remove(context / STATE_FILE)
+                forgotten.append(context.name)
+    return forgotten
 
 
 def _stopped_by(error: BaseException) -> Stopped | None:

@@ -94,6 +94,9 @@ def test_a_run_stopped_early_leaves_no_process(tmp_path, tag, how):
         while tagged_pids(tag) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert tagged_pids(tag) == []  # kernel, workers, their procs, the run: all gone
+        # and the job's cache went with its workers, as %job kill's would: the next run starts clean
+        assert "removed the cache of context default" in err, err
+        assert not list(tmp_path.glob(".monarch/*/state.pkl"))
     finally:
         if proc.poll() is None:
             proc.kill()
