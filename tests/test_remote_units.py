@@ -774,10 +774,12 @@ def test_ctrl_c_is_counted_while_the_pump_runs_and_raised_again_after():
         time.sleep(0.5)
 
 
-def test_worker_health_is_watched_through_pidfds():
-    """A worker that dies after its first check is still seen as gone (its pidfd wakes), a pid
-    that is no worker any more is let go, and a dead pid is reported from the first look."""
+def test_worker_health_reads_each_workers_stat_once_opened():
+    """A worker killed after its first check is gone as soon as it is a zombie (as pid_alive
+    says), and still gone once reaped; a pid that is no worker any more is let go; a dead pid is
+    reported from the first look."""
     import subprocess
+    import time
 
     from monarch_jupyter.remote.runner import RemoteRunner
 
@@ -788,12 +790,16 @@ def test_worker_health_is_watched_through_pidfds():
     gone.wait()
     try:
         assert runner._exited({alive.pid, dying.pid, gone.pid}) == {gone.pid}
-        assert set(runner._pidfds) == {alive.pid, dying.pid}  # watched from now on
-        dying.kill()
-        dying.wait()
+        assert set(runner._stat_fds) == {alive.pid, dying.pid}  # kept open from now on
+        dying.kill()  # not reaped: a zombie
+        deadline = time.monotonic() + 5
+        while runner._exited({alive.pid, dying.pid}) != {dying.pid}:
+            assert time.monotonic() < deadline, "a zombie worker was not seen as gone"
+            time.sleep(0.01)
+        dying.wait()  # reaped: its pid may be anyone's now, the open stat file says gone
         assert runner._exited({alive.pid, dying.pid}) == {dying.pid}
         assert runner._exited({alive.pid}) == set()
-        assert set(runner._pidfds) == {alive.pid}  # the other's pidfd was closed
+        assert set(runner._stat_fds) == {alive.pid}  # the other's file was closed
     finally:
         for proc in (alive, dying):
             proc.kill()

@@ -18,7 +18,6 @@ import datetime as _dt
 import itertools
 import os
 import queue
-import select
 import signal
 import sys
 import threading
@@ -154,7 +153,7 @@ class RemoteRunner:
     def __init__(self, session: Any) -> None:
         self.session = session
         self._warm: dict[_WarmKey, _Warm] = {}
-        self._pidfds: dict[int, int] = {}  # worker pid → its pidfd (see _exited)
+        self._stat_fds: dict[int, int] = {}  # worker pid → its open /proc/<pid>/stat (see _exited)
 
     # kernel thread ─────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
@@ -260,24 +259,31 @@ class RemoteRunner:
             )
 
     def _exited(self, pids: set[int]) -> set[int]:
-        """Which of these worker pids are gone: each is looked up once, then watched through a
-        pidfd, so a run checks all its workers in one poll instead of reading each one's /proc
-        stat (~11 system calls a worker, each a chance for another thread to take the GIL)."""
-        for pid in set(self._pidfds) - pids:
-            os.close(self._pidfds.pop(pid))
+        """Which of these worker pids are gone (dead or a zombie, as ``pid_alive`` says): each
+        one's ``/proc/<pid>/stat`` is opened once and read again with one ``pread`` a run
+        (reading it afresh took ~11 system calls a worker, each a chance for another thread to
+        take the GIL). The open file stays bound to that process: once it is reaped the read
+        fails, even if the pid is reused. Not a pidfd: that wakes only when every thread of
+        the process has exited, some milliseconds after its leader is a zombie."""
+        for pid in set(self._stat_fds) - pids:
+            os.close(self._stat_fds.pop(pid))
         gone = set()
-        for pid in pids - set(self._pidfds):
-            if not _introspect.pid_alive(pid):
+        for pid in pids:
+            fd = self._stat_fds.get(pid)
+            if fd is None:
+                if not _introspect.pid_alive(pid):
+                    gone.add(pid)
+                    continue
+                try:
+                    fd = self._stat_fds[pid] = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+                except (OSError, TypeError):  # no /proc here: asked the slow way each time
+                    continue
+            try:
+                state = os.pread(fd, 1024, 0).rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):  # reaped (ESRCH)
+                state = b"X"
+            if state in (b"Z", b"X"):
                 gone.add(pid)
-                continue
-            with contextlib.suppress(AttributeError, OSError):  # no pidfd here: asked each time
-                self._pidfds[pid] = os.pidfd_open(pid)
-        if self._pidfds:
-            poller = select.poll()
-            for fd in self._pidfds.values():
-                poller.register(fd, select.POLLIN)
-            by_fd = {fd: pid for pid, fd in self._pidfds.items()}
-            gone.update(by_fd[fd] for fd, _ in poller.poll(0))
         return gone
 
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple) -> _Warm:
