@@ -16,6 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _report import print_steps
+
 from daemons import Slurm, Sshd, free_port
 from harness import TAG_VAR, Kernel, new_tag, reap
 
@@ -75,10 +77,7 @@ def main() -> None:
             sshd.stop()
             slurm.stop()
             reap(tag)
-    width = max(len(k) for k in steps)
-    print(f"{'step':<{width}}  median ms  max ms   (n={args.repeat}, loopback daemons, real kernel)")
-    for name, values in steps.items():
-        print(f"{name:<{width}}  {statistics.median(values):9.1f}  {max(values):6.1f}")
+    print_steps(steps, args.repeat, "loopback daemons, real kernel")
 
 
 if __name__ == "__main__":

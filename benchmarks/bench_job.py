@@ -8,12 +8,13 @@ Prints one table: median and max of each step over the repeats.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from _report import print_steps
 
 from harness import Kernel, new_tag, reap
 
@@ -56,10 +57,7 @@ def main() -> None:
                     kernel.shutdown()
     finally:
         reap(tag)
-    width = max(len(k) for k in steps)
-    print(f"{'step':<{width}}  median ms  max ms   (n={args.repeat}, 2-host ProcessJob, real kernel)")
-    for name, values in steps.items():
-        print(f"{name:<{width}}  {statistics.median(values):9.1f}  {max(values):6.1f}")
+    print_steps(steps, args.repeat, "2-host ProcessJob, real kernel")
 
 
 if __name__ == "__main__":

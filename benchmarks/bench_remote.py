@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import Kernel, new_tag, reap, tagged_pids
+from harness import scratch_kernel, tagged_pids
 from monarch_jupyter.remote.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"
@@ -92,10 +91,8 @@ def main() -> None:
         rows.append((metric, measured, unit, target, ratio))
         print(f"  {metric}: {measured:.3f} {unit}", flush=True)
 
-    folder = Path(tempfile.mkdtemp(prefix="bench-remote-"))
-    tag = new_tag()
-    k = Kernel(folder, tag)
-    try:
+    with scratch_kernel("bench-remote-") as k:
+        folder, tag = k.cwd, k.tag
         ok(k, "%load_ext monarch_jupyter")
         ok(k, "%job apply --local hosts=2")
         t = time.monotonic()
@@ -288,12 +285,6 @@ def main() -> None:
             row("exec_command(['true']) in the same kernel (for comparison)", ex * 1e3, "ms", None)
             row("  exec_command / warm %%remote", ex / statistics.median(warm), "x", None)
         ok(k, "%job kill", timeout=60)
-    finally:
-        try:
-            k.shutdown()
-        finally:
-            reap(tag)
-            shutil.rmtree(folder, ignore_errors=True)
 
     print()
     print(f"{'metric':<58} {'measured':>14} {'target':>12} {'ratio':>7}")

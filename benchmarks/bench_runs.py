@@ -17,13 +17,10 @@ Every process carries a tag and is reaped at the end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from harness import Kernel, new_tag, reap, tagged_pids, worker_pids  # noqa: E402
+from harness import Kernel, scratch_kernel, tagged_pids, worker_pids  # noqa: E402
 from monarch_jupyter.remote import hostruns  # noqa: E402
 
 
@@ -70,10 +67,8 @@ def main() -> None:
         rows.append((metric, value, unit))
         print(f"  {metric}: {value:.3f} {unit}", flush=True)
 
-    folder = Path(tempfile.mkdtemp(prefix="bench-runs-"))
-    tag = new_tag()
-    k = Kernel(folder, tag)
-    try:
+    with scratch_kernel("bench-runs-", kill=True) as k:
+        tag = k.tag
         ok(k, "%load_ext monarch_jupyter")
         ok(k, "%job apply --local hosts=2")
         ok(k, "%remote true")
@@ -172,14 +167,6 @@ def main() -> None:
         marked = hostruns.marked_pids({run_id})
         row("idle finished runs: open fds into the runs folder on the workers", fds, "fds")
         row("  processes left by the finished run", len(marked.get(run_id, [])), "processes")
-    finally:
-        with contextlib.suppress(Exception):
-            k.execute("%job kill", timeout=60)
-        try:
-            k.shutdown()
-        finally:
-            reap(tag)
-            shutil.rmtree(folder, ignore_errors=True)
     print()
     width = max(len(m) for m, _, _ in rows)
     for metric, value, unit in rows:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from compare_ipyparallel import FIRST_A, FIRST_LINE, MJ, ok
+from compare_ipyparallel import FIRST_A, FIRST_LINE, MJ, add_gap, ok
 
 from harness import TAG_VAR, Kernel, new_tag, reap
 
@@ -125,9 +125,7 @@ def main() -> None:
         default=0,
         help="repetitions of seq 1000000 on 4 ranks (--per-host gpu=2), against 4 local seq | cat",
     )
-    parser.add_argument(
-        "--gap", type=float, default=0.0, help="seconds to wait after each run (default 0: back to back)"
-    )
+    add_gap(parser)
     opts = parser.parse_args()
     trees = [str(Path(t).resolve()) for t in opts.trees]
     names = ["before", "after"]

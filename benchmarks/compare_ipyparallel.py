@@ -169,12 +169,17 @@ def machine() -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=60, help="repetitions of the fast measures (default 60)")
+def add_gap(parser: argparse.ArgumentParser) -> None:
+    """``--gap S``: seconds to wait after each cell, as between a user's cells."""
     parser.add_argument(
         "--gap", type=float, default=0.0, help="seconds to wait after each cell (default 0: back to back)"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=60, help="repetitions of the fast measures (default 60)")
+    add_gap(parser)
     parser.add_argument(
         "--n-slow",
         type=int,

@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import Kernel, new_tag, reap, worker_pids
+from harness import scratch_kernel, worker_pids
 
 CELL = "%%remote\necho soak-$RANDOM"
 
@@ -59,10 +57,8 @@ def sample(kernel_pid: int, workers: list[int], latencies: list[float]) -> dict[
 
 
 def run(cells: int, hosts: int) -> dict[str, dict[str, float]]:
-    tag = new_tag()
-    folder = Path(tempfile.mkdtemp(prefix="monarch-soak-"))
-    kernel = Kernel(folder, tag)
-    try:
+    with scratch_kernel("monarch-soak-") as kernel:
+        tag = kernel.tag
 
         def ok(code: str) -> float:
             start = time.monotonic()
@@ -90,12 +86,6 @@ def run(cells: int, hosts: int) -> dict[str, dict[str, float]]:
         points["growth"] = {k: points["end"][k] - points["start"][k] for k in points["start"]}
         ok("%job kill")
         return points
-    finally:
-        try:
-            kernel.shutdown()
-        finally:
-            reap(tag)
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main() -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,3 +181,27 @@ def reap(tag: str, grace: float = 2.0) -> list[int]:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     return found
+
+
+@contextlib.contextmanager
+def scratch_kernel(
+    prefix: str, folder: Path | None = None, tag: str | None = None, kill: bool = False
+) -> Iterator[Kernel]:
+    """A kernel in a new temporary folder (or ``folder``): afterwards ``%job kill`` (with
+    ``kill``), shut down, every process of its tag reaped and the temporary folder removed."""
+    made = folder is None
+    where = Path(tempfile.mkdtemp(prefix=prefix)) if folder is None else folder
+    tag = tag or new_tag()
+    kernel = Kernel(where, tag)
+    try:
+        yield kernel
+    finally:
+        if kill:
+            with contextlib.suppress(Exception):
+                kernel.execute("%job kill", timeout=60)
+        try:
+            kernel.shutdown()
+        finally:
+            reap(tag)
+            if made:
+                shutil.rmtree(where, ignore_errors=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Kernel, new_tag, reap, tagged_pids, worker_pids
+from harness import scratch_kernel, tagged_pids, worker_pids
 from monarch_jupyter.remote.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"
@@ -26,20 +26,11 @@ MIME = "application/vnd.monarch.remote+json"
 def shared(tmp_path_factory):
     folder = tmp_path_factory.mktemp("remote") / "nb"
     folder.mkdir()
-    tag = new_tag()
-    kernel = Kernel(folder, tag)
-    try:
+    with scratch_kernel("remote", folder=folder, kill=True) as kernel:
         kernel.ok("%load_ext monarch_jupyter")
         kernel.ok("%job apply --local hosts=2,aux=1")
         kernel.ok("%remote true")  # warm the actors
         yield kernel
-    finally:
-        with contextlib.suppress(Exception):
-            kernel.execute("%job kill", timeout=30)
-        try:
-            kernel.shutdown()
-        finally:
-            reap(tag)
 
 
 def bundle(result):

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from harness import TAG_VAR, tagged_pids
+from harness import TAG_VAR, tagged_pids, worker_pids
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "run_notebook.py"
@@ -36,19 +36,6 @@ def _notebook(folder: Path) -> Path:
     path = folder / "long.ipynb"
     nbformat.write(nb, path)
     return path
-
-
-def _workers(tag: str) -> list[int]:
-    """The job's worker processes among those carrying ``tag``."""
-    found = []
-    for pid in tagged_pids(tag):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"run_worker_loop_forever" in cmdline:
-            found.append(pid)
-    return found
 
 
 def _start(tag: str, notebook: Path) -> subprocess.Popen:
@@ -78,7 +65,7 @@ def test_a_run_stopped_early_leaves_no_process(tmp_path, tag, how):
     proc = _start(tag, notebook)
     try:
         _read_until(proc, b"[hosts=1] started")
-        assert len(_workers(tag)) == 2  # the job is up, its command running
+        assert len(worker_pids(tag)) == 2  # the job is up, its command running
         if how == "ctrl-c":
             proc.send_signal(signal.SIGINT)
         elif how == "sigterm":
