@@ -15,7 +15,7 @@ from IPython.display import display
 from . import batch, formatting, job_args
 from .errors import Interrupted, MonarchJupyterError
 from .session import JobSession
-from .specs import parse_apply
+from .specs.parse import parse_apply
 
 _JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
 

@@ -30,7 +30,8 @@ from .attachment import Attachment
 from .contexts import Layout, check_name
 from .errors import MonarchJupyterError, NoJobError, SpecError
 from .resolve import Resolved, resolve
-from .specs import Spec, spec_from_saved
+from .specs.base import Spec
+from .specs.parse import spec_from_saved
 from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus, StatusBoard, describe
 from .store import JobStore, fingerprint
 

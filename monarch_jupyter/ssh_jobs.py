@@ -1,14 +1,14 @@
 """Importable SSH job specs, so the ``monarch`` CLI can re-apply ``%job apply --ssh``.
 
 ``monarch_jupyter.ssh_jobs.<attr>`` is the ``SSHJob`` that attr encodes (see
-:mod:`monarch_jupyter.ssh_specs`), always with ``-tt`` in its ssh arguments.
+:mod:`monarch_jupyter.specs.ssh`), always with ``-tt`` in its ssh arguments.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .ssh_specs import from_attr
+from .specs.ssh import from_attr
 
 
 def __getattr__(name: str) -> Any:

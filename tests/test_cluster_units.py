@@ -6,9 +6,9 @@ import pytest
 
 from monarch_jupyter import _introspect
 from monarch_jupyter.errors import SpecError
-from monarch_jupyter.specs import parse_apply, spec_from_saved
+from monarch_jupyter.specs.parse import parse_apply, spec_from_saved
+from monarch_jupyter.specs.ssh import SSHSpec, from_attr
 from monarch_jupyter.ssh import _ssh_hint
-from monarch_jupyter.ssh_specs import SSHSpec, from_attr
 
 
 class _Shaped:
