@@ -25,14 +25,18 @@ import pickletools
 import stat
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import cache, formatting
 from ._files import read_small
 from ._introspect import pid_alive
 from .contexts import DEFAULT_CONTEXT, STATUS_FILE
 from .errors import Interrupted, MonarchJupyterError
-from .session import RUNNING, WORKERS_DEAD, JobSession, JobStatus, MeshStatus
+from .status import RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
+
+if TYPE_CHECKING:
+    from .contexts import Layout
+    from .session import JobSession
 
 _POLL_SECONDS = 0.05
 # Importing Monarch holds the GIL for long stretches (loading its Rust extension):
@@ -166,7 +170,7 @@ def _looks_loadable(path: os.PathLike, info: os.stat_result) -> bool:
     return True
 
 
-def _status_from_files(layout: Any, context: str, info: os.stat_result) -> JobStatus | None:
+def _status_from_files(layout: Layout, context: str, info: os.stat_result) -> JobStatus | None:
     """The job described by ``status.json`` when it is about this very pickle, with
     the worker PIDs checked in /proc; None when the files cannot vouch for it."""
     data = _read_json(layout.context_dir(context) / STATUS_FILE)

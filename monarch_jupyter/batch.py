@@ -105,8 +105,9 @@ def start(
     (folder / ".monarch").mkdir(parents=True)
     if spec is not None:
         return _submit(folder, run_id, path, root, spec)
-    from monarch._src.job.job import BatchJob  # not exported; what LocalJob's batch mode writes
     from monarch.job import LocalJob
+
+    BatchJob = _introspect.batch_job_class()  # what LocalJob's batch mode writes
 
     cache.dump_job(BatchJob(LocalJob(hosts)), folder / ".monarch" / "job_state.pkl")
     env = {**os.environ, "MONARCH_BATCH_JOB": "1", "MONARCH_JUPYTER_NOTEBOOK_DIR": str(root)}

@@ -15,9 +15,9 @@ def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
     spec = from_attr(name)
-    from monarch._src.job.job import SSHJob  # not exported by monarch.job
+    from ._introspect import ssh_job_class
 
-    job = SSHJob(python_exe=spec.python, ssh_args=spec.ssh_args, monarch_port=spec.port)
+    job = ssh_job_class()(python_exe=spec.python, ssh_args=spec.ssh_args, monarch_port=spec.port)
     for mesh, hosts in spec.meshes:
         job.add_mesh(mesh, list(hosts))
     return job

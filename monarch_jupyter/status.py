@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _introspect
 from .contexts import Layout
+from .engines import engine_for
 
 RUNNING = "running"
 NOT_RUNNING = "not running"
@@ -59,6 +60,16 @@ class JobStatus:
         return data
 
 
+@dataclass
+class ApplyResult:
+    """What ``%job apply`` did: the status after it, and whether anything was applied."""
+
+    status: JobStatus
+    changed: bool
+    replaced_apply_id: str | None = None
+    note: str | None = None
+
+
 def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -67,7 +78,7 @@ def condition(job: Any) -> str:
     """RUNNING, NOT_RUNNING or WORKERS_DEAD for a (cached or connected) job."""
     if _introspect.running_job(job) is None:
         return NOT_RUNNING
-    return RUNNING if _introspect.is_alive(job) else WORKERS_DEAD
+    return RUNNING if engine_for(job).is_alive(job) else WORKERS_DEAD
 
 
 def describe(
@@ -85,7 +96,7 @@ def describe(
         return JobStatus(context=name, state=NO_JOB, spec=spec)
     host_meshes = _introspect.host_meshes(state) if state is not None else None
     sizes = _introspect.mesh_sizes(job, host_meshes)
-    live = _introspect.live_workers(job, sizes)
+    live = engine_for(job).live_workers(job, sizes)
     try:
         applied_at: float | None = state_path.stat().st_mtime
     except OSError:  # no cache file (a variable spec not yet saved, or removed by the CLI)

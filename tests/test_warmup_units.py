@@ -21,7 +21,7 @@ import pytest
 from monarch_jupyter import _warmup
 from monarch_jupyter.contexts import Layout
 from monarch_jupyter.errors import CacheError
-from monarch_jupyter.session import NO_JOB, RUNNING, JobStatus
+from monarch_jupyter.status import NO_JOB, RUNNING, JobStatus
 
 APPLY_ID = "0123abcd-0000-0000-0000-000000000000"
 

@@ -25,7 +25,7 @@ import ipywidgets as widgets
 
 from .. import formatting
 from ..errors import MonarchJupyterError
-from ..session import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
+from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
 
 STATE_COLOURS = {
     RUNNING: "#1a7f37",
