@@ -29,8 +29,9 @@ def host_meshes(state: Any) -> dict[str, Any]:
     return dict(getattr(state, "_hosts", None) or {})
 
 
-def declared_meshes(job: Any) -> dict[str, int] | None:
-    """Mesh name → host count a ProcessJob was built with (``_meshes``), else None."""
+def declared_meshes(job: Any) -> dict[str, Any] | None:
+    """Mesh name → what the job was built with (``_meshes``): a host count (ProcessJob,
+    SlurmJob), host names (SSHJob) or a config dict (KubernetesJob); else None."""
     meshes = getattr(job, "_meshes", None)
     return dict(meshes) if isinstance(meshes, dict) else None
 

@@ -25,6 +25,7 @@ import pickletools
 import stat
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import cache, formatting
@@ -156,7 +157,7 @@ def begin(session: JobSession, ipython: Any = None) -> str:
     )
 
 
-def _looks_loadable(path: os.PathLike, info: os.stat_result) -> bool:
+def _looks_loadable(path: Path, info: os.stat_result) -> bool:
     """Whether ``cache.load_job`` would get as far as unpickling (without running the pickle)."""
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or info.st_size > _MAX_PICKLE:
         return False

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import _introspect, _orphans, _quiet
@@ -58,7 +59,7 @@ def connect(job: Any) -> Any:
     return state
 
 
-def start(job: Any, guard: Any = None, log: Any = None) -> Any:
+def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None = None) -> Any:
     """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed.
 
     ``guard`` (a context manager with an ``abandoned`` event, see ``_orphans.ApplyGuard``)
@@ -126,8 +127,8 @@ def replace(
     label: str,
     call: Call,
     commit: Callable[[Any], None],
-    guard: Any = None,
-    log: Any = None,
+    guard: _orphans.ApplyGuard | None = None,
+    log: Path | None = None,
 ) -> Replaced:
     """Start ``new``, ``commit`` it, then kill ``old``; in that order, and only so far as each step worked.
 

@@ -339,6 +339,7 @@ class JobSession:
         all four, and asking for them one by one looked three times)."""
         self._require_attached()
         place = self._cached_place  # just checked against the folder's fingerprint
+        assert place is not None  # set by the attachment check above
         return self._attachment.job, self._attachment.state, place.key[0], place.context
 
     def host_meshes(self) -> dict[str, Any]:

@@ -53,7 +53,7 @@ class JobStatus:
     attached: bool = False
     note: str | None = None  # e.g. where an unreadable cache was moved (issue #9)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["updated"] = _iso(time.time())
         data["applied"] = _iso(self.applied_at) if self.applied_at else None

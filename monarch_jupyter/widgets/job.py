@@ -72,7 +72,8 @@ def job_view(status: JobStatus, now: float | None = None) -> JobView:
     applied = "-"
     if status.applied_at:
         applied = f"{formatting.age(now - status.applied_at)} ago"
-    links, other = [], []
+    links: list[tuple[str, str]] = []
+    other: list[tuple[str, str]] = []
     for key, url in status.urls.items():
         if not url:
             continue
