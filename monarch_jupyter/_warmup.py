@@ -11,7 +11,7 @@ for that thread before its next use (``JobSession.ready_hook``); the wait is
 interruptible and a Ctrl-C in it is one line.
 
 Anything the plain files cannot vouch for (no ``status.json``, one older than
-the pickle, a job class without local PIDs) gets a line that says only that
+the pickle, an engine whose workers are not on this machine) gets a line that says only that
 the job is being attached; ``%job`` then shows what came of it. A cache that
 the session would refuse (not ours, empty, not a pickle) takes the ordinary
 synchronous path, which reports it at once without importing Monarch.
@@ -180,8 +180,8 @@ def _status_from_files(layout: Layout, context: str, info: os.stat_result) -> Jo
     if data.get("applied_at") != info.st_mtime or not data.get("apply_id"):
         return None  # written about another pickle (re-applied since, e.g. by the CLI)
     pids = data.get("worker_pids")
-    if not isinstance(pids, dict) or not pids:
-        return None  # not a local job: only connecting can tell whether it is alive
+    if data.get("workers_local") is not True or not isinstance(pids, dict) or not pids:
+        return None  # no workers of this machine (the engine said so): only connecting can tell
     try:
         meshes = [MeshStatus(str(m["name"]), m.get("hosts"), None) for m in data.get("meshes", [])]
         keys = {f"{m.name}_{i}" for m in meshes for i in range(m.hosts or 0)}

@@ -48,6 +48,7 @@ class JobStatus:
     meshes: list[MeshStatus] = field(default_factory=list)
     urls: dict[str, str | None] = field(default_factory=dict)
     worker_pids: dict[str, int] = field(default_factory=dict)
+    workers_local: bool = False  # the engine's answer: worker_pids are the workers, on this machine
     applied_at: float | None = None
     cache_path: str | None = None
     attached: bool = False
@@ -96,7 +97,8 @@ def describe(
         return JobStatus(context=name, state=NO_JOB, spec=spec)
     host_meshes = _introspect.host_meshes(state) if state is not None else None
     sizes = _introspect.mesh_sizes(job, host_meshes)
-    live = engine_for(job).live_workers(job, sizes)
+    engine = engine_for(job)
+    live = engine.live_workers(job, sizes)
     try:
         applied_at: float | None = state_path.stat().st_mtime
     except OSError:  # no cache file (a variable spec not yet saved, or removed by the CLI)
@@ -110,6 +112,7 @@ def describe(
         meshes=[MeshStatus(m, sizes[m], live.get(m)) for m in sizes],
         urls=_introspect.urls(job, state),
         worker_pids=_introspect.worker_pids(job),
+        workers_local=engine.workers_are_local,
         applied_at=applied_at,
         cache_path=os.path.relpath(state_path, root) if state_path.exists() else None,
         attached=state is not None,
