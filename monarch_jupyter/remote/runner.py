@@ -248,7 +248,7 @@ class RemoteRunner:
         return list(range(len(points)))
 
     def _check_health(self, job: Any) -> None:
-        pids = _introspect.worker_pids(job)
+        pids = engines.engine_for(job).local_processes(job)  # what this machine's /proc may judge
         exited = self._exited(set(pids.values()))
         dead = [f"{key} (pid {pid})" for key, pid in pids.items() if pid in exited]
         if dead:
