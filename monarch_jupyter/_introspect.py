@@ -4,8 +4,10 @@ This module is the only reader of Monarch's private fields; everything else asks
 it one fact at a time. ``JobTrait`` has no public way to list worker PIDs, the
 meshes a ``ProcessJob`` was built with (``_meshes``, ``_env``), the host meshes of
 a ``JobState`` as a mapping (``_hosts``), the allocation behind a cached job
-(``_running``) or whether it still answers (``_is_running``). We read those here
-and degrade to "unknown" (None / {}) for job classes that lack them.
+(``_running``) or whether it still answers (``_is_running``), an SSHJob's ssh
+arguments, Python, port and transport, or the classes ``monarch.job`` does not
+export. We read those here and degrade to "unknown" (None / {}) for job classes
+that lack them. What to make of these facts per kind of job is ``engines/``'s part.
 ``tests/test_introspect_pins.py`` pins every field against the installed
 torchmonarch, so an upgrade that renames one fails there, by name.
 """
@@ -13,6 +15,7 @@ torchmonarch, so an upgrade that renames one fails there, by name.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 
@@ -26,8 +29,9 @@ def host_meshes(state: Any) -> dict[str, Any]:
     return dict(getattr(state, "_hosts", None) or {})
 
 
-def declared_meshes(job: Any) -> dict[str, int] | None:
-    """Mesh name → host count a ProcessJob was built with (``_meshes``), else None."""
+def declared_meshes(job: Any) -> dict[str, Any] | None:
+    """Mesh name → what the job was built with (``_meshes``): a host count (ProcessJob,
+    SlurmJob), host names (SSHJob) or a config dict (KubernetesJob); else None."""
     meshes = getattr(job, "_meshes", None)
     return dict(meshes) if isinstance(meshes, dict) else None
 
@@ -55,7 +59,7 @@ def set_worker_env(job: Any, env: dict[str, str] | None) -> None:
     job._env = env
 
 
-def watch_worker_spawns(job: Any, on_spawn: Any) -> Any:
+def watch_worker_spawns(job: Any, on_spawn: Callable[[int], None]) -> Callable[[], None]:
     """Call ``on_spawn(pid)`` for each worker a ProcessJob starts, right after its Popen;
     returns a function that removes the hook (before the job is pickled).
 
@@ -97,19 +101,13 @@ def _host_count(mesh: Any) -> int | None:
 
 
 def worker_pids(job: Any) -> dict[str, int]:
-    """Host key → local PID: ``<mesh>_<i>`` → worker for ProcessJob, host name → ssh
-    client for SSHJob (Monarch keys those by host); else {}."""
+    """Host key → local PID (``_host_to_pid``): ``<mesh>_<i>`` → worker for ProcessJob,
+    host name → ssh client for SSHJob (Monarch keys those by host); else {}."""
     table = getattr(running_job(job) or job, "_host_to_pid", None)
     if not isinstance(table, dict):
         return {}
-    return {key: getattr(value, "pid", None) for key, value in table.items() if getattr(value, "pid", None)}
-
-
-def workers_are_local(job: Any) -> bool:
-    """Whether the PIDs of :func:`worker_pids` are the workers themselves (ProcessJob), not ssh clients."""
-    from . import ssh
-
-    return not ssh.is_ssh_job(running_job(job) or job)
+    pids = {key: getattr(value, "pid", None) for key, value in table.items()}
+    return {key: pid for key, pid in pids.items() if isinstance(pid, int) and pid}
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -129,21 +127,6 @@ def pid_alive(pid: int | None) -> bool:
         return True
 
 
-def live_workers(job: Any, sizes: dict[str, int | None]) -> dict[str, int | None]:
-    """Mesh name → live worker count where we can tell (ProcessJob), else None."""
-    pids = worker_pids(job)
-    if not pids:
-        return {name: None for name in sizes}
-    from . import ssh  # SSHJob: a host is live while its ssh client (-tt: its worker) is
-
-    if ssh.is_ssh_job(running_job(job) or job):
-        return {name: ssh.live_per_mesh(running_job(job) or job).get(name) for name in sizes}
-    return {
-        name: sum(1 for i in range(size or 0) if pid_alive(pids.get(f"{name}_{i}")))
-        for name, size in sizes.items()
-    }
-
-
 def urls(job: Any, state: Any | None) -> dict[str, str | None]:
     """Telemetry / dashboard / admin URLs of a connected JobState, when present."""
     return {
@@ -152,22 +135,71 @@ def urls(job: Any, state: Any | None) -> dict[str, str | None]:
     }
 
 
-def is_alive(job: Any) -> bool:
-    """Whether the job's allocation still answers (JobTrait._is_running)."""
+def is_running(job: Any) -> bool:
+    """Whether the job's allocation still answers (``JobTrait._running._is_running()``).
+
+    Judging the job's processes on this machine first is the engine's part
+    (``Engine.is_alive``)."""
     running = running_job(job)
     if running is None:
-        return False
-    # ProcessJob checks its workers with kill(pid, 0), which a zombie passes (a
-    # container's init may not reap them): check the PIDs ourselves first.
-    pids = worker_pids(job)
-    if pids and not all(pid_alive(pid) for pid in pids.values()):
         return False
     try:
         return bool(running._is_running())
     except Exception:
         # A probe that cannot reach the allocation (scheduler CLI failing, host
-        # not answering) means we cannot use it: "not alive"; callers keep the cache.
+        # not answering) means we cannot use it: "not running"; callers keep the cache.
         return False
+
+
+# ── SSHJob (monarch._src.job.job, not exported): its constructor's arguments ──
+# Read by engines/ssh.py to probe the hosts with the job's own ssh and Python, and to
+# check the worker port; Monarch has no public accessor for any of them.
+def ssh_args(job: Any) -> tuple[str, ...]:
+    """The ssh arguments an SSHJob starts its clients with (``_ssh_args``)."""
+    return tuple(getattr(job, "_ssh_args", ()) or ())
+
+
+def set_ssh_args(job: Any, args: tuple[str, ...]) -> None:
+    """Replace them before apply (``_ssh_args``; compared by ``SSHJob.can_run``)."""
+    job._ssh_args = args
+
+
+def python_exe(job: Any) -> str:
+    """The Python an SSHJob runs on each host (``_python_exe``)."""
+    return str(getattr(job, "_python_exe", "python"))
+
+
+def worker_port(job: Any) -> int:
+    """The port every worker of an SSHJob listens on (``_port``)."""
+    return int(getattr(job, "_port", 0) or 0)
+
+
+def transport(job: Any) -> str:
+    """An SSHJob's transport name (``_transport``), "tcp" by default."""
+    return str(getattr(job, "_transport", "tcp"))
+
+
+def enable_transport(name: str) -> None:
+    """Enable a transport in this process; an unpickled SSHJob has no ``__setstate__`` doing it.
+
+    Private module: the public ``monarch.actor.enable_transport`` is the same function."""
+    from monarch._src.actor.actor_mesh import enable_transport as enable
+
+    enable(name)
+
+
+def ssh_job_class() -> type:
+    """Monarch's SSHJob, which ``monarch.job`` does not export."""
+    from monarch._src.job.job import SSHJob
+
+    return SSHJob
+
+
+def batch_job_class() -> type:
+    """Monarch's BatchJob (what LocalJob's batch mode pickles), not exported either."""
+    from monarch._src.job.job import BatchJob
+
+    return BatchJob
 
 
 class PortReader:

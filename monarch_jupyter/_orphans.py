@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,8 @@ class ApplyGuard:
         self.abandoned = threading.Event()
         self.token = uuid.uuid4().hex
         self._lock = threading.Lock()
-        self._saved_env: Any = None
-        self._unhook: Any = None
+        self._saved_env: dict[str, str] | None = None
+        self._unhook: Callable[[], None] | None = None
 
     def __enter__(self) -> ApplyGuard:
         from monarch.job import ProcessJob
@@ -80,7 +81,7 @@ class ApplyGuard:
         if self.abandoned.is_set():
             raise ApplyAbandoned("the apply was interrupted")
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         # The job is pickled into the cache next: drop the (unpicklable) hook and the token.
         if self._unhook is not None:
             self._unhook()

@@ -11,7 +11,7 @@ for that thread before its next use (``JobSession.ready_hook``); the wait is
 interruptible and a Ctrl-C in it is one line.
 
 Anything the plain files cannot vouch for (no ``status.json``, one older than
-the pickle, a job class without local PIDs) gets a line that says only that
+the pickle, an engine whose workers are not on this machine) gets a line that says only that
 the job is being attached; ``%job`` then shows what came of it. A cache that
 the session would refuse (not ours, empty, not a pickle) takes the ordinary
 synchronous path, which reports it at once without importing Monarch.
@@ -25,14 +25,19 @@ import pickletools
 import stat
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import cache, formatting
 from ._files import read_small
 from ._introspect import pid_alive
 from .contexts import DEFAULT_CONTEXT, STATUS_FILE
 from .errors import Interrupted, MonarchJupyterError
-from .session import RUNNING, WORKERS_DEAD, JobSession, JobStatus, MeshStatus
+from .status import RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
+
+if TYPE_CHECKING:
+    from .contexts import Layout
+    from .session import JobSession
 
 _POLL_SECONDS = 0.05
 # Importing Monarch holds the GIL for long stretches (loading its Rust extension):
@@ -152,7 +157,7 @@ def begin(session: JobSession, ipython: Any = None) -> str:
     )
 
 
-def _looks_loadable(path: os.PathLike, info: os.stat_result) -> bool:
+def _looks_loadable(path: Path, info: os.stat_result) -> bool:
     """Whether ``cache.load_job`` would get as far as unpickling (without running the pickle)."""
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or info.st_size > _MAX_PICKLE:
         return False
@@ -166,7 +171,7 @@ def _looks_loadable(path: os.PathLike, info: os.stat_result) -> bool:
     return True
 
 
-def _status_from_files(layout: Any, context: str, info: os.stat_result) -> JobStatus | None:
+def _status_from_files(layout: Layout, context: str, info: os.stat_result) -> JobStatus | None:
     """The job described by ``status.json`` when it is about this very pickle, with
     the worker PIDs checked in /proc; None when the files cannot vouch for it."""
     data = _read_json(layout.context_dir(context) / STATUS_FILE)
@@ -175,8 +180,8 @@ def _status_from_files(layout: Any, context: str, info: os.stat_result) -> JobSt
     if data.get("applied_at") != info.st_mtime or not data.get("apply_id"):
         return None  # written about another pickle (re-applied since, e.g. by the CLI)
     pids = data.get("worker_pids")
-    if not isinstance(pids, dict) or not pids:
-        return None  # not a local job: only connecting can tell whether it is alive
+    if data.get("workers_local") is not True or not isinstance(pids, dict) or not pids:
+        return None  # no workers of this machine (the engine said so): only connecting can tell
     try:
         meshes = [MeshStatus(str(m["name"]), m.get("hosts"), None) for m in data.get("meshes", [])]
         keys = {f"{m.name}_{i}" for m in meshes for i in range(m.hosts or 0)}

@@ -29,12 +29,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import _introspect, cache
-from ._files import read_small
+from ._files import read_small, write_atomic
 from .errors import MonarchJupyterError
 
 BATCH_DIR = "batch"
@@ -105,8 +105,9 @@ def start(
     (folder / ".monarch").mkdir(parents=True)
     if spec is not None:
         return _submit(folder, run_id, path, root, spec)
-    from monarch._src.job.job import BatchJob  # not exported; what LocalJob's batch mode writes
     from monarch.job import LocalJob
+
+    BatchJob = _introspect.batch_job_class()  # what LocalJob's batch mode writes
 
     cache.dump_job(BatchJob(LocalJob(hosts)), folder / ".monarch" / "job_state.pkl")
     env = {**os.environ, "MONARCH_BATCH_JOB": "1", "MONARCH_JUPYTER_NOTEBOOK_DIR": str(root)}
@@ -121,10 +122,13 @@ def start(
             start_new_session=True,
         )
     started = time.time()
-    (folder / "run.json").write_text(
-        json.dumps({"id": run_id, "script": str(path), "pid": proc.pid, "started": started})
-    )
+    _write_meta(folder, {"id": run_id, "script": str(path), "pid": proc.pid, "started": started})
     return BatchRun(run_id, str(path), proc.pid, started, folder, "running")
+
+
+def _write_meta(folder: Path, meta: Mapping[str, object]) -> None:
+    """``run.json``, whole or not at all: ``load`` may read it while it is written."""
+    write_atomic(folder / "run.json", json.dumps(meta).encode(), 0o644)
 
 
 def _submit(folder: Path, run_id: str, path: Path, root: Path, spec: str) -> BatchRun:
@@ -149,11 +153,8 @@ def _submit(folder: Path, run_id: str, path: Path, root: Path, spec: str) -> Bat
             f"submitting {spec} failed: {last} (log: {os.path.relpath(folder / 'submit.log')})"
         )
     started = time.time()
-    (folder / "run.json").write_text(
-        json.dumps(
-            {"id": run_id, "script": str(path), "pid": None, "started": started, "slurm_job_id": str(job_id)}
-        )
-    )
+    meta = {"id": run_id, "script": str(path), "pid": None, "started": started, "slurm_job_id": str(job_id)}
+    _write_meta(folder, meta)
     return BatchRun(run_id, str(path), None, started, folder, "pending", str(job_id))
 
 
@@ -236,7 +237,7 @@ def kill(context_dir: Path, run_id: str, grace: float = 1.0) -> BatchRun:
             subprocess.run(["scancel", run.slurm_job_id], capture_output=True, text=True, timeout=20)
             run.state = "killed"
         return run
-    if run.state != "running":
+    if run.state != "running" or run.pid is None:
         return run
     (run.folder / "killed").write_text(str(time.time()))
     for sig in (signal.SIGTERM, signal.SIGKILL):

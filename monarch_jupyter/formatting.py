@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import time
 
-from .session import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, ApplyResult, JobStatus
+from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, ApplyResult, JobStatus
 
 _BADGE_COLOURS = {
     RUNNING: "#1a7f37",

@@ -140,10 +140,10 @@ def _choices(names: tuple[str, ...]) -> str:
 
 def help_text() -> str:
     """The command listing of ``%job?``, from the parsers above."""
-    lines = []
+    lines: list[str] = []
     for words, parser in PARSERS.items():
         if words == "apply":
-            lines.extend(parser.description.splitlines())
+            lines.extend((parser.description or "").splitlines())
             continue
         synopsis = "%job [status [CONTEXT]]" if words == "status" else parser.synopsis
         lines.append(_line(synopsis, parser.summary))

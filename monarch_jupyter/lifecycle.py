@@ -18,9 +18,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from . import _introspect, _orphans, _quiet, engines
+from . import _introspect, _orphans, _quiet
+from .engines import engine_for
 from .errors import MonarchJupyterError
 
 Call = Callable[..., Any]
@@ -28,7 +30,7 @@ Call = Callable[..., Any]
 
 def reusable(old: Any, new: Any) -> bool:
     """Whether ``old`` (a cached or connected job) is alive and can run ``new``'s spec."""
-    return old is not None and _introspect.is_alive(old) and can_run(old, new)
+    return old is not None and engine_for(old).is_alive(old) and can_run(old, new)
 
 
 def can_run(old: Any, new: Any) -> bool:
@@ -48,15 +50,16 @@ def can_run(old: Any, new: Any) -> bool:
 
 def connect(job: Any) -> Any:
     """Connect to an already running ``job`` (never applies); returns its JobState."""
-    engines.before_connect(job)  # engines: e.g. an unpickled SSHJob's transport
+    engine = engine_for(job)
+    engine.before_connect(job)  # e.g. an unpickled SSHJob's transport
     _quiet.start_client_context()
     # cached_path=None keeps Monarch off our cache file.
     state = job.state(cached_path=None)
-    engines.after_connect(job)
+    engine.after_connect(job)
     return state
 
 
-def start(job: Any, guard: Any = None, log: Any = None) -> Any:
+def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None = None) -> Any:
     """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed.
 
     ``guard`` (a context manager with an ``abandoned`` event, see ``_orphans.ApplyGuard``)
@@ -64,13 +67,14 @@ def start(job: Any, guard: Any = None, log: Any = None) -> Any:
     started is killed and ``ApplyAbandoned`` is raised. ``log``: where an engine's
     processes write (SSH clients), see :mod:`.engines`.
     """
+    engine = engine_for(job)
     _quiet.start_client_context()
     try:
-        with engines.output(job, log) or _quiet.quietly(), guard or contextlib.nullcontext():
+        with engine.output(job, log) or _quiet.quietly(), guard or contextlib.nullcontext():
             state = job.state(cached_path=None)
         if guard is not None and guard.abandoned.is_set():
             raise _orphans.ApplyAbandoned("the apply was interrupted")
-        engines.after_start(job, log)  # engines: wait until the workers are really up (SSH)
+        engine.after_start(job, log)  # wait until the workers are really up (SSH)
         return state
     except KeyboardInterrupt:  # abandoned (or interrupted): reap, and say nothing more
         kill_error(job)
@@ -81,7 +85,7 @@ def start(job: Any, guard: Any = None, log: Any = None) -> Any:
         cleanup = kill_error(job)
         if guard is not None:
             guard.done()
-        line = engines.explain(job, error, log) or f"{type(error).__name__}: {error}"
+        line = engine.explain(job, error, log) or f"{type(error).__name__}: {error}"
         raise StartFailed(line, cleanup) from None
 
 
@@ -123,8 +127,8 @@ def replace(
     label: str,
     call: Call,
     commit: Callable[[Any], None],
-    guard: Any = None,
-    log: Any = None,
+    guard: _orphans.ApplyGuard | None = None,
+    log: Path | None = None,
 ) -> Replaced:
     """Start ``new``, ``commit`` it, then kill ``old``; in that order, and only so far as each step worked.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .specs import parse_local_attr
+from .specs.local import parse_local_attr
 
 
 def __getattr__(name: str) -> Any:

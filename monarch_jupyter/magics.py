@@ -15,7 +15,7 @@ from IPython.display import display
 from . import batch, formatting, job_args
 from .errors import Interrupted, MonarchJupyterError
 from .session import JobSession
-from .specs import parse_apply
+from .specs.parse import parse_apply
 
 _JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
 
@@ -76,7 +76,8 @@ class JobMagics(Magics):
 
     def _do_apply(self, command: job_args.JobCommand) -> None:
         try:
-            result = self.session.apply(parse_apply(command.spec_text), namespace=self.shell.user_ns)
+            namespace = self.shell.user_ns if self.shell is not None else None
+            result = self.session.apply(parse_apply(command.spec_text), namespace=namespace)
         except Interrupted:
             raise
         except KeyboardInterrupt:
@@ -105,7 +106,9 @@ class JobMagics(Magics):
         return self.session.layout.dir / self.session.context
 
     def _do_batch(self, command: job_args.JobCommand) -> None:
-        run = batch.start(self._context_dir(), command.script, self.session.root, command.spec)
+        run = batch.start(
+            self._context_dir(), _given(command.script, command), self.session.root, command.spec
+        )
         where = f"Slurm job {run.slurm_job_id}" if run.slurm_job_id else f"pid {run.pid}"
         print(
             f"batch run {run.id} started: {command.script} ({where}); "
@@ -113,7 +116,7 @@ class JobMagics(Magics):
         )
 
     def _do_logs(self, command: job_args.JobCommand) -> None:
-        run_id = command.name
+        run_id = _given(command.name, command)
         if not command.follow:
             run = batch.load(self._context_dir(), run_id)
             size = run.log.stat().st_size if run.log.exists() else 0
@@ -136,16 +139,16 @@ class JobMagics(Magics):
         print(formatting.contexts_text(self.session.contexts()))
 
     def _do_context_create(self, command: job_args.JobCommand) -> None:
-        made = self.session.create(command.name)
+        made = self.session.create(_given(command.name, command))
         print(f"created context '{command.name}'" if made else f"context '{command.name}' already exists")
 
     def _do_context_use(self, command: job_args.JobCommand) -> None:
-        status = self.session.use(command.name)
+        status = self.session.use(_given(command.name, command))
         print(f"switched to context '{command.name}'")
         print(formatting.attach_line(status))
 
     def _do_context_rm(self, command: job_args.JobCommand) -> None:
-        killed = self.session.remove(command.name)
+        killed = self.session.remove(_given(command.name, command))
         extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
         print(f"removed context '{command.name}'{extra}")
 
@@ -157,3 +160,10 @@ def _runs_note(session: JobSession) -> None:
     note = runs.restart_note(session)
     if note:
         print(note)
+
+
+def _given(value: str | None, command: job_args.JobCommand) -> str:
+    """A word the parser requires for ``command`` (NAME, SCRIPT)."""
+    if value is None:
+        raise UsageError(f"%job {command.command}: a name is missing")
+    return value

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from . import _introspect
 from .errors import SpecError
-from .specs import LocalSpec, ModuleSpec, Spec, VariableSpec, import_attr
+from .specs.base import LocalSpec, ModuleSpec, Spec, VariableSpec, import_attr
 
 
 class Resolved(NamedTuple):

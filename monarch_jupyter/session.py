@@ -28,30 +28,15 @@ from . import _introspect, _orphans, cache, engines, lifecycle
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
+from .engines import engine_for
 from .errors import MonarchJupyterError, NoJobError, SpecError
 from .resolve import Resolved, resolve
-from .specs import Spec, spec_from_saved
-from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus, StatusBoard, describe
+from .specs.base import Spec
+from .specs.parse import spec_from_saved
+from .status import NO_JOB, ApplyResult, JobStatus, StatusBoard, describe
 from .store import JobStore, fingerprint
 
-__all__ = [
-    "NOT_RUNNING",
-    "NO_JOB",
-    "RUNNING",
-    "WORKERS_DEAD",
-    "ApplyResult",
-    "JobSession",
-    "JobStatus",
-    "MeshStatus",
-]
-
-
-@dataclass
-class ApplyResult:
-    status: JobStatus
-    changed: bool
-    replaced_apply_id: str | None = None
-    note: str | None = None
+__all__ = ["JobSession"]
 
 
 @dataclass(frozen=True)
@@ -148,7 +133,7 @@ class JobSession:
         if self._check_attachment().connected:
             return self.status()
         job = self.store.load()
-        if job is None or not _introspect.is_alive(job):
+        if job is None or not engine_for(job).is_alive(job):
             return self.status(job_override=job)
         self._remember(job, self.loop.call(lifecycle.connect, job))
         return self.status()
@@ -203,7 +188,8 @@ class JobSession:
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
         store = self.store
-        engine_notes = engines.prepare(job)  # engines: fix the spec before can_run is asked (SSH: -tt)
+        engine = engine_for(job)
+        engine_notes = engine.prepare(job)  # fix the spec before can_run is asked (SSH: -tt)
         attachment = self._check_attachment()
         notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir))]  # issue #9: no orphans
         notes += engine_notes
@@ -228,9 +214,9 @@ class JobSession:
 
         # issue #9: the workers this apply spawns are recorded as they start, so an
         # apply that never completes (interrupted, kernel killed) leaves none orphaned.
-        # engines (engines.py): checks that start nothing (one line: host, Python, log file)
+        # the engine's checks that start nothing (one line: host, Python, log file)
         log = engines.apply_log(self.layout.dir / name)
-        engines.before_start(job, log)
+        engine.before_start(job, log)
         guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)
         try:
             done = lifecycle.replace(
@@ -238,7 +224,7 @@ class JobSession:
             )
         except KeyboardInterrupt:
             guard.abandoned.set()  # the loop's worker stops spawning and kills what it started
-            engines.interrupt(job)  # engines: unblock a pending Slurm allocation / SSH readiness wait
+            engine.interrupt(job)  # unblock a pending Slurm allocation / SSH readiness wait
             raise
         except BaseException:
             guard.done()  # the failed start (or the unrecordable new job) was reaped
@@ -353,6 +339,7 @@ class JobSession:
         all four, and asking for them one by one looked three times)."""
         self._require_attached()
         place = self._cached_place  # just checked against the folder's fingerprint
+        assert place is not None  # set by the attachment check above
         return self._attachment.job, self._attachment.state, place.key[0], place.context
 
     def host_meshes(self) -> dict[str, Any]:

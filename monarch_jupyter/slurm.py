@@ -28,19 +28,18 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from monarch._src.job.slurm import SlurmJob as _MonarchSlurmJob  # monarch.job re-exports this class
+from monarch.job import SlurmJob as _MonarchSlurmJob
+
+from .engines import transport
 
 POLL = 0.5
 PROGRESS_EVERY = 5.0
-
-progress: Callable[[str], None] | None = None  # set by engines while an apply cell runs
 
 
 class _WarningsOnly(logging.Filter):
@@ -106,7 +105,13 @@ class SlurmJob(_MonarchSlurmJob):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_cancel_event", None)
+        state.pop("_progress", None)
         return state
+
+    def report_to(self, progress: Callable[[str], None] | None) -> None:
+        """Where "queued as Slurm job N …" lines go while this job waits for its allocation
+        (set by the Slurm engine for the apply cell; never pickled)."""
+        self.__dict__["_progress"] = progress
 
     @property
     def _cancel(self) -> threading.Event:
@@ -169,6 +174,7 @@ class SlurmJob(_MonarchSlurmJob):
                 if any(s in states for s in ("FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "COMPLETED")):
                     raise RuntimeError(f"Slurm job {job_id} ended while starting: {'/'.join(states)}")
                 now = time.monotonic()
+                progress = self.__dict__.get("_progress")
                 if progress is not None and (noted is None or now - noted >= PROGRESS_EVERY):
                     reason = info.get("state_reason") or "-"
                     hint = ""
@@ -191,9 +197,5 @@ class SlurmJob(_MonarchSlurmJob):
 
 def _loopback_transport() -> None:
     """On a machine whose hostname resolves only to loopback, listen on 127.0.0.1 (one-node cluster)."""
-    from .ssh import _loopback_only
-
-    if _loopback_only(socket.gethostname()):
-        import monarch.config
-
-        monarch.config.configure(default_transport="tcp://127.0.0.1:0")
+    if transport.hostname_is_loopback_only():
+        transport.listen_on_loopback()

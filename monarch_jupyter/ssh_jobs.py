@@ -1,23 +1,23 @@
 """Importable SSH job specs, so the ``monarch`` CLI can re-apply ``%job apply --ssh``.
 
 ``monarch_jupyter.ssh_jobs.<attr>`` is the ``SSHJob`` that attr encodes (see
-:mod:`monarch_jupyter.ssh_specs`), always with ``-tt`` in its ssh arguments.
+:mod:`monarch_jupyter.specs.ssh`), always with ``-tt`` in its ssh arguments.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .ssh_specs import from_attr
+from .specs.ssh import from_attr
 
 
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
     spec = from_attr(name)
-    from monarch._src.job.job import SSHJob  # not exported by monarch.job
+    from ._introspect import ssh_job_class
 
-    job = SSHJob(python_exe=spec.python, ssh_args=spec.ssh_args, monarch_port=spec.port)
+    job = ssh_job_class()(python_exe=spec.python, ssh_args=spec.ssh_args, monarch_port=spec.port)
     for mesh, hosts in spec.meshes:
         job.add_mesh(mesh, list(hosts))
     return job

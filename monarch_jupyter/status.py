@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _introspect
 from .contexts import Layout
+from .engines import engine_for
 
 RUNNING = "running"
 NOT_RUNNING = "not running"
@@ -47,16 +48,27 @@ class JobStatus:
     meshes: list[MeshStatus] = field(default_factory=list)
     urls: dict[str, str | None] = field(default_factory=dict)
     worker_pids: dict[str, int] = field(default_factory=dict)
+    workers_local: bool = False  # the engine's answer: worker_pids are the workers, on this machine
     applied_at: float | None = None
     cache_path: str | None = None
     attached: bool = False
     note: str | None = None  # e.g. where an unreadable cache was moved (issue #9)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["updated"] = _iso(time.time())
         data["applied"] = _iso(self.applied_at) if self.applied_at else None
         return data
+
+
+@dataclass
+class ApplyResult:
+    """What ``%job apply`` did: the status after it, and whether anything was applied."""
+
+    status: JobStatus
+    changed: bool
+    replaced_apply_id: str | None = None
+    note: str | None = None
 
 
 def _iso(ts: float) -> str:
@@ -67,7 +79,7 @@ def condition(job: Any) -> str:
     """RUNNING, NOT_RUNNING or WORKERS_DEAD for a (cached or connected) job."""
     if _introspect.running_job(job) is None:
         return NOT_RUNNING
-    return RUNNING if _introspect.is_alive(job) else WORKERS_DEAD
+    return RUNNING if engine_for(job).is_alive(job) else WORKERS_DEAD
 
 
 def describe(
@@ -85,7 +97,8 @@ def describe(
         return JobStatus(context=name, state=NO_JOB, spec=spec)
     host_meshes = _introspect.host_meshes(state) if state is not None else None
     sizes = _introspect.mesh_sizes(job, host_meshes)
-    live = _introspect.live_workers(job, sizes)
+    engine = engine_for(job)
+    live = engine.live_workers(job, sizes)
     try:
         applied_at: float | None = state_path.stat().st_mtime
     except OSError:  # no cache file (a variable spec not yet saved, or removed by the CLI)
@@ -99,6 +112,7 @@ def describe(
         meshes=[MeshStatus(m, sizes[m], live.get(m)) for m in sizes],
         urls=_introspect.urls(job, state),
         worker_pids=_introspect.worker_pids(job),
+        workers_local=engine.workers_are_local,
         applied_at=applied_at,
         cache_path=os.path.relpath(state_path, root) if state_path.exists() else None,
         attached=state is not None,

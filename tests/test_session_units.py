@@ -7,8 +7,9 @@ import pytest
 from fake_jobs import LOG, FakeJob
 from monarch_jupyter import _quiet
 from monarch_jupyter.errors import MonarchJupyterError
-from monarch_jupyter.session import RUNNING, JobSession
-from monarch_jupyter.specs import VariableSpec
+from monarch_jupyter.session import JobSession
+from monarch_jupyter.specs.base import VariableSpec
+from monarch_jupyter.status import RUNNING
 
 
 class InlineLoop:

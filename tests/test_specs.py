@@ -1,16 +1,9 @@
 import pytest
 
 from monarch_jupyter.errors import SpecError
-from monarch_jupyter.specs import (
-    LocalSpec,
-    ModuleSpec,
-    VariableSpec,
-    local_attr,
-    parse_apply,
-    parse_local_attr,
-    parse_meshes,
-    spec_from_saved,
-)
+from monarch_jupyter.specs.base import LocalSpec, ModuleSpec, VariableSpec, import_attr, local_attr
+from monarch_jupyter.specs.local import MAX_LOCAL_WORKERS_VAR, parse_local_attr, parse_meshes
+from monarch_jupyter.specs.parse import parse_apply, spec_from_saved
 
 
 def test_bare_apply_means_saved_spec():
@@ -95,8 +88,6 @@ def test_local_jobs_module_builds_process_jobs():
 def test_import_attr_imports_from_the_folder_and_picks_up_edits(tmp_path):
     import sys
 
-    from monarch_jupyter.specs import import_attr
-
     module = tmp_path / "spec_mod_for_test.py"
     module.write_text("job = 1\n")
     try:
@@ -120,8 +111,6 @@ def test_import_attr_imports_from_the_folder_and_picks_up_edits(tmp_path):
 def test_import_attr_failures_are_one_line(tmp_path, source, path, fragment):
     import sys
 
-    from monarch_jupyter.specs import import_attr
-
     name = path.split(".")[0]
     if source is not None:
         (tmp_path / f"{name}.py").write_text(source)
@@ -144,8 +133,6 @@ def test_stray_word_after_a_mesh_is_named():
 
 
 def test_local_total_is_bounded_and_the_bound_can_be_raised(monkeypatch):
-    from monarch_jupyter.specs import MAX_LOCAL_WORKERS_VAR, spec_from_saved
-
     many = ",".join(f"m{i}=1" for i in range(65))
     monkeypatch.delenv(MAX_LOCAL_WORKERS_VAR, raising=False)
     with pytest.raises(SpecError) as info:
@@ -161,3 +148,61 @@ def test_local_total_is_bounded_and_the_bound_can_be_raised(monkeypatch):
     monkeypatch.setenv(MAX_LOCAL_WORKERS_VAR, "80")
     assert len(parse_apply(f"--local {many}").meshes) == 65
     assert parse_local_attr("a_40__b_40") == {"a": 40, "b": 40}
+
+
+# ── one mesh-name rule for --local and --ssh ──────────────────────────────
+@pytest.mark.parametrize("name", ["hosts", "my_hosts", "data_loaders_2", "x", "box_x1"])
+def test_local_and_ssh_accept_the_same_mesh_names(name):
+    from monarch_jupyter.specs.ssh import SSHSpec
+
+    local = parse_apply(f"--local {name}=2")
+    assert local.meshes == ((name, 2),) and spec_from_saved(local.path) == local
+    ssh = parse_apply(f"--ssh {name}=h1,h2")
+    assert isinstance(ssh, SSHSpec) and ssh.meshes == ((name, ("h1", "h2")),)
+    assert spec_from_saved(ssh.path) == ssh and ssh.path.rpartition(".")[2].isidentifier()
+
+
+@pytest.mark.parametrize("name", ["2x", "a__b", "_a", "a_", "a-b"])
+def test_local_and_ssh_refuse_the_same_mesh_names(name):
+    for line in (f"--local {name}=2", f"--ssh {name}=h1"):
+        with pytest.raises(SpecError, match="invalid mesh name"):
+            parse_apply(line)
+
+
+def test_ssh_paths_saved_before_still_read_the_same():
+    """A path written by the old encoder (mesh names letters and digits, raw) decodes as before."""
+    old = "monarch_jupyter.ssh_jobs.ssh__py_python3__port_22222__m_box_127x2e0x2e0x2e2_127x2e0x2e0x2e3"
+    spec = spec_from_saved(old)
+    assert spec.meshes == (("box", ("127.0.0.2", "127.0.0.3")),) and spec.path == old
+
+
+def test_persisted_import_paths_resolve():
+    """local_jobs.<attr> and ssh_jobs.<attr> (saved spec files, the CLI) and
+    slurm.SlurmJob (pickled in caches) keep their dotted paths."""
+    import importlib
+
+    from monarch.job import ProcessJob
+
+    def resolve(path):
+        module, _, attr = path.rpartition(".")
+        return getattr(importlib.import_module(module), attr)
+
+    assert isinstance(resolve("monarch_jupyter.local_jobs.hosts_2"), ProcessJob)
+    ssh = resolve("monarch_jupyter.ssh_jobs.ssh__py_python3__port_22222__m_hosts_h1_h2")
+    assert type(ssh).__name__ == "SSHJob" and ssh._meshes == {"hosts": ["h1", "h2"]}
+    slurm_class = resolve("monarch_jupyter.slurm.SlurmJob")
+    assert slurm_class.__module__ == "monarch_jupyter.slurm" and slurm_class.__qualname__ == "SlurmJob"
+
+
+def test_a_pickled_slurm_job_still_unpickles():
+    """Caches hold ``monarch_jupyter.slurm.SlurmJob`` by reference: a pickle naming that
+    path (protocol 4, as cache.dump_job writes) loads into our class."""
+    import pickle
+
+    from monarch_jupyter.slurm import SlurmJob
+
+    job = SlurmJob({"hosts": 1}, python_exe="/usr/bin/python3", exclusive=False)
+    data = pickle.dumps(job, protocol=4)
+    assert b"monarch_jupyter.slurm" in data and b"SlurmJob" in data
+    loaded = pickle.loads(data)
+    assert type(loaded) is SlurmJob and loaded._meshes == {"hosts": 1}

@@ -80,3 +80,21 @@ def test_an_unwritable_status_file_does_not_stop_the_lifecycle(tmp_path, caplog)
         board.publish(layout, status)
     assert heard == [status]
     assert "could not write status.json" in caplog.text
+
+
+def test_plain_data_and_views_import_neither_session_monarch_nor_ipython():
+    """Views read statuses from status.py; it, the specs and the engines load without the
+    session facade, Monarch or IPython (so they stay cheap and testable alone)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import monarch_jupyter.formatting, monarch_jupyter.status, monarch_jupyter.specs.parse\n"
+        "import monarch_jupyter.engines\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('monarch', 'IPython', 'ipywidgets')\n"
+        "      or m == 'monarch_jupyter.session'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

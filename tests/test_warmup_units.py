@@ -21,7 +21,7 @@ import pytest
 from monarch_jupyter import _warmup
 from monarch_jupyter.contexts import Layout
 from monarch_jupyter.errors import CacheError
-from monarch_jupyter.session import NO_JOB, RUNNING, JobStatus
+from monarch_jupyter.status import NO_JOB, RUNNING, JobStatus
 
 APPLY_ID = "0123abcd-0000-0000-0000-000000000000"
 
@@ -42,7 +42,9 @@ class StandInSession:
         return self._attach()
 
 
-def write_cache(root: Path, pids: dict[str, int] | None, *, fresh: bool = True, hosts: int = 1) -> Path:
+def write_cache(
+    root: Path, pids: dict[str, int] | None, *, fresh: bool = True, hosts: int = 1, local: bool = True
+) -> Path:
     """A context with a (harmless) pickle and, unless pids is None, a status.json about it."""
     layout = Layout(root)
     layout.ensure()
@@ -63,6 +65,7 @@ def write_cache(root: Path, pids: dict[str, int] | None, *, fresh: bool = True, 
                 "applied_at": applied,
                 "meshes": [{"name": "hosts", "hosts": hosts, "live_workers": hosts}],
                 "worker_pids": {f"hosts_{i}": pid for i, pid in enumerate(pids.values())},
+                "workers_local": local,
             },
         )
     return state
@@ -112,10 +115,13 @@ def test_dead_worker_is_reported_from_the_files(tmp_path):
     assert session.calls == ["monarch-jupyter-attach"]
 
 
-@pytest.mark.parametrize("case", ["stale", "missing", "fifo"])
+@pytest.mark.parametrize("case", ["stale", "missing", "fifo", "not local"])
 def test_unvouched_cache_only_says_it_is_attaching(tmp_path, case):
+    """Not about this pickle, no status, a FIFO, or PIDs the engine says are not the
+    workers on this machine (even keyed like local ones): never judged from /proc."""
     session = StandInSession(tmp_path)
-    write_cache(tmp_path, {"w": os.getpid()} if case == "stale" else None, fresh=False)
+    pids = None if case in ("missing", "fifo") else {"w": os.getpid()}
+    write_cache(tmp_path, pids, fresh=case == "not local", local=case != "not local")
     if case == "fifo":
         os.mkfifo(tmp_path / ".monarch/default/status.json")  # must not block the load
     started = time.monotonic()

@@ -9,7 +9,8 @@ import pytest
 
 from monarch_jupyter import formatting
 from monarch_jupyter.errors import NoJobError
-from monarch_jupyter.session import NO_JOB, RUNNING, WORKERS_DEAD, JobSession, JobStatus, MeshStatus
+from monarch_jupyter.session import JobSession
+from monarch_jupyter.status import NO_JOB, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
 from monarch_jupyter.widgets.job import JobWidget, details_html, header_html, job_view
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

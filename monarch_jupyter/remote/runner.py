@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import _faults, _introspect, _quiet
+from .. import _faults, _introspect, _quiet, engines
 from ..contexts import Layout
 from ..errors import MonarchJupyterError
 from .args import RemoteArgs
@@ -177,7 +177,7 @@ class RemoteRunner:
         for key in [k for k in self._warm if k.apply_id != apply_id]:
             del self._warm[key]
         # the rank → worker pid map (and killpg on loss) is for workers on this machine only
-        pids = _introspect.worker_pids(job) if _introspect.workers_are_local(job) else {}
+        pids = _introspect.worker_pids(job) if engines.engine_for(job).workers_are_local else {}
         ranks: list[RankState] = []
         targets: list[_Target] = []
         local_pids: dict[int, int | None] = {}
@@ -248,7 +248,7 @@ class RemoteRunner:
         return list(range(len(points)))
 
     def _check_health(self, job: Any) -> None:
-        pids = _introspect.worker_pids(job)
+        pids = engines.engine_for(job).local_processes(job)  # what this machine's /proc may judge
         exited = self._exited(set(pids.values()))
         dead = [f"{key} (pid {pid})" for key, pid in pids.items() if pid in exited]
         if dead:
@@ -287,7 +287,6 @@ class RemoteRunner:
         return gone
 
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple) -> _Warm:
-        from .. import engines
         from . import actor
         from .actor import RemoteActor
 

@@ -25,7 +25,7 @@ import ipywidgets as widgets
 
 from .. import formatting
 from ..errors import MonarchJupyterError
-from ..session import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
+from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
 
 STATE_COLOURS = {
     RUNNING: "#1a7f37",
@@ -72,7 +72,8 @@ def job_view(status: JobStatus, now: float | None = None) -> JobView:
     applied = "-"
     if status.applied_at:
         applied = f"{formatting.age(now - status.applied_at)} ago"
-    links, other = [], []
+    links: list[tuple[str, str]] = []
+    other: list[tuple[str, str]] = []
     for key, url in status.urls.items():
         if not url:
             continue

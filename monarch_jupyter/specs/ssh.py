@@ -8,21 +8,25 @@ encodes every field readably: letters and digits stay, any other character is
 
     ssh__py_python3__port_22222__m_hosts_127x2e0x2e0x2e2_127x2e0x2e0x2e3
 
+A mesh name follows the rule of ``--local`` (:func:`.base.is_mesh_name`); one with a
+``_`` is saved escaped, under ``me_`` instead of ``m_`` (a name without one keeps the
+plain form, so paths saved before stay as they were).
+
 Pure code: no Monarch import.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .errors import SpecError
-from .specs import ModuleSpec
+from ..errors import SpecError
+from .base import ModuleSpec, check_mesh_name, is_mesh_name
 
 SSH_JOBS_MODULE = "monarch_jupyter.ssh_jobs"
 DEFAULT_PYTHON = "python3"
 DEFAULT_PORT = 22222
-_MESH = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _PLAIN = re.compile(r"[A-Za-z0-9]")
 
 
@@ -74,15 +78,23 @@ class SSHSpec(ModuleSpec):
         return ("-tt",) + (("-F", self.config) if self.config else ())
 
 
+def _mesh_field(name: str, hosts: Sequence[str]) -> str:
+    key, shown = ("m", name) if "_" not in name else ("me", _escape(name))
+    return f"{key}_" + "_".join([shown] + [_escape(h) for h in hosts])
+
+
 def make(
-    meshes, python: str = DEFAULT_PYTHON, port: int = DEFAULT_PORT, config: str | None = None
+    meshes: Iterable[tuple[str, Sequence[str]]],
+    python: str = DEFAULT_PYTHON,
+    port: int = DEFAULT_PORT,
+    config: str | None = None,
 ) -> SSHSpec:
-    meshes = tuple((m, tuple(h)) for m, h in meshes)
+    frozen = tuple((m, tuple(h)) for m, h in meshes)
     fields = ["ssh", f"py_{_escape(python)}", f"port_{port}"]
     if config:
         fields.append(f"cfg_{_escape(config)}")
-    fields += ["m_" + "_".join([name] + [_escape(h) for h in hosts]) for name, hosts in meshes]
-    return SSHSpec(f"{SSH_JOBS_MODULE}.{'__'.join(fields)}", meshes, python, port, config)
+    fields += [_mesh_field(name, hosts) for name, hosts in frozen]
+    return SSHSpec(f"{SSH_JOBS_MODULE}.{'__'.join(fields)}", frozen, python, port, config)
 
 
 def parse(words: list[str]) -> SSHSpec:
@@ -108,8 +120,7 @@ def parse(words: list[str]) -> SSHSpec:
                 raise SpecError(
                     f"--ssh wants MESH=HOST[,HOST...], got {value!r} (e.g. --ssh hosts=node1,node2)"
                 )
-            if not _MESH.match(name):
-                raise SpecError(f"invalid mesh name {name!r}: letters and digits, starting with a letter")
+            check_mesh_name(name)
             if name in meshes:
                 raise SpecError(f"mesh {name!r} is given twice")
             meshes[name] = hosts_t
@@ -132,7 +143,8 @@ def from_attr(attr: str) -> SSHSpec:
     fields = attr.split("__")
     if not fields or fields[0] != "ssh":
         raise AttributeError(attr)
-    meshes, python, port, config = [], DEFAULT_PYTHON, DEFAULT_PORT, None
+    meshes: list[tuple[str, tuple[str, ...]]] = []
+    python, port, config = DEFAULT_PYTHON, DEFAULT_PORT, None
     try:
         for field in fields[1:]:
             key, _, value = field.partition("_")
@@ -142,8 +154,11 @@ def from_attr(attr: str) -> SSHSpec:
                 port = int(value)
             elif key == "cfg":
                 config = _unescape(value)
-            elif key == "m":
+            elif key in ("m", "me"):
                 name, *hosts = value.split("_")
+                name = _unescape(name) if key == "me" else name
+                if not is_mesh_name(name):
+                    raise ValueError(field)
                 meshes.append((name, tuple(_unescape(h) for h in hosts)))
             else:
                 raise ValueError(field)

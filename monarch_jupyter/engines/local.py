@@ -1,0 +1,30 @@
+"""``ProcessJob`` (``--local``): workers are processes of this machine, keyed ``<mesh>_<i>``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _introspect
+from .base import Engine, Sizes
+
+
+class LocalEngine(Engine):
+    workers_are_local = True
+
+    def claims(self, job: Any) -> bool:
+        return any(
+            cls.__name__ == "ProcessJob" and cls.__module__.startswith("monarch.")
+            for cls in type(job).__mro__
+        )
+
+    def local_processes(self, job: Any) -> dict[str, int]:
+        return _introspect.worker_pids(job)
+
+    def live_workers(self, job: Any, sizes: Sizes) -> Sizes:
+        pids = _introspect.worker_pids(job)
+        if not pids:
+            return {name: None for name in sizes}
+        return {
+            name: sum(1 for i in range(size or 0) if _introspect.pid_alive(pids.get(f"{name}_{i}")))
+            for name, size in sizes.items()
+        }
