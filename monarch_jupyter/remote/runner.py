@@ -288,8 +288,8 @@ class RemoteRunner:
 
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple) -> _Warm:
         from .. import engines
-        from . import actor
-        from .actor import RemoteActor
+        from .host import actor
+        from .host.actor import RemoteActor
 
         engines.send_by_value(actor)  # workers need only torchmonarch, not monarch_jupyter
 
