@@ -92,7 +92,7 @@ class RemoteActor(Actor):
 
     @endpoint
     async def run(self, run_id: str, key: str, spec: tuple, port: Any) -> None:
-        """Start ``spec`` (:func:`~.protocol.spec_to_wire`) and stream it to ``port``; returns as
+        """Start ``spec`` (:func:`~..protocol.spec_to_wire`) and stream it to ``port``; returns as
         soon as it started."""
         self._launch(run_id, key, spec_from_wire(spec), port)
 
@@ -272,7 +272,7 @@ class RemoteActor(Actor):
         self, run_id: str, key: str, follow_id: str, port: Any, replay: int = tail.REPLAY_BYTES
     ) -> None:
         """Stream this rank's output of run ``run_id`` to ``port``: the last ``replay`` bytes per
-        stream, then live, then its :class:`~.protocol.Exit`. Returns at once."""
+        stream, then live, then its :class:`~..protocol.Exit`. Returns at once."""
         try:
             _, _, rank = _rank_env()
             folder = layout.rank_dir(run_id, key, rank)

@@ -35,7 +35,7 @@ class Spares:
 
     def make(self, root: Path | None = None) -> Path:
         """A rank folder made ahead of its run (out, err, status and meta.json, empty: read as
-        absent): a pruned run's folder emptied (see :func:`recycle`) when there is one."""
+        absent): a pruned run's folder emptied (see :class:`Recycler`) when there is one."""
         root = root or runs_root()
         folder = self._next_name(root)
         if self.take_free(root, folder, FREE):

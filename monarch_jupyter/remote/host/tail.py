@@ -175,7 +175,7 @@ class _Stream:
 
 
 class Tail:
-    """Follows a rank's ``out`` and ``err`` files: :class:`~.protocol.Chunk` batches as they grow.
+    """Follows a rank's ``out`` and ``err`` files: :class:`~..protocol.Chunk` batches as they grow.
 
     ``replay``: None reads from the beginning; a byte count starts that far from the end (at a line
     start), and ``lines`` keeps only that many lines of it. Woken by inotify (polls when there is none). Call :meth:`close` when done: it frees
