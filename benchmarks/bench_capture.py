@@ -5,17 +5,16 @@
 
 Times, per run, what ``RemoteActor._launch`` does on the path of a command that ends within
 the quick wait: the rank folder, handing the command to a run shell forked ahead
-(:mod:`monarch_jupyter.remote.hostruns`), the wait for its exit, reading its output, and
+(:mod:`monarch_jupyter.remote.host.shell`), the wait for its exit, reading its output, and
 the meta.json written after the answer (with the rank folder made ahead with the shell, or on
-the path); and, for comparison, the pipe-based warm shell of
-:mod:`monarch_jupyter.remote.process` (no host-side capture). Medians and quartiles in µs.
+the path). Medians and quartiles in µs.
 Each run's shell is forked ahead and given time to settle, as in a notebook between cells.
 
 ``--churn`` times the files of a warm loop instead: per run, the next rank folder made ahead
-(``make_spare`` and ``make_spare_run``), placed, its status written, and every 50 runs a prune keeping 50, as an
+(``Spares.make`` and ``Spares.make_run``), placed, its status written, and every 50 runs a prune keeping 50, as an
 actor does; with pruned folders emptied and reused (``reuse``) or deleted and every spare
 created anew (``fresh``, ``KEEP_FREE = 0``), in alternating blocks. CPU time of this process
-per run (what a worker pays for its files), and the median time of ``make_spare``. On ext4
+per run (what a worker pays for its files), and the median time of ``Spares.make``. On ext4
 without a journal the fresh case grows with the rate of deletions (``recently_deleted``).
 """
 
@@ -30,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from monarch_jupyter.remote import hostruns, process
+from monarch_jupyter.remote.host import layout, runs, shell, spares
 
 _ids = itertools.count()
 
@@ -43,19 +42,20 @@ def quart(values: list[float]) -> str:
 def captured(command: str, n: int, root: Path, settle: float, spare: bool) -> dict[str, list[float]]:
     phases: dict[str, list[float]] = {}
     env = dict(os.environ)
+    maker = spares.Spares() if spare else None
     for _ in range(n):
         i = next(_ids)  # a new run each time, as in a notebook
-        shell = hostruns.RunShell(env, None, spare=spare)
+        warm = shell.RunShell(env, None, maker)
         time.sleep(settle)
         t0 = time.perf_counter()
-        folder = hostruns.rank_dir(f"r{i}", "mesh", 0, root)
+        folder = layout.rank_dir(f"r{i}", "mesh", 0, root)
         time.perf_counter()
-        proc = shell.take(folder, f"r{i}", "bash", command)
+        proc = warm.take(folder, f"r{i}", "bash", command)
         t2 = time.perf_counter()
         rc = proc.finish_now(0.05)
         t3 = time.perf_counter()
         chunks = proc.take()
-        hostruns.write_meta(folder, {"run": f"r{i}", "pid": proc.pid})
+        layout.write_meta(folder, {"run": f"r{i}", "pid": proc.pid})
         t4 = time.perf_counter()
         if rc is None:  # not answered within the quick wait (a stall of this machine): not timed
             proc.popen.wait()
@@ -73,53 +73,31 @@ def captured(command: str, n: int, root: Path, settle: float, spare: bool) -> di
     return phases
 
 
-def piped(command: str, n: int, settle: float) -> dict[str, list[float]]:
-    phases: dict[str, list[float]] = {}
-    env = dict(os.environ)
-    for _ in range(n):
-        shell = process.WarmShell(env, None)
-        time.sleep(settle)
-        t0 = time.perf_counter()
-        proc = shell.take(command)
-        t1 = time.perf_counter()
-        rc = proc.finish_now(0.05)
-        t2 = time.perf_counter()
-        proc.take()
-        if rc is None:  # a stall of this machine: not timed
-            proc.popen.wait()
-            proc.close()
-            phases.setdefault("slow path", []).append(t2 - t1)
-            continue
-        assert rc == 0
-        for name, value in (("hand over", t1 - t0), ("exit + read", t2 - t1), ("answer", t2 - t0)):
-            phases.setdefault(name, []).append(value)
-    return phases
-
-
 def churn(n: int, root: Path) -> None:
     block = 500
     cpu: dict[str, list[float]] = {"reuse": [], "fresh": []}
     spare_times: dict[str, list[float]] = {"reuse": [], "fresh": []}
-    keep_free = hostruns.KEEP_FREE
+    keep_free = spares.KEEP_FREE
+    maker = spares.Spares()
     try:
         for start in range(0, n, block):
             for label in ("fresh", "reuse") if start // block % 2 else ("reuse", "fresh"):
-                hostruns.KEEP_FREE = keep_free if label == "reuse" else 0
+                spares.KEEP_FREE = keep_free if label == "reuse" else 0
                 t0 = time.process_time()
                 for _ in range(block // 2):
                     i = next(_ids)
                     s0 = time.perf_counter()
-                    spare = hostruns.make_spare(root)
+                    spare = maker.make(root)
                     spare_times[label].append(time.perf_counter() - s0)
-                    spare_run = hostruns.make_spare_run(spare)
-                    folder = hostruns.rank_dir(f"r{i}", "mesh", 0, root)
-                    hostruns.place(folder, spare, spare_run)
-                    (folder / hostruns.STATUS).write_text(f"0 {time.time()}\n")
+                    spare_run = maker.make_run(spare)
+                    folder = layout.rank_dir(f"r{i}", "mesh", 0, root)
+                    spares.place(folder, spare, spare_run)
+                    (folder / layout.STATUS).write_text(f"0 {time.time()}\n")
                     if i % 50 == 0:
-                        hostruns.prune(root, keep=50, min_age=0)
+                        runs.prune(root, keep=50, min_age=0)
                 cpu[label].append((time.process_time() - t0) / (block // 2))
     finally:
-        hostruns.KEEP_FREE = keep_free
+        spares.KEEP_FREE = keep_free
     for label in ("reuse", "fresh"):
         print(
             f"{label}: CPU per run {statistics.median(cpu[label]) * 1e6:6.0f} µs "
@@ -151,7 +129,6 @@ def main() -> None:
                     "host capture, folder made on the path",
                     lambda: captured(opts.command, opts.n // 2, root, opts.settle, False),
                 ),
-                ("pipes (process.WarmShell)", lambda: piped(opts.command, opts.n // 2, opts.settle)),
             ):
                 for name, values in run().items():
                     results.setdefault(label, {}).setdefault(name, []).extend(values)

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from harness import Kernel, scratch_kernel, tagged_pids, worker_pids  # noqa: E402
-from monarch_jupyter.remote import hostruns  # noqa: E402
+from monarch_jupyter.remote.host import layout, runs  # noqa: E402
 
 
 def ok(k, code, timeout=300):
@@ -48,7 +48,7 @@ def interrupt_after(k: Kernel, seconds: float) -> None:
 
 
 def rank_files(run_id: str) -> dict[str, Path]:
-    return {p.name: p / "out" for p in sorted((hostruns.runs_path() / run_id).iterdir()) if p.is_dir()}
+    return {p.name: p / "out" for p in sorted((layout.runs_path() / run_id).iterdir()) if p.is_dir()}
 
 
 def p95(values):
@@ -133,8 +133,7 @@ def main() -> None:
                 if got != sorted(set(got)) or (got and got != list(range(got[0], got[0] + len(got)))):
                     bad_attaches += 1
         still_running = any(
-            hostruns.leader_alive(hostruns.read_json(p.parent / "meta.json"))
-            for p in rank_files(run_id).values()
+            runs.leader_alive(layout.read_json(p.parent / "meta.json")) for p in rank_files(run_id).values()
         )
         r = k.execute(f"%remote attach {run_id}", 400)  # to the end
         whole = 0
@@ -152,7 +151,7 @@ def main() -> None:
 
         # 3. idle finished runs: no process, no fd on the workers
         time.sleep(0.5)
-        root = str(hostruns.runs_path())
+        root = str(layout.runs_path())
         fds = 0
         for pid in worker_pids(tag) + [p for p in tagged_pids(tag)]:
             try:
@@ -164,7 +163,7 @@ def main() -> None:
                         pass
             except OSError:
                 pass
-        marked = hostruns.marked_pids({run_id})
+        marked = runs.marked_pids({run_id})
         row("idle finished runs: open fds into the runs folder on the workers", fds, "fds")
         row("  processes left by the finished run", len(marked.get(run_id, [])), "processes")
     print()

@@ -1,81 +1,90 @@
-"""The process layer of %%remote (``remote/process.py``) with plain asyncio and real
-subprocesses: no Monarch, no kernel. Every test reaps what it started (process groups)."""
+"""A command run the way the actor runs it (``remote/host/``: a :class:`ShellKeeper`'s wrapper
+shell, a :class:`CapturedProcess` reading its rank folder) with plain asyncio and real bash: no
+Monarch, no kernel. Reading, exit, stopping (the escalation with trapped signals), a background
+child, cancel, and the keeper's delays. Every test reaps what it started (process groups)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from monarch_jupyter.remote import process as P
-from monarch_jupyter.remote.process import Process, ShellKeeper, WarmShell, command_argv, spawn
+from monarch_jupyter import _procfs
+from monarch_jupyter.remote.host import capture
+from monarch_jupyter.remote.host import layout as L
+from monarch_jupyter.remote.host import runs as R
+from monarch_jupyter.remote.host.capture import CapturedProcess
+from monarch_jupyter.remote.host.shell import SLOW_RUNS, RunShell, ShellKeeper
+from monarch_jupyter.remote.host.spares import prepare
 from monarch_jupyter.remote.protocol import ERR, OUT, Chunk
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+_ids = itertools.count()
 
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 30))
 
 
-def bash(script: str, env: dict | None = None, cwd: str | None = None) -> Process:
-    return spawn(["bash", "-c", script], env or ENV, cwd)
+@pytest.fixture(autouse=True)
+def reap_groups(tmp_path, monkeypatch) -> Iterator[list[int]]:
+    """A runs folder of its own; every process group a test started is killed, even when it fails."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("MONARCH_JUPYTER_RUNS_DIR", str(root))
+    started: list[int] = []
+    real = CapturedProcess.__init__
+
+    def init(self, popen, folder):
+        real(self, popen, folder)
+        started.append(self.pid)
+
+    monkeypatch.setattr(CapturedProcess, "__init__", init)
+    yield started
+    for pgid in started:
+        _procfs.killpg(pgid, signal.SIGKILL)
+    run_ids = {p.name for p in root.iterdir()} if root.exists() else set()
+    for pid in itertools.chain.from_iterable(R.marked_pids(run_ids).values()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def folder_for(run_id: str) -> Path:
+    folder = L.rank_dir(run_id, "hosts", 0)
+    prepare(folder)
+    return folder
+
+
+def bash(script: str, env: dict | None = None, cwd: str | None = None, mode: str = "bash") -> CapturedProcess:
+    run_id = f"p{os.getpid()}-{next(_ids)}"
+    proc = RunShell(env or ENV, cwd).take(folder_for(run_id), run_id, mode, script)
+    assert proc is not None
+    return proc
 
 
 def group_alive(pgid: int, wait: float = 1.0) -> bool:
-    """Whether the group still has a living (not zombie) member ``wait`` seconds from now:
-    a killed orphan stays in its group as a zombie until init reaps it, if it ever does."""
+    """Whether the group still has a living (not zombie) member ``wait`` seconds from now."""
     deadline = time.monotonic() + wait
     while True:
-        if not _living_members(pgid):
+        if not _procfs.group_alive(pgid):
             return False
         if time.monotonic() > deadline:
             return True
         time.sleep(0.01)
 
 
-def _living_members(pgid: int) -> list[int]:
-    living = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, …
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            living.append(int(entry))
-    return living
-
-
-@pytest.fixture(autouse=True)
-def reap_groups(monkeypatch):
-    """Kill every process group a test started, even when it fails."""
-    started: list[int] = []
-    real = Process.__init__
-
-    def init(self, popen):
-        real(self, popen)
-        started.append(self.pid)
-
-    monkeypatch.setattr(Process, "__init__", init)
-    yield started
-    for pgid in started:
-        P.killpg(pgid, signal.SIGKILL)
-
-
 async def collect(
-    proc: Process, drain: float = P.DRAIN_AFTER_EXIT, **batching
+    proc: CapturedProcess, drain: float = capture.DRAIN_AFTER_EXIT, **batching
 ) -> tuple[int, list[tuple[float, list[Chunk]]]]:
     """Run ``proc`` to the end: its return code and every batch with its arrival time
-    (the rest that ``take()`` returns comes last)."""
+    (what ``rest()`` hands out comes last)."""
     got: list[tuple[float, list[Chunk]]] = []
 
     async def read() -> None:
@@ -87,7 +96,8 @@ async def collect(
         returncode = await proc.finish(drain=drain)
     finally:
         reading.cancel()
-    got.append((time.monotonic(), proc.take()))
+    for chunks in proc.rest():
+        got.append((time.monotonic(), chunks))
     return returncode, got
 
 
@@ -130,13 +140,11 @@ def test_utf8_split_across_reads_stays_whole_and_arrives_as_it_comes():
     )
 
     async def main():
-        rc, got = await collect(spawn([sys.executable, "-c", script], ENV))
+        rc, got = await collect(bash(script, mode="python"))
         assert rc == 0
         assert text_of(got) == "café done\nbad \ufffd\n"
         arrived = [(t, c.text) for t, cs in got for c in cs]
-        assert (
-            arrived[0][1] == "caf" and arrived[-1][0] - arrived[0][0] > 0.3
-        )  # shown before the rest was printed
+        assert arrived[0][1] == "caf" and arrived[-1][0] - arrived[0][0] > 0.3  # shown before the rest
 
     run(main())
 
@@ -161,7 +169,7 @@ def test_quiet_command_gets_heartbeats():
     async def main():
         rc, got = await collect(bash("sleep 0.8; echo end"), quiet=0.1)
         assert rc == 0 and text_of(got) == "end\n"
-        assert sum(1 for _, cs in got if cs == []) >= 3  # empty batches while quiet (the last: take())
+        assert sum(1 for _, cs in got if cs == []) >= 3  # empty batches while quiet
 
     run(main())
 
@@ -169,7 +177,7 @@ def test_quiet_command_gets_heartbeats():
 def test_tee_gets_the_raw_bytes(tmp_path):
     async def main():
         with open(tmp_path / "o", "wb") as out, open(tmp_path / "e", "wb") as err:
-            proc = bash("printf 'x\\xff\\n'; sleep 0.05; echo y; echo z >&2")
+            proc = bash("sleep 0.1; printf 'x\\xff\\n'; sleep 0.05; echo y; echo z >&2")
             proc.tee(out, err)
             rc, got = await collect(proc)
         assert rc == 0 and text_of(got, OUT) == "x\ufffd\ny\n"
@@ -188,20 +196,12 @@ def test_env_and_workdir(tmp_path):
     run(main())
 
 
-def test_long_commands_go_through_a_script():
-    long = "#" + "x" * (P.MAX_INLINE + 10) + "\necho long-ok"
-    argv, script = command_argv("bash", long)
-    try:
-        assert argv == ["bash", script] and Path(script).read_text() == long
+def test_a_syntax_error_is_reported_as_bash_c_would():
+    async def main():
+        rc, got = await collect(bash("if then"))
+        assert rc == 2 and "syntax error" in text_of(got, ERR)
 
-        async def main():
-            rc, got = await collect(spawn(argv, ENV))
-            assert rc == 0 and text_of(got) == "long-ok\n"
-
-        run(main())
-    finally:
-        os.unlink(script)
-    assert command_argv("python", "print(1)") == ([sys.executable, "-u", "-c", "print(1)"], None)
+    run(main())
 
 
 # ── exit ──
@@ -229,40 +229,41 @@ def test_finish_now_answers_a_quick_command_without_the_loop():
     run(main())
 
 
-def test_finish_now_leaves_output_of_a_command_whose_child_holds_the_pipe():
+def test_finish_now_leaves_a_command_whose_background_child_lives_to_the_slow_path():
     async def main():
         proc = bash("echo a; sleep 100 & echo b")
-        assert proc.finish_now(1.0) is None  # the leader exited, but `sleep` holds stdout
+        assert proc.finish_now(1.0) is None  # the leader exited, but `sleep` is still in its group
         assert proc.returncode == 0
         start = time.monotonic()
         rc, got = await collect(proc)
         assert rc == 0 and text_of(got) == "a\nb\n"
-        assert time.monotonic() - start < P.DRAIN_AFTER_EXIT + P.GRACE + 1
+        assert time.monotonic() - start < capture.DRAIN_AFTER_EXIT + _procfs.GRACE + 1
         assert not group_alive(proc.pid)
 
     run(main())
 
 
-def test_background_child_holding_the_pipe_is_ended():
+def test_background_child_holding_output_is_ended_after_the_drain():
     async def main():
         proc = bash("echo a; (sleep 100; echo never) & echo b")
         start = time.monotonic()
         rc, got = await collect(proc)
         took = time.monotonic() - start
         assert rc == 0 and text_of(got) == "a\nb\n"
-        assert P.DRAIN_AFTER_EXIT - 0.1 < took < P.DRAIN_AFTER_EXIT + P.GRACE + 1, took
+        assert capture.DRAIN_AFTER_EXIT - 0.1 < took < capture.DRAIN_AFTER_EXIT + _procfs.GRACE + 1, took
         assert not group_alive(proc.pid)
 
     run(main())
 
 
-def test_stray_that_closed_its_pipes_is_killed_at_once():
+def test_background_child_that_ignores_sigterm_is_killed():
     async def main():
-        proc = bash("sleep 100 >/dev/null 2>&1 & echo done")
+        proc = bash("(trap '' TERM; sleep 100) & echo b")
         start = time.monotonic()
-        rc, got = await collect(proc, drain=10)
-        assert rc == 0 and text_of(got) == "done\n"
-        assert time.monotonic() - start < 5  # no drain wait: the pipes were closed
+        rc, got = await collect(proc, drain=0.1)
+        took = time.monotonic() - start
+        assert rc == 0 and text_of(got) == "b\n"
+        assert 0.1 + _procfs.GRACE - 0.1 < took < 0.1 + _procfs.GRACE + 1, took  # SIGTERM, grace, SIGKILL
         assert not group_alive(proc.pid)
 
     run(main())
@@ -274,7 +275,7 @@ def test_command_that_closes_its_output_is_followed_until_it_exits():
         start = time.monotonic()
         rc, got = await collect(proc, quiet=0.1)
         assert rc == 2 and text_of(got) == "bye\n" and time.monotonic() - start > 0.5
-        assert sum(1 for _, cs in got if cs == []) >= 3  # still heartbeating after the EOF
+        assert sum(1 for _, cs in got if cs == []) >= 3  # still heartbeating after it closed its output
 
     run(main())
 
@@ -296,7 +297,8 @@ def test_stop_with_sigint():
 def test_stop_escalates_when_sigint_and_sigterm_are_ignored():
     async def main():
         proc = bash("trap '' INT TERM; echo up; sleep 100 & sleep 100; echo never")
-        await asyncio.sleep(0.1)
+        while (proc.folder / OUT).read_text() != "up\n":  # its traps are set
+            await asyncio.sleep(0.01)
         start = time.monotonic()
         await asyncio.gather(proc.stop(grace=0.3), proc.stop(grace=0.3))  # a second stop joins the first
         took = time.monotonic() - start
@@ -311,7 +313,8 @@ def test_stop_escalates_when_sigint_and_sigterm_are_ignored():
 def test_stop_takes_sigterm_when_sigint_is_trapped():
     async def main():
         proc = bash("trap '' INT; echo up; sleep 100")
-        await asyncio.sleep(0.1)
+        while (proc.folder / OUT).read_text() != "up\n":
+            await asyncio.sleep(0.01)
         await proc.stop(grace=0.3)
         rc, _ = await collect(proc)
         assert rc == -signal.SIGTERM
@@ -319,7 +322,28 @@ def test_stop_takes_sigterm_when_sigint_is_trapped():
     run(main())
 
 
-def test_finish_cancelled_kills_the_group():
+def test_cancel_kills_the_group_and_its_escapees():
+    """The actor's ``cancel``: the run's group stopped, then every process carrying its marker."""
+
+    async def main():
+        proc = bash("trap '' INT; setsid sleep 779 & echo up; sleep 100")
+        run_id = proc.folder.parent.name
+        L.write_meta(proc.folder, {"pid": proc.pid, "start_ticks": _procfs.start_ticks(proc.pid)})
+        while (proc.folder / OUT).read_text() != "up\n":
+            await asyncio.sleep(0.01)
+        assert len(R.outside(R.marked_pids({run_id})[run_id], {proc.pid})) == 1  # the escapee
+        await proc.stop(grace=0.3)
+        await R.stop_runs([run_id], grace=0.3)
+        rc, _ = await collect(proc)
+        assert rc == -signal.SIGTERM and not group_alive(proc.pid)
+        assert not R.marked_pids({run_id})
+
+    run(main())
+
+
+def test_finish_cancelled_leaves_the_run_running_and_closes_its_files():
+    """The actor going away (its kernel died): the run goes on, captured on its host."""
+
     async def main():
         proc = bash("sleep 100")
         task = asyncio.ensure_future(proc.finish())
@@ -327,58 +351,42 @@ def test_finish_cancelled_kills_the_group():
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        assert proc.tail.closed and group_alive(proc.pid, wait=0.2)
+        proc.kill()
         assert not group_alive(proc.pid)
 
     run(main())
 
 
-# ── warm shells ──
-def test_warm_shell_runs_as_bash_c(tmp_path):
-    async def main():
-        env = dict(ENV, WARM="w")
-        shell = WarmShell(env, str(tmp_path))
-        pid = shell.popen.pid
-        proc = shell.take('echo "$0 $WARM $LINENO"; pwd\necho line2 $LINENO; exit 7')
-        assert proc is not None and proc.pid == pid
-        rc, got = await collect(proc)
-        assert rc == 7
-        assert text_of(got, OUT) == f"bash w 1\n{tmp_path}\nline2 2\n"
-
-        shell = WarmShell(ENV, None)
-        rc, got = await collect(shell.take("if then"))  # a syntax error, reported by eval
-        assert rc == 2 and "syntax error" in text_of(got, ERR) and "eval:" in text_of(got, ERR)
-
-        shell = WarmShell(ENV, None)
-        assert shell.take("x" * P.WARM_MAX) is None  # too big: discarded, the caller starts it cold
-        assert shell.popen.returncode is not None
-
-    run(main())
-
-
+# ── the keeper ──
 def test_shell_keeper_reuses_a_shell_started_with_the_same_env_and_cwd(tmp_path):
     async def main():
         keeper = ShellKeeper(delay=0.01)
         try:
-            assert keeper.take("true", ENV, None) is None  # nothing warm yet: start cold
+            first = keeper.take(
+                folder_for("k0"), "k0", "bash", "true", ENV, None
+            )  # nothing warm: started now
+            assert first.finish_now(2.0) == 0
             await asyncio.sleep(0.2)
             warm = keeper.shell
             assert warm is not None and warm.env == ENV
-            proc = keeper.take("echo warm $$", ENV, None)
-            assert proc is not None and proc.pid == warm.popen.pid
+            proc = keeper.take(L.rank_dir("k1", "hosts", 0), "k1", "bash", "echo warm $$", ENV, None)
+            assert proc.pid == warm.popen.pid
             rc, got = await collect(proc)
             assert rc == 0 and text_of(got) == f"warm {proc.pid}\n"
 
             await asyncio.sleep(0.2)  # the next one was started for the same env and cwd
             other = keeper.shell
             assert other is not None and other is not warm
-            assert keeper.take("true", ENV, str(tmp_path)) is None  # another cwd: cold, that one discarded
+            cold = keeper.take(folder_for("k2"), "k2", "bash", "true", ENV, str(tmp_path))
+            assert cold.pid != other.popen.pid  # another cwd: started now, that one discarded
             assert other.popen.returncode is not None
+            assert cold.finish_now(2.0) == 0
             await asyncio.sleep(0.2)
             assert keeper.shell is not None and keeper.shell.cwd == str(tmp_path)
-            proc = keeper.take("pwd", ENV, str(tmp_path))
+            proc = keeper.take(L.rank_dir("k3", "hosts", 0), "k3", "bash", "pwd", ENV, str(tmp_path))
             rc, got = await collect(proc)
             assert text_of(got) == f"{tmp_path}\n"
-            assert keeper.take("echo a\0b", ENV, str(tmp_path)) is None  # a NUL cannot go through bash
         finally:
             keeper.close()
         assert keeper.shell is None
@@ -390,10 +398,14 @@ def test_warm_shell_is_as_killable_as_a_cold_one():
     async def main():
         keeper = ShellKeeper(delay=0.0)
         try:
-            keeper.take("true", ENV, None)
+            keeper.take(folder_for("w0"), "w0", "bash", "true", ENV, None).finish_now(2.0)
             await asyncio.sleep(0.2)
-            proc = keeper.take("trap '' INT; sleep 100 & sleep 100", ENV, None)
-            assert proc is not None
+            warm = keeper.shell
+            assert warm is not None
+            proc = keeper.take(
+                L.rank_dir("w1", "hosts", 0), "w1", "bash", "trap '' INT; sleep 100 & sleep 100", ENV, None
+            )
+            assert proc.pid == warm.popen.pid
             await asyncio.sleep(0.1)
             await proc.stop(grace=0.2)
             rc, _ = await collect(proc)
@@ -407,10 +419,27 @@ def test_warm_shell_is_as_killable_as_a_cold_one():
 def test_the_next_shell_waits_longer_while_runs_come_slowly():
     """A user's cells: the next shell starts after the kernel showed the answer (quiet_delay);
     runs back to back keep the short delay; the first run knows no pace yet."""
-    from monarch_jupyter.remote.process import SLOW_RUNS
-
     keeper = ShellKeeper(delay=0.003, quiet_delay=0.015)
     assert keeper.next_delay(now=100.0) == 0.003
     assert keeper.next_delay(now=100.0 + SLOW_RUNS / 4) == 0.003
     assert keeper.next_delay(now=101.0) == 0.015
     assert keeper.next_delay(now=101.0 + SLOW_RUNS / 4) == 0.003
+
+
+def test_the_keeper_starts_the_next_shell_after_its_delay():
+    async def main():
+        keeper = ShellKeeper(delay=0.05, quiet_delay=5.0)
+        try:
+            keeper.take(folder_for("d0"), "d0", "bash", "true", ENV, None).finish_now(2.0)
+            assert keeper.shell is None  # not on the run's path
+            await asyncio.sleep(0.02)
+            assert keeper.shell is None
+            await asyncio.sleep(0.2)
+            assert keeper.shell is not None and keeper.shell.spare is not None  # with its rank folder
+        finally:
+            keeper.close()
+
+    run(main())
+
+
+assert sys.platform.startswith("linux")  # /proc, pidfds, inotify

@@ -24,6 +24,7 @@ import stat
 from typing import Any
 
 from .._files import UnsafeFileError, read_bytes
+from ..remote.host.layout import STATUS, rank_name
 
 MONARCH_DIR = ".monarch"
 ACTIVE_LINK = "job_state.pkl"
@@ -114,7 +115,7 @@ def _first_line(command: Any) -> str:
 def _ended_on_this_host(entry: dict[str, Any]) -> bool:
     """A local run whose every rank wrote its exit status (its kernel died before recording the
     end). Only ``lstat``s, in the host's runs folder; a non-local run cannot be checked here.
-    A rank folder is made ahead with an empty ``status`` file (``hostruns.make_spare``): only a
+    A rank folder is made ahead with an empty ``status`` file (``host.spares``): only a
     non-empty one says the rank ended."""
     host_dir, ranks = entry.get("host_dir"), entry.get("ranks")
     if not entry.get("local") or not isinstance(host_dir, str) or not isinstance(ranks, list) or not ranks:
@@ -122,7 +123,7 @@ def _ended_on_this_host(entry: dict[str, Any]) -> bool:
     for rank in ranks:
         if not isinstance(rank, dict):
             return False
-        status = os.path.join(host_dir, f"{rank.get('mesh')}.{rank.get('rank')}", "status")
+        status = os.path.join(host_dir, rank_name(rank.get("mesh"), rank.get("rank")), STATUS)
         try:
             info = os.lstat(status)
             if not stat.S_ISREG(info.st_mode) or info.st_size == 0:

@@ -287,8 +287,8 @@ class RemoteRunner:
         return gone
 
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple) -> _Warm:
-        from . import actor
-        from .actor import RemoteActor
+        from .host import actor
+        from .host.actor import RemoteActor
 
         engines.send_by_value(actor)  # workers need only torchmonarch, not monarch_jupyter
 

@@ -4,7 +4,7 @@
 The index is one small JSON file per run, ``.monarch/<context>/runs/<run_id>.json`` next to
 the run's log (``<run_id>.log``), written when the run starts and ends — never a pickle — so any
 kernel in the folder lists the context's runs. Whether a rank still runs is asked of its host
-(:mod:`.hostruns`: the rank folders there, their status files and the processes carrying the
+(:mod:`.host.runs`: the rank folders there, their status files and the processes carrying the
 run's marker): directly when the job is local (``ProcessJob``: the hosts are this machine, so it
 works even with the workers gone), else through the actors (``runs_state`` / ``stop_runs``).
 
@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MonarchJupyterError
-from . import hostruns
 from .args import RemoteArgs
+from .host import layout
+from .host import runs as hostruns
 from .protocol import spec_to_wire
 
 INDEX_LIMIT = 200  # newest entries read from the index (older ones are pruned with their logs)
@@ -89,7 +90,7 @@ def new_entry(
         "target": plan.target,
         "started": time.time(),
         "log": log,
-        "host_dir": str(hostruns.runs_path() / run_id),
+        "host_dir": str(layout.runs_path() / run_id),
         "context": here.context,
         "apply_id": _apply_id(session),
         "local": bool(plan.local_pids),
@@ -149,7 +150,7 @@ def load_entries(session: Any) -> list[dict]:
         return []
     entries = []
     for name in names:
-        entry = hostruns.read_json(folder / name)
+        entry = layout.read_json(folder / name)
         if entry and entry.get("id") == name[:-5] and isinstance(entry.get("ranks"), list):
             entry["path"] = str(folder / name)
             entries.append(entry)
@@ -160,7 +161,7 @@ def load_entries(session: Any) -> list[dict]:
 def prune_index(folder: Path, keep: int) -> None:
     """Drop entries beyond the newest ``keep`` (their logs go too), except runs still running."""
     for stale in sorted(folder.glob("*.json"))[:-keep]:
-        entry = hostruns.read_json(stale)
+        entry = layout.read_json(stale)
         if entry and entry.get("state") == RUNNING:
             continue
         with contextlib.suppress(OSError):
@@ -188,7 +189,7 @@ def find(entries: list[dict], token: str | None, running_only: bool = False) -> 
 
 # ── what the hosts say ─────────────────────────────────────────────────
 def _rank_dirs(entry: dict) -> list[str]:
-    return [hostruns.rank_name(r["mesh"], r["rank"]) for r in entry["ranks"]]
+    return [layout.rank_name(r["mesh"], r["rank"]) for r in entry["ranks"]]
 
 
 def _ask_hosts(session: Any, runner: Any, entries: list[dict]) -> dict[str, dict] | None:

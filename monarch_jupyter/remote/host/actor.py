@@ -1,30 +1,22 @@
-"""The actor that runs ``%%remote`` commands on the workers: endpoints over :mod:`.process`
-and :mod:`.hostruns`.
+"""The actor that runs ``%%remote`` commands on the workers: endpoints over this package.
 
-One :class:`RemoteActor` per proc, spawned once per (allocation, mesh, per-host
-shape) and kept warm. ``run`` starts the command in its own process group and
-returns at once; the command writes its output to its rank's run folder on this
-host (:mod:`.hostruns`), so it outlives this actor (a kernel restart), and a task
-tails those files to the caller's port as :mod:`.protocol` messages, batched per
-rank (at most one every ``process.FLUSH_EVERY`` seconds, a
-:class:`~.protocol.Heartbeat` every ``process.HEARTBEAT`` seconds while quiet).
-A command that ends within ``QUICK_WAIT`` costs one :class:`~.protocol.Exit`
-message and no task (one more, a :class:`~.protocol.Data` sent as soon as it first printed,
-if it printed: its first line streams at once). The shell forked ahead brings the next run's rank folder
-(``hostruns.make_spare``), so a run does no file creation on its path. ``cancel`` escalates SIGINT → SIGTERM → SIGKILL on the group
-(and stops the run's processes that left it).
+One :class:`RemoteActor` per proc, spawned once per (allocation, mesh, per-host shape) and kept
+warm. ``run`` hands the command to a wrapper shell forked ahead (:mod:`.shell`: a bash started
+after the previous run with the same environment and working directory, bringing the next run's
+rank folder, :mod:`.spares`) and returns at once. The command writes its output to its rank's
+folder on this host (:mod:`.layout`), so it outlives this actor (a kernel restart); a task tails
+those files (:mod:`.tail`) to the caller's port as :mod:`..protocol` messages, batched per rank
+(at most one every ``tail.FLUSH_EVERY`` seconds, a :class:`~..protocol.Heartbeat` every
+``tail.HEARTBEAT`` seconds while quiet). A command that ends within ``QUICK_WAIT`` costs one
+:class:`~..protocol.Exit` message and no task (one more, a :class:`~..protocol.Data` sent as soon
+as it first printed: its first line streams at once). ``cancel`` escalates SIGINT → SIGTERM →
+SIGKILL on the group and stops the run's processes that left it (:func:`.runs.stop_runs`).
 
-``start`` runs a command detached (nobody streams it); ``follow`` streams any
-run's rank folder from the kept tail, live, to its exit (a fresh actor after a
-kernel restart finds the run by its folder); ``unfollow`` stops following;
-``runs_state`` and ``stop_runs`` read and stop runs on this host.
-``__cleanup__`` stops following but leaves runs running: ``%remote stop`` and
-``%job kill`` stop them.
-
-A bash command runs in a warm shell when one is ready (:class:`~.process.ShellKeeper`):
-a ``bash`` started after the previous run with the same environment and working
-directory, which skips bash's exec and start-up (~2–4 ms) on the path of a short
-command. Otherwise a shell is started for it.
+``start`` runs a command detached (nobody streams it); ``follow`` streams any run's rank folder
+from the kept tail, live, to its exit (a fresh actor after a kernel restart finds the run by its
+folder); ``unfollow`` stops following; ``runs_state`` and ``stop_runs`` read and stop runs on this
+host. ``__cleanup__`` stops following but leaves runs running: ``%remote stop`` and ``%job kill``
+stop them.
 """
 
 from __future__ import annotations
@@ -39,9 +31,11 @@ from typing import IO, Any
 
 from monarch.actor import Actor, context, endpoint
 
-from . import hostruns
-from .process import BATCH_BYTES, FLUSH_EVERY, GRACE, HEARTBEAT
-from .protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, encode, spec_from_wire
+from ... import _procfs
+from ..protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, encode, spec_from_wire
+from . import layout, runs, tail
+from .capture import CapturedProcess
+from .shell import ShellKeeper
 
 QUICK_WAIT = 0.008  # a command that ends this fast is answered inline, in one message
 PRUNE_EVERY = 50  # runs started between two prunings of this host's run folders
@@ -77,10 +71,10 @@ class _Leftovers:
 
 class RemoteActor(Actor):
     def __init__(self) -> None:
-        self._runs: dict[str, hostruns.CapturedProcess] = {}
+        self._runs: dict[str, CapturedProcess] = {}
         self._ended: dict[str, asyncio.Future] = {}  # run id → (rc, duration, error) of runs we started
         self._follows: dict[str, asyncio.Task] = {}
-        self._shells = hostruns.RunShellKeeper()
+        self._shells = ShellKeeper()
         self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
         self._started = 0
         self._rank: tuple[dict[str, str], dict[str, int], int] | None = None
@@ -98,7 +92,7 @@ class RemoteActor(Actor):
 
     @endpoint
     async def run(self, run_id: str, key: str, spec: tuple, port: Any) -> None:
-        """Start ``spec`` (:func:`~.protocol.spec_to_wire`) and stream it to ``port``; returns as
+        """Start ``spec`` (:func:`~..protocol.spec_to_wire`) and stream it to ``port``; returns as
         soon as it started."""
         self._launch(run_id, key, spec_from_wire(spec), port)
 
@@ -146,10 +140,10 @@ class RemoteActor(Actor):
                         run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None
                     ),
                 )
-                hostruns.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
+                layout.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
                 return rank, proc.pid, None
-        meta["start_ticks"] = hostruns.start_ticks(proc.pid)  # tells a reused pid apart
-        hostruns.write_meta(proc.folder, meta)
+        meta["start_ticks"] = _procfs.start_ticks(proc.pid)  # tells a reused pid apart
+        layout.write_meta(proc.folder, meta)
         self._runs[run_id] = proc
         self._ended[run_id] = asyncio.get_running_loop().create_future()
         self._background(self._follow(run_id, key, rank, proc, port, leftovers, started))
@@ -164,7 +158,7 @@ class RemoteActor(Actor):
         env_extra: dict,
         point: dict,
         leftovers: _Leftovers,
-    ) -> tuple[hostruns.CapturedProcess, dict]:
+    ) -> tuple[CapturedProcess, dict]:
         if self._worker_env is None:  # the worker's environment does not change: copied once (~0.15 ms)
             self._worker_env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
         env = {**self._worker_env, **spec.env} if spec.env else self._worker_env
@@ -184,7 +178,7 @@ class RemoteActor(Actor):
                 # closed with the run (leftovers.close), not here
                 leftovers.files.append(open(os.path.join(output_dir, name), "wb"))  # noqa: SIM115
         # made by the shell's take (renamed from one made ahead)
-        folder = hostruns.rank_dir(run_id, key, rank)
+        folder = layout.rank_dir(run_id, key, rank)
         captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
         meta = dict(spec.meta or {})
         meta.update(
@@ -197,8 +191,8 @@ class RemoteActor(Actor):
             started=time.time(),
             pid=captured.pid,
             start_ticks=None,
-            marker=f"{hostruns.MARKER}={run_id}",
-            host=hostruns.hostname(),
+            marker=f"{layout.MARKER}={run_id}",
+            host=runs.hostname(),
         )
         if leftovers.files:
             captured.tee(*leftovers.files)
@@ -206,14 +200,14 @@ class RemoteActor(Actor):
 
     def _prune(self) -> None:
         with contextlib.suppress(Exception):  # housekeeping must never break a run
-            hostruns.prune()
+            runs.prune()
 
     async def _follow(
         self,
         run_id: str,
         key: str,
         rank: int,
-        proc: hostruns.CapturedProcess,
+        proc: CapturedProcess,
         port: Any,
         leftovers: _Leftovers,
         started: float,
@@ -260,7 +254,7 @@ class RemoteActor(Actor):
             )
 
     @endpoint
-    async def cancel(self, run_id: str, grace: float = GRACE) -> None:
+    async def cancel(self, run_id: str, grace: float = _procfs.GRACE) -> None:
         """Stop run ``run_id``: SIGINT, then SIGTERM, then SIGKILL to its process group, and to
         its processes that left the group."""
         proc = self._runs.get(run_id)
@@ -268,20 +262,20 @@ class RemoteActor(Actor):
 
             async def stop() -> None:
                 await proc.stop(grace)
-                await hostruns.stop_runs([run_id], grace)
+                await runs.stop_runs([run_id], grace)
 
             self._background(stop())
 
     # ── runs that outlive their kernel ──────────────────────────────────
     @endpoint
     async def follow(
-        self, run_id: str, key: str, follow_id: str, port: Any, replay: int = hostruns.REPLAY_BYTES
+        self, run_id: str, key: str, follow_id: str, port: Any, replay: int = tail.REPLAY_BYTES
     ) -> None:
         """Stream this rank's output of run ``run_id`` to ``port``: the last ``replay`` bytes per
-        stream, then live, then its :class:`~.protocol.Exit`. Returns at once."""
+        stream, then live, then its :class:`~..protocol.Exit`. Returns at once."""
         try:
             _, _, rank = _rank_env()
-            folder = hostruns.rank_dir(run_id, key, rank)
+            folder = layout.rank_dir(run_id, key, rank)
         except Exception as error:
             _send(port, Exit(run_id, key, -1, None, [], None, 0.0, f"cannot follow: {error}"))
             return
@@ -307,20 +301,20 @@ class RemoteActor(Actor):
     async def _tail(
         self, run_id: str, key: str, rank: int, folder: Path, port: Any, replay: int, follow_id: str
     ) -> None:
-        meta = hostruns.read_json(folder / hostruns.META)
+        meta = layout.read_json(folder / layout.META)
         pid = (meta or {}).get("pid")
         try:
-            tail = hostruns.Tail(folder, replay, hostruns.REPLAY_LINES)
+            reader = tail.Tail(folder, replay, tail.REPLAY_LINES)
         except OSError as error:
             _send(port, Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {error}"))
             return
         first: list[Chunk] = []
-        if tail.skipped:
-            first.append(Chunk(OUT, hostruns.replay_note(tail, folder), 1))  # shown on the rank's first line
+        if reader.skipped:
+            first.append(Chunk(OUT, runs.replay_note(reader, folder), 1))  # shown on the rank's first line
 
         async def send_batches() -> None:
             nonlocal first
-            async for chunks in tail.batches(FLUSH_EVERY, BATCH_BYTES, HEARTBEAT):
+            async for chunks in reader.batches(tail.FLUSH_EVERY, tail.BATCH_BYTES, tail.HEARTBEAT):
                 chunks, first = first + chunks, []
                 _send(
                     port,
@@ -335,17 +329,19 @@ class RemoteActor(Actor):
                 started = (meta or {}).get("started")
                 duration = time.time() - started if started else duration
             else:
-                await hostruns.wait_leader(meta, folder)
-                returncode, duration, error = await hostruns.ended_status(folder, meta)
+                await runs.wait_leader(meta, folder)
+                returncode, duration, error = await runs.ended_status(folder, meta)
             await asyncio.sleep(0)
             sending.cancel()
-            while tail.finish(hostruns.LAST_BYTES):  # a flood's rest in messages of bounded size
-                _send(port, Data(run_id, key, rank, pid, first + tail.take()))
+            while reader.finish(tail.LAST_BYTES):  # a flood's rest in messages of bounded size
+                _send(port, Data(run_id, key, rank, pid, first + reader.take()))
                 first = []
-            _send(port, Exit(run_id, key, rank, pid, first + tail.take(), returncode, duration or 0.0, error))
+            _send(
+                port, Exit(run_id, key, rank, pid, first + reader.take(), returncode, duration or 0.0, error)
+            )
         finally:
             sending.cancel()
-            tail.close()
+            reader.close()
             self._follows.pop(follow_id, None)
 
     @endpoint
@@ -357,13 +353,13 @@ class RemoteActor(Actor):
 
     @endpoint
     async def runs_state(self, run_ids: list[str]) -> dict:
-        """What this host knows of these runs (see :func:`.hostruns.host_state`)."""
-        return hostruns.host_state(run_ids)
+        """What this host knows of these runs (see :func:`.runs.host_state`)."""
+        return runs.host_state(run_ids)
 
     @endpoint
-    async def stop_runs(self, run_ids: list[str], grace: float = GRACE) -> dict:
+    async def stop_runs(self, run_ids: list[str], grace: float = _procfs.GRACE) -> dict:
         """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``."""
-        return await hostruns.stop_runs(run_ids, grace)
+        return await runs.stop_runs(run_ids, grace)
 
     async def __cleanup__(self, exc: Any) -> None:
         self._shells.close()

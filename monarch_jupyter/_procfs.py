@@ -1,0 +1,279 @@
+"""The one reader of ``/proc`` and the one signal escalation. Standard library only.
+
+Imported by the kernel side and by the worker side alike (it travels to workers by value with
+:mod:`monarch_jupyter.remote.host`), so it must import nothing but the standard library.
+
+One zombie rule: a process in state ``Z`` (zombie) or ``X`` (dead) is not alive, whatever
+``kill(pid, 0)`` says. ``/proc/<pid>/stat`` is split at the LAST ``)``: the command name
+(``comm``) may hold spaces and parentheses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import select
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+GRACE = 0.3  # seconds between SIGINT, SIGTERM and SIGKILL
+POLL = 0.02  # how often a wait that has no pidfd (or a group, which has none) looks again
+DEAD_STATES = ("Z", "X")
+ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+# Indexes into the fields after ``comm`` (field 3 of proc(5) is index 0 here).
+_STATE, _PGRP, _START_TIME = 0, 2, 19
+
+
+def parse_stat(text: str) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` line after ``pid (comm)``: ``[state, ppid, pgrp, …]``
+    (``start_time``, field 22, is index 19). Raises ValueError on a line without ``)``."""
+    _, paren, rest = text.rpartition(")")
+    if not paren:
+        raise ValueError("not a /proc/<pid>/stat line")
+    return rest.split()
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """:func:`parse_stat` of the process's stat, or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return parse_stat(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (``R``, ``S``, ``Z``, …), or None when there is none."""
+    fields = stat_fields(pid)
+    return fields[_STATE] if fields else None
+
+
+def fields_alive(fields: list[str] | None, ticks: int | None = None) -> bool:
+    """Whether parsed stat ``fields`` are of a live process (not a zombie) that started at clock
+    tick ``ticks`` when given (a reused pid started later)."""
+    if not fields or fields[_STATE] in DEAD_STATES:
+        return False
+    try:
+        return ticks is None or int(fields[_START_TIME]) == int(ticks)
+    except (IndexError, ValueError):
+        return False
+
+
+def alive(pid: int, ticks: int | None = None) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not), and the one that started at clock
+    tick ``ticks`` when given. One read of its stat; never signals anything."""
+    return fields_alive(stat_fields(pid), ticks)
+
+
+def pgid(pid: int) -> int | None:
+    """The process's group id, or None."""
+    fields = stat_fields(pid)
+    try:
+        return int(fields[_PGRP]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22: tells a reused pid
+    apart), or None."""
+    fields = stat_fields(pid)
+    try:
+        return int(fields[_START_TIME]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def pids() -> Iterator[int]:
+    """Every process id in ``/proc`` now."""
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                yield int(entry)
+
+
+def group_alive(group: int) -> bool:
+    """Whether process group ``group`` has a live (not zombie) member."""
+    if not killpg(group, 0):
+        return False
+    for pid in pids():
+        fields = stat_fields(pid)
+        if fields and fields[_STATE] not in DEAD_STATES and fields[_PGRP] == str(group):
+            return True
+    return False
+
+
+def env_value(pid: int, name: str) -> str | None:
+    """The value of ``name`` in the environment ``pid`` started with, or None (absent, or not ours)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except OSError:
+        return None
+    needle = name.encode() + b"="
+    at = environ.find(needle)
+    while at > 0 and environ[at - 1] != 0:  # only at the start of an entry
+        at = environ.find(needle, at + 1)
+    if at < 0:
+        return None
+    end = environ.find(b"\0", at)
+    return environ[at + len(needle) : end if end >= 0 else None].decode(errors="replace")
+
+
+def pids_with_env(name: str, values: Iterable[str] | None = None) -> dict[str, list[int]]:
+    """Live processes (not this one, not zombies) whose environment carries ``name=value``, by
+    value; only these ``values`` when given."""
+    wanted = None if values is None else set(values)
+    found: dict[str, list[int]] = {}
+    me = os.getpid()
+    for pid in pids():
+        if pid == me:
+            continue
+        value = env_value(pid, name)
+        if value is None or (wanted is not None and value not in wanted) or not alive(pid):
+            continue
+        found.setdefault(value, []).append(pid)
+    return found
+
+
+def killpg(group: int, sig: int) -> bool:
+    """Signal a process group; False when it is gone (or not ours)."""
+    try:
+        os.killpg(group, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def kill(pid: int, sig: int) -> bool:
+    """Signal a process; False when it is gone (or not ours)."""
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def open_pidfd(pid: int) -> int | None:
+    """A pidfd of ``pid`` (readable once it exited), or None where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def wait_exit(
+    pid: int,
+    limit: float,
+    exited: Callable[[], bool],
+    every: float | None = None,
+    tick: Callable[[], bool] | None = None,
+) -> None:
+    """Block until ``pid`` exits or ``limit`` seconds pass: woken by a pidfd, else by polling
+    ``exited()``. ``tick()`` is called every ``every`` seconds meanwhile, until it returns True."""
+    pidfd = open_pidfd(pid)
+    poller = None
+    if pidfd is not None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+    try:
+        now = time.monotonic()
+        deadline = now + limit
+        delay = 0.0001
+        while now < deadline:
+            step = deadline - now if tick is None or every is None else min(every, deadline - now)
+            if poller is not None:
+                if poller.poll(step * 1000):
+                    return
+            else:
+                if exited():
+                    return
+                time.sleep(min(delay, step))
+                delay = min(delay * 2, 0.0005)
+            if tick is not None and tick():
+                tick = None
+            now = time.monotonic()
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+async def wait_exit_async(pid: int, running: Callable[[], bool], poll: float = POLL) -> None:
+    """Until ``pid`` exits: woken by a pidfd (opened, then ``running()`` checked, so a pid reused
+    meanwhile is not waited on); without one, until ``running()`` is False."""
+    if not running():
+        return
+    pidfd = open_pidfd(pid)
+    if pidfd is not None:
+        try:
+            if running():
+                loop = asyncio.get_running_loop()
+                done = loop.create_future()
+                loop.add_reader(pidfd, lambda: done.done() or done.set_result(None))
+                try:
+                    await done
+                finally:
+                    loop.remove_reader(pidfd)
+                return
+        finally:
+            os.close(pidfd)
+    while running():
+        await asyncio.sleep(poll)
+
+
+def wait_until(done: Callable[[], bool], limit: float, poll: float = POLL) -> bool:
+    """Block until ``done()`` or ``limit`` seconds pass; whether it is done."""
+    deadline = time.monotonic() + limit
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True
+
+
+async def wait_until_async(done: Callable[[], bool], limit: float, poll: float = POLL) -> bool:
+    """:func:`wait_until` on the running loop."""
+    deadline = time.monotonic() + limit
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(poll)
+    return True
+
+
+def escalate(
+    send: Callable[[int], object],
+    alive: Callable[[], bool],
+    grace: float = GRACE,
+    signals: tuple[int, ...] = ESCALATION,
+    poll: float = POLL,
+) -> None:
+    """The one escalation: ``send(sig)`` for each of ``signals`` in turn (SIGINT, SIGTERM,
+    SIGKILL: as Ctrl-C first), waiting up to ``grace`` seconds after each but the last for
+    ``alive()`` to turn False; stops as soon as it does."""
+    for i, sig in enumerate(signals):
+        send(sig)
+        if i == len(signals) - 1 or wait_until(lambda: not alive(), grace, poll):
+            return
+
+
+async def escalate_async(
+    send: Callable[[int], object],
+    alive: Callable[[], bool],
+    grace: float = GRACE,
+    signals: tuple[int, ...] = ESCALATION,
+    poll: float = POLL,
+) -> None:
+    """:func:`escalate` on the running loop."""
+    for i, sig in enumerate(signals):
+        send(sig)
+        if i == len(signals) - 1 or await wait_until_async(lambda: not alive(), grace, poll):
+            return
+
+
+async def stop_group(group: int, grace: float = GRACE) -> None:
+    """SIGINT → SIGTERM → SIGKILL to process group ``group`` until no member is alive."""
+    await escalate_async(lambda sig: killpg(group, sig), lambda: group_alive(group), grace)

@@ -1,0 +1,25 @@
+"""The worker side of ``%%remote``: what runs on each host, next to the command it started.
+
+THE RULE: these modules travel to the workers by value (``engines.send_by_value`` →
+``cloudpickle.register_pickle_by_value``; a worker needs only torchmonarch), so each imports
+only
+
+- the standard library,
+- ``monarch`` (only :mod:`.actor`, the one module that is a Monarch actor),
+- each other (``monarch_jupyter.remote.host.*``),
+- the stdlib-only leaves ``monarch_jupyter._procfs``, ``monarch_jupyter._files`` (which imports
+  ``monarch_jupyter.errors``, stdlib-only too) and ``monarch_jupyter.remote.protocol`` (the
+  messages both sides share, stdlib-only).
+
+``tests/test_host_rule.py`` parses every one of them and fails on any other import. Nothing of
+the kernel side (runner, runs index, magics, session) may be imported here; the kernel side
+imports :mod:`.layout` (the on-host run layout) and :mod:`.runs` (what a host knows about runs).
+
+- :mod:`.layout`: the runs folder, its folder and file names, status and meta read-write.
+- :mod:`.spares`: rank folders made ahead, pruned ones emptied for reuse.
+- :mod:`.shell`: the wrapper shell forked ahead, and the keeper that keeps one ready.
+- :mod:`.capture`: a command we started, its output read from its rank folder.
+- :mod:`.tail`: inotify, hole punching, tailing a rank's files.
+- :mod:`.runs`: what a host knows about runs: state, strays, stop, prune, following.
+- :mod:`.actor`: the Monarch actor, endpoints over the above.
+"""

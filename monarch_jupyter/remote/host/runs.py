@@ -1,0 +1,240 @@
+"""What a host knows about runs: each rank's state from its folder, the processes carrying a
+run's marker, stopping runs, pruning finished ones, and following a run we did not start.
+
+Finished runs beyond ``KEEP_RUNS`` or older than ``KEEP_SECONDS`` are pruned (their rank folders
+emptied for reuse: :mod:`.spares`). An idle finished run holds no process and no open fd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ... import _procfs
+from ..protocol import ERR, OUT
+from .layout import MARKER, META, SPARE, check_run_id, read_json, read_status, runs_root
+from .spares import Recycler, remove_spares, spare_owner_alive
+from .tail import Tail
+
+KEEP_RUNS = 50  # finished runs kept per host (newest)
+KEEP_SECONDS = 7 * 86400  # … and none older than this
+STATUS_WAIT = 0.5  # after a leader we did not start exits, how long its status may take to appear
+
+
+def leader_alive(meta: dict[str, Any] | None) -> bool:
+    """Whether the run's leader (the wrapper) is still the live process it was (not a zombie)."""
+    if not meta or not meta.get("pid"):
+        return False
+    return _procfs.alive(int(meta["pid"]), meta.get("start_ticks"))
+
+
+def marked_pids(run_ids: set[str] | None = None) -> dict[str, list[int]]:
+    """Live processes carrying the marker of one of ``run_ids`` (any run: None), by run id."""
+    return _procfs.pids_with_env(MARKER, run_ids)
+
+
+def outside(pids: list[int], groups: set[int]) -> list[int]:
+    """The processes not in one of these (live) process groups: a run's strays."""
+    return sorted(pid for pid in pids if _procfs.pgid(pid) not in groups)
+
+
+def rank_state(folder: Path) -> dict[str, Any]:
+    """One rank's state from its folder: ``state`` is running / exited / lost."""
+    meta = read_json(folder / META) or {}
+    status = read_status(folder)
+    out: dict[str, Any] = {
+        "rank_dir": folder.name,
+        "pid": meta.get("pid"),
+        "started": meta.get("started"),
+        "host": meta.get("host"),
+        "folder": str(folder),
+    }
+    if status is not None:
+        out.update(state="exited", returncode=status[0], ended=status[1])
+    elif leader_alive(meta):
+        out.update(state="running")
+    else:
+        out.update(state="lost")  # killed with SIGKILL (no status), or it never started
+    for name in (OUT, ERR):
+        try:
+            out[f"{name}_bytes"] = (folder / name).stat().st_size
+        except OSError:
+            out[f"{name}_bytes"] = 0
+    return out
+
+
+def host_state(
+    run_ids: list[str], root: Path | None = None, strays: dict[str, list[int]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """``{run_id: {"ranks": {rank_dir: state}, "strays": [pid…]}}`` for the runs this host holds
+    (a run it does not hold is absent). ``strays``: :func:`marked_pids` if already known."""
+    root = root or runs_root()
+    result: dict[str, dict[str, Any]] = {}
+    for run_id in run_ids:
+        try:
+            folder = root / check_run_id(run_id)
+            ranks = {p.name: rank_state(p) for p in sorted(folder.iterdir()) if p.is_dir()}
+        except (OSError, ValueError):
+            continue
+        result[run_id] = {"ranks": ranks, "strays": []}
+    if result:
+        for run_id, pids in (marked_pids(set(result)) if strays is None else strays).items():
+            if run_id in result:
+                groups = {r["pid"] for r in result[run_id]["ranks"].values() if r["state"] == "running"}
+                result[run_id]["strays"] = outside(pids, groups)
+    return result
+
+
+def _leaders(root: Path, run_ids: set[str]) -> dict[int, str]:
+    """The live leaders (process groups) of these runs' ranks: ``{pgid: run_id}``."""
+    groups: dict[int, str] = {}
+    for run_id in run_ids:
+        try:
+            folders = [p for p in (root / run_id).iterdir() if p.is_dir()]
+        except OSError:
+            folders = []
+        for folder in folders:
+            meta = read_json(folder / META)
+            if meta is not None and leader_alive(meta):
+                groups[int(meta["pid"])] = run_id
+    return groups
+
+
+async def stop_runs(
+    run_ids: list[str], grace: float = _procfs.GRACE, root: Path | None = None
+) -> dict[str, int]:
+    """Stop every process of these runs on this host: each rank's group SIGINT → SIGTERM → SIGKILL
+    (as Ctrl-C), and every process carrying their marker (those that left the group too).
+    Returns ``{run_id: processes signalled}``."""
+    root = root or runs_root()
+    wanted = {check_run_id(r) for r in run_ids}
+    groups = _leaders(root, wanted)
+    counts = dict.fromkeys(wanted, 0)
+    for run_id, pids in marked_pids(wanted).items():
+        counts[run_id] += len(outside(pids, set(groups)))
+    for run_id in groups.values():
+        counts[run_id] += 1
+
+    def strays() -> list[int]:
+        return [pid for pids in marked_pids(wanted).values() for pid in pids if pid not in groups]
+
+    def send(sig: int) -> None:
+        for pgid in groups:
+            _procfs.killpg(pgid, sig)
+        for pid in strays():
+            _procfs.kill(pid, sig)
+
+    def alive() -> bool:
+        return any(_procfs.group_alive(pgid) for pgid in groups) or bool(strays())
+
+    await _procfs.escalate_async(send, alive, grace)
+    await asyncio.sleep(0)
+    return counts
+
+
+def _finished(entries: list[Path]) -> tuple[list[Path], set[Path]]:
+    """The runs among ``entries`` (newest first) with no live leader, and those of them settled
+    (every rank wrote its status)."""
+    finished = []
+    settled = set()
+    for folder in entries:
+        ranks = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+        statuses = [read_status(r) for r in ranks]
+        if any(s is None and leader_alive(read_json(r / META)) for r, s in zip(ranks, statuses, strict=True)):
+            continue
+        finished.append(folder)
+        if ranks and all(s is not None for s in statuses):
+            settled.add(folder)
+    return finished, settled
+
+
+def prune(
+    root: Path | None = None,
+    keep: int = KEEP_RUNS,
+    max_age: float = KEEP_SECONDS,
+    now: float | None = None,
+    min_age: float = 60.0,
+) -> list[str]:
+    """Remove finished runs beyond the newest ``keep`` or older than ``max_age``; the ids removed.
+    A run is finished when no rank's leader is alive and no process carries its marker; one
+    touched in the last ``min_age`` seconds is kept unless every rank wrote its status (without
+    a status it may be starting: no meta.json yet). Settled runs go at once, so a tight loop of
+    short runs does not pile up folders that every prune must walk."""
+    root = root or runs_root()
+    now = time.time() if now is None else now
+    try:
+        entries_all = [p for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    for spare in [p for p in entries_all if p.name.startswith(SPARE)]:
+        if not spare_owner_alive(spare):  # its actor died before using it
+            remove_spares(spare, None)
+    try:
+        entries = sorted(
+            (p for p in entries_all if not p.name.startswith(".")),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+    except OSError:
+        return []
+    finished, settled = _finished(entries)
+    candidates = [
+        f
+        for i, f in enumerate(finished)
+        if (i >= keep or now - f.stat().st_mtime > max_age)
+        and (f in settled or now - f.stat().st_mtime > min_age)
+    ]
+    if not candidates:
+        return []
+    busy = marked_pids({f.name for f in candidates})
+    recycler = Recycler(root, entries_all)
+    removed = []
+    for folder in candidates:
+        if folder.name in busy:
+            continue
+        recycler.recycle(folder)
+        removed.append(folder.name)
+    return removed
+
+
+# ── following a run (ours or not) ──────────────────────────────────────
+async def wait_leader(meta: dict[str, Any] | None, folder: Path) -> None:
+    """Until the run's leader exited (or wrote its status)."""
+    if meta is None or read_status(folder) is not None or not leader_alive(meta):
+        return
+    await _procfs.wait_exit_async(
+        int(meta["pid"]), lambda: read_status(folder) is None and leader_alive(meta)
+    )
+
+
+async def ended_status(
+    folder: Path, meta: dict[str, Any] | None
+) -> tuple[int | None, float | None, str | None]:
+    """After the leader exited: ``(returncode, duration, error)`` from the status file (which a
+    parent that reaped a killed leader writes a moment later)."""
+    deadline = time.monotonic() + STATUS_WAIT
+    status = read_status(folder)
+    while status is None and time.monotonic() < deadline:
+        await asyncio.sleep(_procfs.POLL)
+        status = read_status(folder)
+    started = (meta or {}).get("started")
+    if status is None:
+        return (
+            None,
+            (time.time() - started) if started else None,
+            "killed or lost: it ended without an exit status",
+        )
+    returncode, ended = status
+    return returncode, (ended - started) if started and ended else None, None
+
+
+def replay_note(tail: Tail, folder: Path) -> str:
+    """What an attach says before the kept tail when it does not start at the beginning."""
+    return f"… {tail.skipped} earlier bytes are in {folder}/out and err on its host\n"
+
+
+def hostname() -> str:
+    return socket.gethostname()

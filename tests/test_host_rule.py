@@ -1,0 +1,97 @@
+"""The rule of ``remote/host/`` (stated in its ``__init__``): its modules travel to the workers by
+value, so they import only the standard library, ``monarch`` (the actor), each other and the
+stdlib-only leaves ``_procfs``, ``_files``, ``errors`` and ``remote.protocol``."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "monarch_jupyter"
+HOST = PACKAGE / "remote" / "host"
+LEAVES = {
+    "monarch_jupyter._procfs",
+    "monarch_jupyter._files",
+    "monarch_jupyter.errors",
+    "monarch_jupyter.remote.protocol",
+}
+MONARCH_ALLOWED = {"monarch_jupyter.remote.host.actor"}  # the one Monarch actor
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _path_of(name: str) -> Path:
+    base = PACKAGE.parent.joinpath(*name.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+RULED = sorted({_module_name(p) for p in HOST.glob("*.py")} | LEAVES)
+
+
+def _imports(name: str) -> list[tuple[int, str]]:
+    """``(line, absolute module)`` for every import in module ``name`` (relative ones resolved;
+    ``from . import x`` counts as importing ``package.x``)."""
+    path = _path_of(name)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if not node.module:  # from . import a, b: the modules a and b
+                found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, target))
+    return found
+
+
+def _allowed(importer: str, imported: str) -> bool:
+    top = imported.split(".")[0]
+    if top in sys.stdlib_module_names or top == "__future__":
+        return True
+    if top == "monarch":
+        return importer in MONARCH_ALLOWED
+    return imported in RULED
+
+
+@pytest.mark.parametrize("name", RULED)
+def test_imports_only_what_travels_by_value(name):
+    bad = [f"{name}:{line} imports {what}" for line, what in _imports(name) if not _allowed(name, what)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rule_fails_on_a_kernel_side_import():
+    assert not _allowed("monarch_jupyter.remote.host.runs", "monarch_jupyter.remote.runner")
+    assert not _allowed("monarch_jupyter.remote.host.layout", "monarch")
+    assert not _allowed("monarch_jupyter.remote.host.tail", "IPython")
+    assert _allowed("monarch_jupyter.remote.host.tail", "monarch_jupyter.remote.host.layout")
+
+
+def test_every_module_the_actor_needs_is_sent_by_value():
+    """``engines.send_by_value`` finds them through the actor module's names (a module reached
+    only through a constant would be pickled by reference, and a worker without
+    monarch_jupyter could not import it)."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    from monarch_jupyter import engines
+    from monarch_jupyter.remote.host import actor
+
+    before = set(cloudpickle.list_registry_pickle_by_value())
+    engines.send_by_value(actor)
+    try:
+        registered = set(cloudpickle.list_registry_pickle_by_value())
+        needed = {m for m in RULED if m != "monarch_jupyter.remote.host"}
+        assert needed <= registered, sorted(needed - registered)
+    finally:
+        for name in set(cloudpickle.list_registry_pickle_by_value()) - before:
+            cloudpickle.unregister_pickle_by_value(sys.modules[name])
