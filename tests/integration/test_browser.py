@@ -31,7 +31,7 @@ import pytest
 from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
 from harness import TAG_VAR, worker_pids
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 NOTEBOOK_FILE = "monarch_browser.ipynb"
 

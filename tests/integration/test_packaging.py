@@ -37,7 +37,7 @@ def test_version_is_written_once():
 
     import monarch_jupyter
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     declared = json.loads((root / "labextension/package.json").read_text())["version"]
     assert version("monarch_jupyter") == declared
     assert monarch_jupyter.__version__ == declared

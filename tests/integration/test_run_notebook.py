@@ -19,7 +19,7 @@ import pytest
 
 from harness import TAG_VAR, tagged_pids
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "run_notebook.py"
 
 
