@@ -40,6 +40,7 @@ pytestmark = [
         not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
     ),
     pytest.mark.timeout(180),
+    pytest.mark.browser,
 ]
 
 # A saved %%remote result, in the format of labextension/src/model.ts (version 1).

@@ -3,6 +3,11 @@
 import subprocess
 import sys
 
+import pytest
+
+# each `jupyter … list` boots the Jupyter application and loads every installed extension (~3 s)
+pytestmark = pytest.mark.daemon
+
 
 def jupyter(*args: str) -> str:
     done = subprocess.run(

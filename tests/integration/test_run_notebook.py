@@ -22,6 +22,9 @@ from harness import TAG_VAR, tagged_pids
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "run_notebook.py"
 
+# scripts/run_notebook.py starts the kernel (and the job's workers) itself
+pytestmark = pytest.mark.kernel
+
 
 def _notebook(folder: Path) -> Path:
     nb = nbformat.v4.new_notebook()
