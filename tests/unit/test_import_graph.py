@@ -11,6 +11,7 @@ Python runs first are not edges: every module would otherwise sit in a cycle wit
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import monarch_jupyter
@@ -59,7 +60,9 @@ def _targets(node: ast.Import | ast.ImportFrom, name: str, is_package: bool, kno
     return found
 
 
+@functools.cache
 def import_graph() -> Edges:
+    """Parsed once per session; callers must not change it."""
     files = module_files()
     known = set(files)
     edges: Edges = {name: {} for name in files}
