@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up, then run the whole test suite: the labextension's lint and TypeScript tests, ruff
-# (lint + format check) over the Python tree, then
-# unit tests, real-kernel/real-worker integration tests, browser tests (JupyterLab
-# in Debian's Chromium) and the notebooks under nbval. Extra arguments go to pytest.
+# (lint + format check) over the Python tree, mypy and the import contracts over the package, then
+# tests/unit, tests/integration (real kernels and workers, sshd and Slurm, browser tests in
+# Debian's Chromium) and the notebooks under nbval. Extra arguments go to pytest; the quick set
+# alone is `.venv/bin/python -m pytest -m "not kernel and not daemon and not browser" tests`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MONARCH_JUPYTER_BROWSER_TESTS=${MONARCH_JUPYTER_BROWSER_TESTS:-1}
@@ -22,6 +23,18 @@ if ! .venv/bin/ruff format --check .; then
   exit 1
 fi
 
-echo "test: python (pytest)"
-exec .venv/bin/python -m pytest tests --nbval notebooks \
+echo "test: python types (mypy; config in pyproject.toml)"
+if ! .venv/bin/mypy; then
+  echo "test: FAILED: mypy found type errors (see above)" >&2
+  exit 1
+fi
+
+echo "test: import contracts (lint-imports: no cycles, remote's layers, host side; config in pyproject.toml)"
+if ! .venv/bin/lint-imports; then
+  echo "test: FAILED: an import breaks a contract in pyproject.toml [tool.importlinter] (see above)" >&2
+  exit 1
+fi
+
+echo "test: python (pytest: tests/unit, tests/integration, notebooks)"
+exec .venv/bin/python -m pytest tests/unit tests/integration --nbval notebooks \
   --nbval-sanitize-with notebooks/nbval_sanitize.cfg "$@"

@@ -60,6 +60,34 @@ def kernel(start_kernel) -> Kernel:
     return k
 
 
+# Markers from the fixtures a test uses (pyproject.toml registers them), so that
+# `pytest -m "not kernel and not daemon and not browser" tests` is the quick set.
+# Tests that start kernels, workers or a browser without these fixtures carry the marker
+# themselves (test_remote's module kernel, test_run_notebook, test_browser, test_packaging,
+# one pin).
+MARKER_FIXTURES = {
+    "kernel": {"kernel", "start_kernel"},
+    "daemon": {"sshd", "slurm", "server"},  # server: test_server_ext's real `jupyter server`
+}
+SLOW_MARKERS = ("kernel", "daemon", "browser")
+UNIT = Path(__file__).parent / "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    misplaced = []
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in MARKER_FIXTURES.items():
+            if used & fixtures:
+                item.add_marker(marker)
+        slow = [m for m in SLOW_MARKERS if item.get_closest_marker(m)]
+        if slow and UNIT in item.path.parents:
+            misplaced.append(f"{item.nodeid} ({', '.join(slow)})")
+    if misplaced:
+        # tests/unit/ must stay quick without -m: a slow test there is a mistake, not a choice
+        raise pytest.UsageError("move to tests/integration/: " + "; ".join(misplaced))
+
+
 def pytest_sessionfinish(session, exitstatus):
     leftovers = {t: tagged_pids(t) for t in _RUN_TAGS}
     leftovers = {t: p for t, p in leftovers.items() if p}

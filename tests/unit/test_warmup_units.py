@@ -1,7 +1,7 @@
 """The %load_ext line from plain files and the background attach (no kernel, no Monarch).
 
 A small stand-in session records attach() calls; the real kernel path is in
-tests/test_lazy_load.py.
+tests/integration/test_lazy_load.py.
 """
 
 from __future__ import annotations

@@ -590,7 +590,7 @@ def test_todays_saved_payloads_still_match_the_schema():
     from pathlib import Path
 
     validator = _validator()
-    root = Path(__file__).parent.parent
+    root = Path(__file__).resolve().parents[2]
     fixtures = json.loads((root / "tests/fixtures/remote-run-v1.json").read_text())
     assert set(fixtures) == {"saved-in-notebook", "mixed-statuses"}
     for payload in fixtures.values():

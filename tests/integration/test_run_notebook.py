@@ -19,8 +19,11 @@ import pytest
 
 from harness import TAG_VAR, tagged_pids, worker_pids
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "run_notebook.py"
+
+# scripts/run_notebook.py starts the kernel (and the job's workers) itself
+pytestmark = pytest.mark.kernel
 
 
 def _notebook(folder: Path) -> Path:

@@ -72,6 +72,7 @@ def test_job_state_fields():
     assert _introspect.urls(None, state) == {"telemetry": "t", "dashboard": "d", "admin": "a"}
 
 
+@pytest.mark.kernel  # real Monarch workers, in this process
 def test_a_real_process_job_through_introspect(tag, monkeypatch):
     from monarch.job import ProcessJob
 

@@ -3,6 +3,11 @@
 import subprocess
 import sys
 
+import pytest
+
+# each `jupyter … list` boots the Jupyter application and loads every installed extension (~3 s)
+pytestmark = pytest.mark.daemon
+
 
 def jupyter(*args: str) -> str:
     done = subprocess.run(
@@ -37,7 +42,7 @@ def test_version_is_written_once():
 
     import monarch_jupyter
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     declared = json.loads((root / "labextension/package.json").read_text())["version"]
     assert version("monarch_jupyter") == declared
     assert monarch_jupyter.__version__ == declared

@@ -21,6 +21,9 @@ from monarch_jupyter.remote.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"
 
+# the module's kernel comes from its own `shared` fixture, not conftest's
+pytestmark = pytest.mark.kernel
+
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):

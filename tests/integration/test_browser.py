@@ -31,7 +31,7 @@ import pytest
 from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
 from harness import TAG_VAR, worker_pids
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 NOTEBOOK_FILE = "monarch_browser.ipynb"
 
@@ -40,6 +40,7 @@ pytestmark = [
         not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
     ),
     pytest.mark.timeout(180),
+    pytest.mark.browser,
 ]
 
 # A saved %%remote result, in the format of labextension/src/model.ts (version 1).
