@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "monarch_jupyter"
+PACKAGE = Path(__file__).resolve().parents[2] / "monarch_jupyter"
 HOST = PACKAGE / "remote" / "host"
 LEAVES = {
     "monarch_jupyter._procfs",
