@@ -15,7 +15,6 @@ be shown, and each rank's tail is bounded in lines and characters. The run log
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import time
 from collections import deque
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .. import _timefmt
 from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ..schema import STATUSES as ALL_STATUSES
 from ..schema import status as _status
@@ -93,7 +93,7 @@ Event = Any  # one of the dataclasses above
 
 
 class Observer(Protocol):
-    """A view of a run (``RunState.observers``), called on the kernel thread.
+    """A view of a run (``RunState.observers``, ``remote.observers``), called on the kernel thread.
 
     ``on_event`` after every event is applied; the magic also calls ``on_tick(state)``,
     when an observer has it, every few milliseconds between events."""
@@ -352,7 +352,7 @@ class RunState:
     stopping: str | None = None  # "interrupted" / "timed_out" once stopping
     error: str | None = None
     finished: bool = False
-    observers: list[Any] = field(default_factory=list)
+    observers: list[Observer] = field(default_factory=list)
     clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
 
@@ -449,7 +449,7 @@ class RunState:
                 if members and status != SKIPPED:
                     text += ": " + _list([m.describe() for m in members])
                 parts.append(text)
-        duration = f"{self.duration:.2f} s" if self.duration is not None else "running"
+        duration = _timefmt.seconds(self.duration) if self.duration is not None else "running"
         line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
         if self.log_path:
             line += f" · log {self.log_path}"
@@ -477,9 +477,7 @@ class RunState:
             "command": self.command,
             "mode": self.mode,
             "target": self.target,
-            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"
-            ),
+            "started": _timefmt.utc_iso(self.started),
             "duration": round(self.duration, 3) if self.duration is not None else None,
             "log_path": self.log_path,
             "summary": self.counts(),
@@ -509,7 +507,7 @@ class RunState:
                 f"<td><code>{html.escape(r.label)}</code></td>"
                 f"<td>{html.escape(r.status.replace('_', ' '))}</td>"
                 f"<td>{'' if r.returncode is None else r.returncode}</td>"
-                f"<td>{'' if r.duration is None else f'{r.duration:.2f} s'}</td>"
+                f"<td>{'' if r.duration is None else _timefmt.seconds(r.duration)}</td>"
                 f"<td>{r.total_lines}</td>"
                 f"<td><pre style='margin:0'>{html.escape(tail)}</pre></td>"
                 "</tr>"
@@ -583,7 +581,7 @@ class RemoteResults(list):
                 r.label,
                 r.status.replace("_", " "),
                 "" if r.returncode is None else str(r.returncode),
-                "" if r.duration is None else f"{r.duration:.2f} s",
+                "" if r.duration is None else _timefmt.seconds(r.duration),
                 (r.stdout.strip().splitlines() or [""])[-1][:80],
             )
             for r in self
