@@ -19,22 +19,21 @@ from monarch_jupyter.remote.args import (
     parse_cell,
     parse_line,
 )
+from monarch_jupyter.remote.lines import TAIL_LINES, visible
 from monarch_jupyter.remote.model import (
     ERR,
     OUT,
-    TAIL_LINES,
     Exited,
     Finished,
     Lost,
     Output,
     RankState,
-    RemoteResults,
     RunState,
     Started,
     Stopping,
-    visible,
 )
 from monarch_jupyter.remote.render import TextRenderer, group_text
+from monarch_jupyter.remote.results import RemoteResults
 
 
 # ── args ──
@@ -439,7 +438,7 @@ def test_help_documents_every_flag():
 
 
 def test_saved_results_display_as_a_table():
-    from monarch_jupyter.remote.model import RankResult, RemoteResults
+    from monarch_jupyter.remote.results import RankResult
 
     results = RemoteResults(
         [
@@ -475,7 +474,7 @@ def test_fed_lines_are_cut_only_where_shown():
 # ── bounded memory: giant lines (issue 9 item 8) ──
 def _reference_lines(text: str) -> list[str]:
     """What a terminal shows, line by line, cut as the model cuts: from the whole text at once."""
-    from monarch_jupyter.remote.model import clip
+    from monarch_jupyter.remote.lines import clip
 
     pieces = text.split("\n")
     if pieces[-1] == "":
@@ -484,7 +483,7 @@ def _reference_lines(text: str) -> list[str]:
 
 
 def test_a_giant_line_without_newline_costs_a_line_not_its_size():
-    from monarch_jupyter.remote.model import LINE_CHARS, TAIL_CHARS
+    from monarch_jupyter.remote.lines import LINE_CHARS, TAIL_CHARS
 
     s = _state(1)
     rank = s.ranks[0]
@@ -502,7 +501,7 @@ def test_a_giant_line_without_newline_costs_a_line_not_its_size():
 
 
 def test_the_tail_is_bounded_in_characters_too():
-    from monarch_jupyter.remote.model import LINE_CHARS, TAIL_CHARS
+    from monarch_jupyter.remote.lines import LINE_CHARS, TAIL_CHARS
 
     s = _state(1)
     s.apply(Output(0, OUT, ("y" * 100_000 + "\n") * 300))
@@ -519,7 +518,7 @@ def test_bounded_lines_match_the_whole_text_however_it_is_chunked(seed):
     whole text split at once, for random text of long runs, \\r and \\n in random chunks."""
     import random
 
-    from monarch_jupyter.remote.model import LINE_CHARS
+    from monarch_jupyter.remote.lines import LINE_CHARS
 
     rnd = random.Random(seed)
     parts = []

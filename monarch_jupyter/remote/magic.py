@@ -26,8 +26,9 @@ from .args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RemoteInterrupted
 from .follow import BackgroundFollow, BoundedSink
-from .model import ERR, OUT, Event, Finished, Observer, RemoteResults, RunState, Stopping
+from .model import ERR, OUT, Event, Finished, Observer, RunState, Stopping
 from .render import TextRenderer, group_text
+from .results import RemoteResults
 from .runner import runner_for
 
 if TYPE_CHECKING:
