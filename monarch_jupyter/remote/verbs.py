@@ -38,7 +38,7 @@ from .args import add_verb
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
 from .index import FINISHED, STOPPED, RunEntry
-from .model import Observer, RunState
+from .model import Event, Observer, RunState
 from .render import TextRenderer
 from .runner import RemoteRunner
 
@@ -61,7 +61,7 @@ class Cell(Protocol):
     def write(self, text: str) -> None: ...
 
     def pump(
-        self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue[Any], handle: RunHandle
+        self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue[Event], handle: RunHandle
     ) -> bool:
         """Apply a run's events to ``state`` and show them until it finished; True if interrupted."""
         ...
@@ -273,7 +273,7 @@ def attach(cell: Cell, run: str | None) -> None:
         f"{logs} on each host; Ctrl-C stops following, not the run\n"
     )
     renderer = TextRenderer(state, live=True)
-    sink: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
     handle = RunHandle(session.loop)
     runner.follow(entry.id, plan, sink, handle)
     cell.pump(state, renderer, sink, handle)
