@@ -291,7 +291,7 @@ class _CtrlC:
     """While the pump runs, Ctrl-C (SIGINT) is counted rather than raised: a KeyboardInterrupt
     can land between any two steps, e.g. after an event was applied and before its lines were
     queued for the cell, and those lines were lost from the cell. Only on the main thread with
-    Python's own handler in place (as in a kernel); elsewhere it is raised as before."""
+    Python's own handler in place (as in a kernel); elsewhere it is raised at once."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -317,7 +317,7 @@ class _CtrlC:
 def _apply(state: RunState, renderer: TextRenderer, event: Event) -> None:
     """``renderer.add(state.apply(event))``, where a Ctrl-C landing between the two (or in the
     add) does not drop the event's lines from the cell: the add is finished, then the interrupt
-    goes on (stopping an attach lost a batch of lines this way, the log kept them)."""
+    goes on."""
     fed = state.apply(event)
     try:
         renderer.add(fed)
