@@ -249,3 +249,18 @@ def test_the_server_lists_the_running_entries_we_write(session):
     assert [r["id"] for r in listed] == [running.id]
     assert listed[0]["command"] == "echo hi" and listed[0]["target"] == "mesh hosts (2 ranks)"
     assert listed[0]["started"] == running.started and listed[0]["detached"] is False
+
+
+def test_the_server_reads_entry_properties_by_the_schemas_names():
+    """A property renamed in the schema (and RunEntry) but not in the server fails here."""
+    import re
+
+    from monarch_jupyter._server import contexts
+
+    schema, _ = _validator()
+    source = Path(contexts.__file__).read_text()
+    read = set(re.findall(r"""\bentry(?:\.get\(|\[)["'](\w+)["']""", source))
+    assert {"id", "state", "command", "target", "started", "detached", "local", "host_dir", "ranks"} <= read
+    assert read <= set(schema["properties"])
+    rank_read = set(re.findall(r"""\brank\.get\(["'](\w+)["']""", source))
+    assert rank_read == {"mesh", "rank"} and rank_read <= set(schema["$defs"]["rank"]["properties"])
