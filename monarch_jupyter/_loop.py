@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -67,10 +68,6 @@ class EventLoopThread:
         """Run blocking ``fn(*args)`` on the blocking worker and wait for it."""
         return wait(self._blocking.submit(fn, *args), timeout)
 
-    async def call_async(self, fn: Callable[..., T], *args: Any) -> T:
-        """From a coroutine on the loop: run blocking ``fn`` on the worker."""
-        return await asyncio.wrap_future(self._blocking.submit(fn, *args))
-
 
 def wait(future: concurrent.futures.Future[T], timeout: float | None = None) -> T:
     """Wait for ``future`` in short slices so KeyboardInterrupt is seen at once.
@@ -97,8 +94,6 @@ def wait(future: concurrent.futures.Future[T], timeout: float | None = None) -> 
 
 
 def _now() -> float:
-    import time
-
     return time.monotonic()
 
 

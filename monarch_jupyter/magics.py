@@ -93,10 +93,10 @@ class JobMagics(Magics):
             print(f"batch run {run.id}: {run.state}")
             return
         if not command.context or command.context == self.session.context:  # its runs first (issue #10)
-            from .remote import runs
+            from .remote import verbs
             from .remote.runner import runner_for
 
-            note = runs.stop_for_kill(self.session, runner_for(self.session))
+            note = verbs.stop_for_kill(self.session, runner_for(self.session))
             if note:
                 print(note)
         print(formatting.kill_line(self.session.kill(command.context)))
@@ -155,9 +155,9 @@ class JobMagics(Magics):
 
 def _runs_note(session: JobSession) -> None:
     """One line about the context's ``%%remote`` runs still running (``%remote runs`` has the rest)."""
-    from .remote import runs
+    from .remote import verbs
 
-    note = runs.restart_note(session)
+    note = verbs.restart_note(session)
     if note:
         print(note)
 

@@ -1,26 +1,42 @@
 """``%%remote``: stream a bash or Python cell on every rank of the job's host meshes.
 
-- :mod:`.args` parses the magic's flags into a frozen :class:`~.args.RemoteArgs` and
-  writes the flags part of ``%%remote?`` from the same argparse definitions.
-- :mod:`.model` is the plain-data run model (:class:`~.model.RunState`).
-- :mod:`.render` turns model updates into at most ~20 cell writes a second.
-- :mod:`.actor` is the Monarch actor that runs on the workers.
-- :mod:`.runner` drives a run on the session's owned event loop.
-- :mod:`.magic` is the thin IPython layer.
+Kernel side, top to bottom (a module imports only those below it):
 
-Only :mod:`.actor` and :mod:`.runner` import Monarch; nothing here imports IPython
-except :mod:`.magic`.
+- :mod:`.magic`: the thin IPython layer (``%%remote``, ``%remote VERB``).
+- :mod:`.verbs`: the ``%remote`` verbs (``runs``, ``attach``, ``stop``), a registry.
+- :mod:`.runner`: plans runs, keeps the actors warm, starts and follows runs, asks every rank;
+  :mod:`.drive`: one run on the session's event loop.
+- :mod:`.index`: the runs index (one JSON entry per run).
+- :mod:`.args` (flags), :mod:`.model` (the plain-data run model), :mod:`.render` (text),
+  :mod:`.spool` (the run log), :mod:`.follow` (a detached run's grid), :mod:`.protocol` (the
+  wire), :mod:`.errors`.
+
+Worker side: :mod:`.host` (the Monarch actor and runs on a host; it travels to the workers by
+value and imports nothing of the kernel side). Monarch is imported by :mod:`.host.actor` and, on the first run, :mod:`.drive` and :mod:`.runner`;
+nothing here imports IPython except :mod:`.magic` (and :func:`last_run`, when called).
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import RemoteError
+
+if TYPE_CHECKING:
+    from .model import Observer, RunState
 
 #: Objects with ``on_event(state, event)``, called on the kernel thread for every
 #: event of every run (after :meth:`~.model.RunState.apply`), e.g. a live widget.
-observers: list[Any] = []
+observers: list[Observer] = []
 
 
-def last_run() -> Any:
+def last_run() -> RunState | None:
     """The :class:`~.model.RunState` of the latest ``%%remote`` run in this kernel, or None."""
-    from .magic import _last
+    from IPython import get_ipython  # only in IPython can there have been a run
 
-    return _last[0] if _last else None
+    shell = get_ipython()
+    magics = shell.magics_manager.registry.get("RemoteMagics") if shell is not None else None
+    return getattr(magics, "last", None)
+
+
+__all__ = ["RemoteError", "last_run", "observers"]

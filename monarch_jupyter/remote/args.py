@@ -6,7 +6,8 @@ definitions parse both forms and write the flags part of ``%%remote?``
 ``%remote`` the rest of the line after the flags, exactly as typed.
 
 A new flag is one ``add_argument`` line in :func:`_add_flags` (its ``dest`` is a
-:class:`RemoteArgs` field). A ``%remote VERB …`` form is a parser in :data:`VERBS`:
+:class:`RemoteArgs` field). A ``%remote VERB …`` form is a parser in :data:`VERBS`
+(made by :func:`add_verb`, which ``remote/verbs.py`` calls beside each verb's handler):
 the line is dispatched on its first word before the command form is parsed.
 
 Pure: no Monarch, no IPython, no threads. A bad line is one
@@ -69,7 +70,8 @@ class RemoteVerb:
 
 #: ``%remote VERB …`` forms, tried on the line's first word before the command form:
 #: verb → a :class:`MagicParser` whose options :func:`parse_line` returns as a
-#: :class:`RemoteVerb`. ``%remote -- VERB`` runs a bash command named VERB.
+#: :class:`RemoteVerb`. ``%remote -- VERB`` runs a bash command named VERB. Filled by
+#: :func:`add_verb` (``remote/verbs.py`` registers each verb's parser with its handler).
 VERBS: dict[str, MagicParser] = {}
 
 
@@ -212,23 +214,14 @@ def help_text() -> str:
 PARSERS = {CELL: _parser(CELL), LINE: _parser(LINE)}
 
 
-def _verb(name: str, description: str) -> MagicParser:
+def add_verb(name: str, description: str) -> MagicParser:
+    """A new ``%remote name …`` form: its parser (arguments are added to it), in :data:`VERBS`."""
+    if name in VERBS:
+        raise ValueError(f"%remote {name} is defined twice")
     parser = MagicParser(f"{LINE} {name}", hint=HINT, description=description, add_help=False)
     parser.add_argument("-h", "--help", action="help", help=argparse.SUPPRESS)
     VERBS[name] = parser
     return parser
-
-
-# runs that outlive the kernel (remote/runs.py)
-_verb("runs", "this context's runs, newest first")
-_verb("attach", "follow a run from any kernel (default: the newest)").add_argument(
-    "run", nargs="?", metavar="RUN", help="any unique part of the run's id"
-)
-_stop = _verb("stop", "stop runs from any kernel, as Ctrl-C")
-_stop.add_argument("runs", nargs="*", metavar="RUN", help="any unique part of a run's id")
-_stop.add_argument(
-    "--all", dest="all_runs", action="store_true", help="every run of the context still running"
-)
 
 
 def parse_cell(line: str, cell: str) -> RemoteArgs:

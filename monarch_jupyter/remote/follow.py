@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .model import Finished, Output, RunState
+from .drive import RunHandle
+from .model import Event, Finished, Output, RunState
 
 INTERVAL = 0.05  # seconds between ticks (the grid sends at most one batch per 50 ms anyway)
 QUEUE_LIMIT = 20_000  # output events kept waiting for the kernel thread; more are dropped and counted
@@ -31,11 +32,11 @@ class BoundedSink:
     other event — exits, losses, the end — is always kept)."""
 
     def __init__(self, limit: int = QUEUE_LIMIT) -> None:
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.limit = limit
         self.dropped = 0  # output events not kept
 
-    def put(self, event: Any) -> None:
+    def put(self, event: Event) -> None:
         if type(event) is Output and self.queue.qsize() >= self.limit:
             self.dropped += 1
             return
@@ -49,7 +50,7 @@ class BackgroundFollow:
         self,
         state: RunState,
         sink: BoundedSink,
-        handle: Any,
+        handle: RunHandle,
         call_later: Callable[[float, Callable[[], None]], Any],
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,

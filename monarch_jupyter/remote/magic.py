@@ -1,4 +1,6 @@
-"""The ``%%remote`` / ``%remote`` magics: a thin shell over :mod:`.runner`."""
+"""The ``%%remote`` / ``%remote`` magics: a thin IPython shell over :mod:`.runner` (runs) and
+:mod:`.verbs` (``%remote VERB``). A run's events are pumped to the cell on the kernel thread
+(:class:`_Pump`); the latest run's state is the magics' ``last`` (``remote.last_run()``)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -18,13 +21,18 @@ from IPython.display import display
 from .. import remote as remote_package
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, HelpRequested
-from . import runs
-from .args import RemoteVerb, help_text, parse_cell, parse_line
-from .model import ERR, OUT, Finished, RemoteResults, RunState, Stopping
+from . import index, verbs
+from .args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
+from .drive import Plan, RunHandle
+from .errors import RemoteError, RemoteInterrupted
+from .follow import BackgroundFollow, BoundedSink
+from .model import ERR, OUT, Event, Finished, Observer, RunState, Stopping
 from .render import TextRenderer, group_text
-from .runner import RemoteError, RemoteInterrupted, RunHandle, runner_for
+from .results import RemoteResults
+from .runner import runner_for
 
-_last: list = []  # the latest RunState (see monarch_jupyter.remote.last_run)
+if TYPE_CHECKING:
+    from ..session import JobSession
 
 _SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
 
@@ -63,11 +71,15 @@ SECOND_INTERRUPT_GRACE = 0.5
 
 @magics_class
 class RemoteMagics(Magics):
-    def __init__(self, shell: Any, session: Any) -> None:
+    """``%%remote`` / ``%remote`` in one IPython shell; the verbs' :class:`~.verbs.Cell`."""
+
+    def __init__(self, shell: Any, session: JobSession) -> None:
         super().__init__(shell)
         self.session = session
         self.runner = runner_for(session)
-        self.observers: list[Any] = []  # RunState observers of this instance (see remote.observers)
+        self.observers: list[Observer] = []  # RunState observers of this instance (see remote.observers)
+        self.last: RunState | None = None  # the latest run started here (monarch_jupyter.remote.last_run)
+        self._followers: list[BackgroundFollow] = []  # detached runs' live grids
 
     @line_cell_magic
     def remote(self, line: str, cell: str | None = None) -> None:
@@ -79,44 +91,51 @@ class RemoteMagics(Magics):
         except ArgumentsError as error:
             raise UsageError(str(error)) from None
         if isinstance(args, RemoteVerb):
-            return runs.dispatch(self, args.verb, args.options)
+            return self._verb(args)
         try:
             plan = self.runner.plan(args)
         except MonarchJupyterError as error:
             raise UsageError(f"%remote: {error}") from None
         log_path = self.runner.log_path(plan)
         if args.detach:
-            try:
-                print(runs.start_detached(self.session, self.runner, args, plan, log_path))
-            except MonarchJupyterError as error:
-                raise UsageError(f"%remote: {error}") from None
-            # saved with the notebook, this says the run was going and how to follow it
-            state = _run_state(args, plan, log_path, observers=list(remote_package.observers))
-            display(state.running_bundle(), raw=True)
-            self._follow_detached(state, plan)
-            return
+            return self._detach(args, plan, log_path)
+        return self._run(args, plan, log_path)
+
+    remote.__doc__ = "\n\n".join((_SUMMARY, help_text(), _NOTES))
+
+    def _verb(self, args: RemoteVerb) -> None:
+        try:
+            verbs.dispatch(self, args.verb, args.options)
+        except RemoteError:  # a rank of the attached run failed: as the original cell
+            raise
+        except ArgumentsError as error:
+            raise UsageError(str(error)) from None
+        except MonarchJupyterError as error:
+            raise UsageError(f"%remote {args.verb}: {error}") from None
+
+    def _run(self, args: RemoteArgs, plan: Plan, log_path: Path) -> None:
+        """A run in this cell: its lines as they come, its result at the end."""
+        assert plan.where is not None, "a plan from the runner says where it is recorded"
         try:
             shown_log = os.path.relpath(log_path, plan.where.root)
         except ValueError:
             shown_log = str(log_path)
-        state = _run_state(
-            args, plan, log_path, observers=[*remote_package.observers, *self.observers], log_path=shown_log
-        )
+        state = _run_state(args, plan, log_path, observers=self.run_observers(), log_path=shown_log)
         if args.save:
             for rank in state.ranks:
                 rank.full = {OUT: [], ERR: []}
         renderer = TextRenderer(state, live=args.live)
-        sink: queue.SimpleQueue = queue.SimpleQueue()
-        _last[:] = [state]
+        sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self.last = state
         handle = RunHandle(self.session.loop)
         try:
             self.runner.start(args, plan, sink, log_path, handle)
         except KeyboardInterrupt:
             handle.stop("interrupted")
-        interrupted = self._pump(state, renderer, sink, handle) or handle.stop_reason == "interrupted"
-        self._write(renderer.finish())
+        interrupted = self.pump(state, renderer, sink, handle) or handle.stop_reason == "interrupted"
+        self.write(renderer.finish())
         if args.group:
-            self._write(group_text(state))
+            self.write(group_text(state))
         display_unflushed(self.shell, state.mime_bundle())
         if args.save:
             self.shell.user_ns[args.save] = RemoteResults.from_state(state)
@@ -126,71 +145,34 @@ class RemoteMagics(Magics):
         if message and not args.no_raise:
             raise RemoteError(message)
 
-    remote.__doc__ = "\n\n".join((_SUMMARY, help_text(), _NOTES))
+    def _detach(self, args: RemoteArgs, plan: Plan, log_path: Path) -> None:
+        try:
+            print(self.runner.start_detached(args, plan, log_path))
+        except MonarchJupyterError as error:
+            raise UsageError(f"%remote: {error}") from None
+        # saved with the notebook, this says the run was going and how to follow it
+        state = _run_state(args, plan, log_path, observers=list(remote_package.observers))
+        display(state.running_bundle(), raw=True)
+        self._follow_detached(state, plan)
 
-    def _pump(self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue, handle: Any) -> bool:
-        """Apply events and write coalesced output until the run finished. Ctrl-C stops the run
-        (a second one stops waiting for it); it is read between events (:class:`_CtrlC`)."""
-        interrupted = False
-        give_up_at = None
-        seen = 0
-        with _CtrlC() as ctrl_c:
-            while not state.finished:
-                try:
-                    if ctrl_c.count > seen:
-                        seen = ctrl_c.count
-                        raise KeyboardInterrupt
-                    try:
-                        event = sink.get(timeout=TICK)
-                    except queue.Empty:
-                        event = None
-                        if handle.future is not None and handle.future.done():
-                            try:  # its Finished may have landed just after the timeout
-                                event = sink.get_nowait()
-                            except queue.Empty:  # the drive ended without telling (it always should)
-                                exc = handle.future.exception() if not handle.future.cancelled() else None
-                                state.apply(Finished(f"the run ended unexpectedly: {exc}"))
-                    deadline = time.monotonic() + TICK
-                    while event is not None:
-                        _apply(state, renderer, event)
-                        if state.finished or time.monotonic() > deadline:
-                            break
-                        try:
-                            event = sink.get_nowait()
-                        except queue.Empty:
-                            event = None
-                    self._write(renderer.flush(time.monotonic()))
-                    for observer in state.observers:
-                        tick = getattr(observer, "on_tick", None)
-                        if tick is not None:
-                            tick(state)
-                    if give_up_at is not None and time.monotonic() > give_up_at:
-                        state.apply(Finished("stopped waiting after a second interrupt"))
-                except KeyboardInterrupt:
-                    if not interrupted:
-                        interrupted = True
-                        handle.stop("interrupted")
-                    elif give_up_at is None:
-                        give_up_at = time.monotonic() + SECOND_INTERRUPT_GRACE
-        return interrupted
-
-    def _follow_detached(self, state: RunState, plan: Any) -> None:
+    def _follow_detached(self, state: RunState, plan: Plan) -> None:
         """In a kernel with widgets: the detached run's live grid in this cell, fed between
         cells on the kernel's event loop (:mod:`.follow`) while the kernel lives."""
-        from ..widgets import in_widget_kernel
+        from ..widgets import in_widget_kernel  # imported here for start-up cost: ipywidgets
 
         kernel_loop = getattr(getattr(self.shell, "kernel", None), "io_loop", None)
         if kernel_loop is None or not in_widget_kernel(self.shell):
             return  # no kernel (terminal IPython) or no widgets: the lines above say it all
         from ..widgets.run import RunWidget
-        from .follow import BackgroundFollow, BoundedSink
 
         run_id = state.run_id
+        assert run_id is not None, "a run's state is made with its id"
 
         def stop_run() -> None:  # the grid's Stop: stop the run itself, as %remote stop does
             state.apply(Stopping("interrupted"))  # its ranks end as interrupted, as with Ctrl-C
             try:
-                runs.stop(self.session, self.runner, [runs.find(runs.load_entries(self.session), run_id)])
+                entries = index.load_entries(index.where(self.session).runs_dir)
+                self.runner.stop_runs([index.find(entries, run_id)])
             except MonarchJupyterError as error:
                 print(f"%remote stop {run_id}: {error}", file=sys.stderr)
 
@@ -202,21 +184,114 @@ class RemoteMagics(Magics):
         handle = RunHandle(self.session.loop)
         follower = BackgroundFollow(state, sink, handle, kernel_loop.call_later)
         self.runner.follow(run_id, plan, sink, handle)
-        self._followers = [f for f in getattr(self, "_followers", []) if not f.state.finished] + [follower]
+        self._followers = [f for f in self._followers if not f.state.finished] + [follower]
         follower.start()
 
+    # ── the verbs' Cell ────────────────────────────────────────────────
+    def run_observers(self) -> list[Observer]:
+        return [*remote_package.observers, *self.observers]
+
+    def pump(
+        self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue[Event], handle: RunHandle
+    ) -> bool:
+        """Apply events and write coalesced output until the run finished; True if interrupted."""
+        return _Pump(state, renderer, sink, handle, self.write).run()
+
     @staticmethod
-    def _write(text: str) -> None:
+    def write(text: str) -> None:
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
+
+    @staticmethod
+    def display(bundle: dict[str, Any]) -> None:
+        display(bundle, raw=True)
+
+
+class _Pump:
+    """Applies a run's events and writes coalesced output until the run finished. Ctrl-C stops
+    the run (a second one stops waiting for it); it is read between events (:class:`_CtrlC`)."""
+
+    def __init__(
+        self,
+        state: RunState,
+        renderer: TextRenderer,
+        sink: queue.SimpleQueue[Event],
+        handle: RunHandle,
+        write: Callable[[str], None],
+    ) -> None:
+        self.state = state
+        self.renderer = renderer
+        self.sink = sink
+        self.handle = handle
+        self.write = write
+        self.interrupted = False
+        self.give_up_at: float | None = None
+
+    def run(self) -> bool:
+        seen = 0
+        with _CtrlC() as ctrl_c:
+            while not self.state.finished:
+                try:
+                    if ctrl_c.count > seen:
+                        seen = ctrl_c.count
+                        raise KeyboardInterrupt
+                    self._step()
+                except KeyboardInterrupt:
+                    self._interrupted()
+        return self.interrupted
+
+    def _step(self) -> None:
+        self._apply_batch(self._next_event())
+        self.write(self.renderer.flush(time.monotonic()))
+        for observer in self.state.observers:
+            tick = getattr(observer, "on_tick", None)
+            if tick is not None:
+                tick(self.state)
+        if self.give_up_at is not None and time.monotonic() > self.give_up_at:
+            self.state.apply(Finished("stopped waiting after a second interrupt"))
+
+    def _next_event(self) -> Event | None:
+        """The next event within ``TICK``; None when there is none yet."""
+        try:
+            return self.sink.get(timeout=TICK)
+        except queue.Empty:
+            pass
+        future = self.handle.future
+        if future is None or not future.done():
+            return None
+        try:  # its Finished may have landed just after the timeout
+            return self.sink.get_nowait()
+        except queue.Empty:  # the drive ended without telling (it always should)
+            exc = future.exception() if not future.cancelled() else None
+            self.state.apply(Finished(f"the run ended unexpectedly: {exc}"))
+            return None
+
+    def _apply_batch(self, event: Event | None) -> None:
+        """Apply ``event`` and those already waiting, for at most ``TICK``."""
+        deadline = time.monotonic() + TICK
+        while event is not None:
+            _apply(self.state, self.renderer, event)
+            if self.state.finished or time.monotonic() > deadline:
+                return
+            try:
+                event = self.sink.get_nowait()
+            except queue.Empty:
+                return
+
+    def _interrupted(self) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            self.handle.stop("interrupted")
+        elif self.give_up_at is None:
+            self.give_up_at = time.monotonic() + SECOND_INTERRUPT_GRACE
 
 
 class _CtrlC:
     """While the pump runs, Ctrl-C (SIGINT) is counted rather than raised: a KeyboardInterrupt
     can land between any two steps, e.g. after an event was applied and before its lines were
     queued for the cell, and those lines were lost from the cell. Only on the main thread with
-    Python's own handler in place (as in a kernel); elsewhere it is raised as before."""
+    Python's own handler in place (as in a kernel); elsewhere it is raised at once."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -239,10 +314,10 @@ class _CtrlC:
             self._previous = None
 
 
-def _apply(state: RunState, renderer: TextRenderer, event: Any) -> None:
+def _apply(state: RunState, renderer: TextRenderer, event: Event) -> None:
     """``renderer.add(state.apply(event))``, where a Ctrl-C landing between the two (or in the
     add) does not drop the event's lines from the cell: the add is finished, then the interrupt
-    goes on (stopping an attach lost a batch of lines this way, the log kept them)."""
+    goes on."""
     fed = state.apply(event)
     try:
         renderer.add(fed)
@@ -251,11 +326,10 @@ def _apply(state: RunState, renderer: TextRenderer, event: Any) -> None:
         raise
 
 
-def display_unflushed(shell: Any, bundle: dict) -> None:
+def display_unflushed(shell: Any, bundle: dict[str, Any]) -> None:
     """``display(bundle, raw=True)``, without ipykernel first flushing stdout and stderr when
-    neither holds anything. Each flush is a round trip with the kernel's IOPub thread: the
-    display of a quick run took 0.6 ms with them and 0.08 ms without (in a kernel), more when
-    the kernel is busy. Pending output is flushed as usual, so it still comes first."""
+    neither holds anything: each flush is a round trip with the kernel's IOPub thread, most of
+    the display's cost. Pending output is flushed as usual, so it still comes first."""
     publisher = getattr(shell, "display_pub", None)
     pending = any(getattr(stream, "_flush_pending", True) is not False for stream in (sys.stdout, sys.stderr))
     if pending or publisher is None or "_flush_streams" in vars(publisher):
@@ -272,7 +346,9 @@ def _nothing() -> None:
     pass
 
 
-def _run_state(args: Any, plan: Any, log: Path, observers: list, log_path: str | None = None) -> RunState:
+def _run_state(
+    args: RemoteArgs, plan: Plan, log: Path, observers: list[Observer], log_path: str | None = None
+) -> RunState:
     """The run model of a run about to start (its id is the log file's stem)."""
     return RunState(
         command=args.command,
@@ -286,11 +362,11 @@ def _run_state(args: Any, plan: Any, log: Path, observers: list, log_path: str |
     )
 
 
-def register(ipython: Any, session: Any) -> None:
+def register(ipython: Any, session: JobSession) -> None:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
     in a kernel, every run also shows the live rank grid (widgets/run.py)."""
     ipython.register_magics(RemoteMagics(ipython, session))
-    from ..widgets import in_widget_kernel, install_run_grid
+    from ..widgets import in_widget_kernel, install_run_grid  # imported here for start-up cost
 
     if in_widget_kernel(ipython):
         install_run_grid(ipython)

@@ -7,25 +7,26 @@ and the live grid (``widgets/run.py``, an observer). Every fact about a run —
 statuses, the end-of-run rules, tails, counts, failing ranks, summaries — lives
 here once. Statuses come from ``monarch_jupyter/schema/remote-run.schema.json``.
 
-Memory is bounded whatever a rank prints: a line longer than :data:`LINE_CHARS`
-is cut (its length is still reported), an unfinished line keeps only what could
-be shown, and each rank's tail is bounded in lines and characters. The run log
-(``spool.py``) has every byte.
+Memory is bounded whatever a rank prints: a line longer than
+:data:`~.lines.LINE_CHARS` is cut (its length is still reported), an unfinished line
+keeps only what could be shown, and each rank's tail is bounded in lines and characters
+(:mod:`.lines`). The run log (``spool.py``) has every byte. ``--save``'s per-rank results
+are :mod:`.results`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .. import _timefmt
 from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ..schema import STATUSES as ALL_STATUSES
 from ..schema import status as _status
+from .lines import LINE_CHARS, TAIL_LINES, Fed, Tail, last_segment, shown
 
 OUT, ERR = "out", "err"
 
@@ -38,10 +39,6 @@ INTERRUPTED = _status("interrupted")
 PENDING = _status("pending")
 STATUSES = FINAL_STATUSES  # what a rank ends as: the keys of the payload's summary
 FAILING = frozenset(FAILING_STATUSES)
-
-TAIL_LINES = 200  # lines kept per rank (saved output, widgets)
-TAIL_CHARS = 64_000  # characters kept per rank: 200 long lines must not pin megabytes
-LINE_CHARS = 2000  # a longer line is cut where it is shown or kept (never in the log)
 
 
 # ── events (what the runner reports) ────────────────────────────────────
@@ -93,7 +90,7 @@ Event = Any  # one of the dataclasses above
 
 
 class Observer(Protocol):
-    """A view of a run (``RunState.observers``), called on the kernel thread.
+    """A view of a run (``RunState.observers``, ``remote.observers``), called on the kernel thread.
 
     ``on_event`` after every event is applied; the magic also calls ``on_tick(state)``,
     when an observer has it, every few milliseconds between events."""
@@ -102,132 +99,6 @@ class Observer(Protocol):
 
 
 # ── per-rank state ─────────────────────────────────────────────────────
-def _segment(line: str) -> tuple[int, int]:
-    """Where the last non-empty ``\\r``-separated segment of ``line`` starts and ends."""
-    end = len(line)
-    while True:
-        cut = line.rfind("\r", 0, end)
-        if cut < 0:
-            return 0, end
-        if cut + 1 < end:
-            return cut + 1, end
-        end = cut
-
-
-def visible(line: str) -> str:
-    """What a terminal shows for ``line``: the text after its last ``\\r`` (trailing ``\\r`` ignored)."""
-    if "\r" not in line:
-        return line
-    start, end = _segment(line)
-    return line[start:end]
-
-
-def clip(line: str, dropped: int = 0, limit: int = LINE_CHARS) -> str:
-    """``line`` cut to ``limit`` characters, saying how many more it had (``dropped``
-    characters were already cut off before it reached us)."""
-    if len(line) + dropped <= limit:
-        return line
-    return line[:limit] + f" … (+{len(line) + dropped - limit} chars)"
-
-
-def shown(line: str, dropped: int = 0) -> str:
-    """A line as views show it: ``\\r`` applied, cut to :data:`LINE_CHARS`.
-
-    ``dropped``: characters of the line's first segment we did not keep."""
-    if "\r" in line:
-        start, end = _segment(line)
-        if start:  # a later segment replaced the one whose characters were dropped
-            dropped = 0
-        line = line[start:end]
-    return clip(line, dropped)
-
-
-class Tail:
-    """The last lines of a rank, as ``(stream, line)``, bounded in lines and characters."""
-
-    __slots__ = ("_lines", "chars", "max_chars", "max_lines")
-
-    def __init__(self, max_lines: int = TAIL_LINES, max_chars: int = TAIL_CHARS) -> None:
-        self._lines: deque[tuple[str, str]] = deque()
-        self.chars = 0
-        self.max_lines = max_lines
-        self.max_chars = max_chars
-
-    def extend(self, stream: str, lines: Iterable[str]) -> None:
-        for line in lines:
-            self._lines.append((stream, line))
-            self.chars += len(line)
-        lines_ = self._lines
-        while len(lines_) > self.max_lines or (self.chars > self.max_chars and len(lines_) > 1):
-            self.chars -= len(lines_.popleft()[1])
-
-    def last(self, n: int) -> list[tuple[str, str]]:
-        """The last ``n`` lines, oldest first."""
-        if n <= 0:
-            return []
-        if n >= len(self._lines):
-            return list(self._lines)
-        out = []
-        for item in reversed(self._lines):
-            out.append(item)
-            if len(out) == n:
-                break
-        out.reverse()
-        return out
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self._lines)
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def __bool__(self) -> bool:
-        return bool(self._lines)
-
-
-@dataclass
-class Fed:
-    """Complete lines one event added to one rank's stream, kept as the chunk they came in.
-
-    The lines are ``(prefix + text[:end]).split("\n")``: ``prefix`` is the rank's
-    unfinished line before this chunk (``dropped`` more characters of it were not
-    kept), ``end`` the position of the chunk's last newline. Splitting (or even
-    copying) millions of lines is what makes a flood slow, so consumers take only
-    the lines they show: :meth:`last`, :meth:`first` (both :func:`shown`).
-    """
-
-    index: int
-    stream: str
-    prefix: str
-    text: str
-    end: int
-    count: int
-    dropped: int = 0
-
-    def last(self, n: int) -> list[str]:
-        """The last ``n`` lines as a terminal shows them (``\r`` applied, long lines cut)."""
-        if n <= 0 or self.count <= 0:
-            return []
-        if n >= self.count:
-            lines = (self.prefix + self.text[: self.end]).split("\n")
-            first = shown(lines[0], self.dropped)
-            return [
-                first,
-                *(shown(line) if len(line) > LINE_CHARS or "\r" in line else line for line in lines[1:]),
-            ]
-        # n < count: the last n lines all lie in text (n newlines back from end)
-        start = self.end
-        for _ in range(n):
-            start = self.text.rfind("\n", 0, start)
-        lines = self.text[start + 1 : self.end].split("\n")
-        return [shown(line) if len(line) > LINE_CHARS or "\r" in line else line for line in lines]
-
-    def first(self) -> str:
-        """The first line as a terminal shows it."""
-        cut = self.text.find("\n", 0, self.end)
-        return shown(self.prefix + self.text[: cut if cut >= 0 else self.end], self.dropped)
-
-
 @dataclass
 class RankState:
     label: str
@@ -299,7 +170,7 @@ class RankState:
         the last ``\\r`` segment, cut to LINE_CHARS (a 50 MB line costs 2 KB, not 50 MB)."""
         line = self.pending[stream] + text
         if "\r" in line:
-            start, _ = _segment(line)
+            start, _ = last_segment(line)
             if start:  # a new segment replaces what came before, dropped characters included
                 line = line[start:]
                 self.dropped[stream] = 0
@@ -352,7 +223,7 @@ class RunState:
     stopping: str | None = None  # "interrupted" / "timed_out" once stopping
     error: str | None = None
     finished: bool = False
-    observers: list[Any] = field(default_factory=list)
+    observers: list[Observer] = field(default_factory=list)
     clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
 
@@ -449,7 +320,7 @@ class RunState:
                 if members and status != SKIPPED:
                     text += ": " + _list([m.describe() for m in members])
                 parts.append(text)
-        duration = f"{self.duration:.2f} s" if self.duration is not None else "running"
+        duration = _timefmt.seconds(self.duration) if self.duration is not None else "running"
         line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
         if self.log_path:
             line += f" · log {self.log_path}"
@@ -477,9 +348,7 @@ class RunState:
             "command": self.command,
             "mode": self.mode,
             "target": self.target,
-            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"
-            ),
+            "started": _timefmt.utc_iso(self.started),
             "duration": round(self.duration, 3) if self.duration is not None else None,
             "log_path": self.log_path,
             "summary": self.counts(),
@@ -509,7 +378,7 @@ class RunState:
                 f"<td><code>{html.escape(r.label)}</code></td>"
                 f"<td>{html.escape(r.status.replace('_', ' '))}</td>"
                 f"<td>{'' if r.returncode is None else r.returncode}</td>"
-                f"<td>{'' if r.duration is None else f'{r.duration:.2f} s'}</td>"
+                f"<td>{'' if r.duration is None else _timefmt.seconds(r.duration)}</td>"
                 f"<td>{r.total_lines}</td>"
                 f"<td><pre style='margin:0'>{html.escape(tail)}</pre></td>"
                 "</tr>"
@@ -542,86 +411,3 @@ def _list(items: list[str], limit: int = 8) -> str:
     if len(items) <= limit:
         return ", ".join(items)
     return ", ".join(items[:limit]) + f", … (+{len(items) - limit})"
-
-
-# ── saved results (--save NAME) ────────────────────────────────────────
-@dataclass(frozen=True)
-class RankResult:
-    label: str
-    mesh: str
-    point: dict
-    rank: int
-    status: str
-    returncode: int | None
-    stdout: str
-    stderr: str
-    duration: float | None
-
-
-class RemoteResults(list):
-    """Per-rank results of a run, in rank order; ``results["hosts=1"]`` by label too."""
-
-    def __getitem__(self, key):  # type: ignore[override]
-        if isinstance(key, str):
-            for item in self:
-                if item.label == key:
-                    return item
-            raise KeyError(key)
-        return super().__getitem__(key)
-
-    @property
-    def returncodes(self) -> dict[str, int | None]:
-        return {r.label: r.returncode for r in self}
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status == OK for r in self if r.status != SKIPPED)
-
-    def _rows(self) -> list[tuple[str, str, str, str, str]]:
-        return [
-            (
-                r.label,
-                r.status.replace("_", " "),
-                "" if r.returncode is None else str(r.returncode),
-                "" if r.duration is None else f"{r.duration:.2f} s",
-                (r.stdout.strip().splitlines() or [""])[-1][:80],
-            )
-            for r in self
-        ]
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        head = ("rank", "status", "rc", "time", "last stdout line")
-        rows = self._rows()
-        widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
-        text = "\n".join(
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            for row in [head, *rows]
-        )
-        cells = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-        )
-        table = (
-            "<table><thead><tr>"
-            + "".join(f"<th>{h}</th>" for h in head)
-            + "</tr></thead><tbody>"
-            + cells
-            + "</tbody></table>"
-        )
-        return {"text/plain": text, "text/html": table}
-
-    @classmethod
-    def from_state(cls, state: RunState) -> RemoteResults:
-        return cls(
-            RankResult(
-                r.label,
-                r.mesh,
-                dict(r.point),
-                r.rank,
-                r.status,
-                r.returncode,
-                r.text(OUT),
-                r.text(ERR),
-                r.duration,
-            )
-            for r in state.ranks
-        )

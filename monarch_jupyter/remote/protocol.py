@@ -1,4 +1,4 @@
-"""The messages between the client (:mod:`.runner`) and the workers (:mod:`.actor`).
+"""The messages between the client (:mod:`.drive`) and the workers (:mod:`.actor`).
 
 One module imported by both sides, so a field is added or renamed in one place.
 Every message is a NamedTuple, read by name, never by position. No Monarch import.
@@ -6,8 +6,8 @@ Every message is a NamedTuple, read by name, never by position. No Monarch impor
 On the wire they are plain tuples (:func:`encode` / :func:`decode`, :func:`spec_to_wire` /
 :func:`spec_from_wire`): this module travels to the workers by value (workers need only
 torchmonarch, see ``engines.send_by_value``), so cloudpickle would write each class's whole
-definition into every message and rebuild it on arrival, ~0.7 ms a message each way
-(``benchmarks/bench_wire.py``).
+definition into every message and rebuild it on arrival (``benchmarks/bench_wire.py``
+measures what that costs).
 
 Client → actor (the ``run`` endpoint's argument)::
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model import ERR, OUT, Fed, RunState
+from .lines import Fed
+from .model import ERR, OUT, RunState
 
 # A token bucket: a line right after another is not held back (BURST writes back to
 # back), yet no 1 s window ever sees more than MAX_RATE + BURST = 19 writes, 20 with the

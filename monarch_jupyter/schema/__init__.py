@@ -6,6 +6,11 @@ status (``status``), the statuses a rank ends as (``finalStatus``, the keys of t
 payload's ``summary``) and the failing ones (``failingStatus``). The Python model
 reads them from here; ``labextension/src/model.ts`` and ``widgets/run.js`` are
 checked against this file by the jest tests (and the payload by pytest and jest).
+Neither the payload nor a rank takes properties the schema does not name.
+
+``run_entry.schema.json`` is a JSON Schema of one entry of the runs index
+(``.monarch/<context>/runs/<id>.json``, written by ``remote/index.py``, read by the
+server extension); the tests check that its properties are ``RunEntry``'s fields.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 from pathlib import Path
 
 PATH = Path(__file__).with_name("remote-run.schema.json")
+RUN_ENTRY_PATH = Path(__file__).with_name("run_entry.schema.json")  # read by the tests only
 SCHEMA: dict = json.loads(PATH.read_text(encoding="utf-8"))
 
 MIME_TYPE: str = SCHEMA["x-mime-type"]

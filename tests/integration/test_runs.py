@@ -175,12 +175,12 @@ def test_escapee_keeps_a_finished_run_listed_until_stopped(job_kernel, tag):
     assert "outside its group" in listing, listing
     # the same through the actors (the path of jobs whose hosts are not this machine)
     r = k.ok(
-        "from monarch_jupyter.remote import runs as _R\n"
+        "from monarch_jupyter.remote import index as _I\n"
         "from monarch_jupyter.remote.runner import runner_for as _rf\n"
         "import monarch_jupyter as _m\n"
-        "_s = _m.current_session(); _e = _R.load_entries(_s)[0]; _e['local'] = False\n"
-        "_h = _R._ask_hosts(_s, _rf(_s), [_e])[_e['id']]\n"
-        "print(sorted(_h['ranks']), len(_h['strays']), _R.stop(_s, _rf(_s), [_e]))"
+        "_s = _m.current_session(); _e = _I.load_entries(_I.where(_s).runs_dir)[0]; _e.local = False\n"
+        "_h = _rf(_s).host_states([_e.id])[_e.id]\n"
+        "print(sorted(_h['ranks']), len(_h['strays']), _rf(_s).stop_runs([_e]))"
     )
     assert r.stream().startswith("['hosts.0'] 1 {") and ": 1}" in r.stream(), r.stream()
     wait_for(lambda: not commands(tag, "sleep 779"), timeout=5)

@@ -61,7 +61,7 @@ def _status(name: str, state: str) -> dict:
 
 
 def _run_entry(run_id: str, state: str, started: float, **more) -> dict:
-    """A runs index entry as remote/runs.py writes it."""
+    """A runs index entry as remote/index.py reads it (as its first writers wrote it)."""
     return {
         "version": 1,
         "id": run_id,

@@ -11,17 +11,17 @@ import pytest
 
 from monarch_jupyter import _faults
 from monarch_jupyter.remote import model, protocol
-from monarch_jupyter.remote.model import Exited, Output, RankState, Started
-from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
-from monarch_jupyter.remote.runner import (
+from monarch_jupyter.remote.drive import (
     FAULT_LOST,
     HEARTBEAT_LOST,
+    Drive,
     Plan,
     RunHandle,
-    _Drive,
-    _Target,
+    Target,
     silence_limit,
 )
+from monarch_jupyter.remote.model import Exited, Output, RankState, Started
+from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
 from monarch_jupyter.remote.spool import Spool, read_log
 
 MESSAGES = [
@@ -74,10 +74,19 @@ def test_streams_are_the_models():
 
 def _drive(tmp_path):
     ranks = [RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(2)]
-    plan = Plan(ranks, [_Target("hosts", None, {0: 0, 1: 1})], "mesh hosts (2 ranks)")
+    plan = Plan(ranks, [Target("hosts", None, {0: 0, 1: 1})], "mesh hosts (2 ranks)")
     spec = RunSpec("bash", "x", {}, None, None, None)
-    drive = _Drive(None, "run", spec, plan, queue.SimpleQueue(), tmp_path / "r.log", None, RunHandle(None))
-    return drive, Spool(drive.log_path, [r.label for r in ranks])
+    drive = Drive(
+        "run",
+        plan,
+        queue.SimpleQueue(),
+        RunHandle(None),
+        forget=lambda mesh: None,
+        spec=spec,
+        log_path=tmp_path / "r.log",
+    )
+    drive.spool = Spool(drive.log_path, [r.label for r in ranks])
+    return drive, drive.spool
 
 
 def _events(sink):
@@ -89,24 +98,16 @@ def _events(sink):
 
 def test_the_drive_reads_messages_by_name(tmp_path):
     drive, spool = _drive(tmp_path)
-    heard = {0: 0.0, 1: 0.0}
-    remaining = {0, 1}
-    drive._handle(Heartbeat("run", "hosts", 1, 77), heard, remaining, spool)
-    drive._handle(
-        Data("run", "hosts", 1, 77, [Chunk("out", "a\nb", 1), Chunk("err", "e\n", 1)]),
-        heard,
-        remaining,
-        spool,
-    )
-    drive._handle(Data("other-run", "hosts", 0, 5, [Chunk("out", "not ours\n", 1)]), heard, remaining, spool)
-    drive._handle(Data("run", "aux", 0, 5, [Chunk("out", "not a target\n", 1)]), heard, remaining, spool)
-    drive._handle(
-        Exit("run", "hosts", 1, 77, [Chunk("out", "c\n", 1)], 3, 0.5, None), heard, remaining, spool
-    )
-    drive._handle(
-        Exit("run", "hosts", 0, None, [], None, 0.1, "could not start: boom"), heard, remaining, spool
-    )
-    drive._handle(Data("run", "hosts", 1, 77, [Chunk("out", "after the exit\n", 1)]), heard, remaining, spool)
+    drive.heard = heard = {0: 0.0, 1: 0.0}
+    remaining = drive.remaining
+    assert remaining == {0, 1}
+    drive._handle(Heartbeat("run", "hosts", 1, 77))
+    drive._handle(Data("run", "hosts", 1, 77, [Chunk("out", "a\nb", 1), Chunk("err", "e\n", 1)]))
+    drive._handle(Data("other-run", "hosts", 0, 5, [Chunk("out", "not ours\n", 1)]))
+    drive._handle(Data("run", "aux", 0, 5, [Chunk("out", "not a target\n", 1)]))
+    drive._handle(Exit("run", "hosts", 1, 77, [Chunk("out", "c\n", 1)], 3, 0.5, None))
+    drive._handle(Exit("run", "hosts", 0, None, [], None, 0.1, "could not start: boom"))
+    drive._handle(Data("run", "hosts", 1, 77, [Chunk("out", "after the exit\n", 1)]))
     assert _events(drive.sink) == [
         Started(1, 77),
         Output(1, model.OUT, "a\nb", 1),

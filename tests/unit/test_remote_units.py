@@ -19,22 +19,21 @@ from monarch_jupyter.remote.args import (
     parse_cell,
     parse_line,
 )
+from monarch_jupyter.remote.lines import TAIL_LINES, visible
 from monarch_jupyter.remote.model import (
     ERR,
     OUT,
-    TAIL_LINES,
     Exited,
     Finished,
     Lost,
     Output,
     RankState,
-    RemoteResults,
     RunState,
     Started,
     Stopping,
-    visible,
 )
 from monarch_jupyter.remote.render import TextRenderer, group_text
+from monarch_jupyter.remote.results import RemoteResults
 
 
 # ── args ──
@@ -439,7 +438,7 @@ def test_help_documents_every_flag():
 
 
 def test_saved_results_display_as_a_table():
-    from monarch_jupyter.remote.model import RankResult, RemoteResults
+    from monarch_jupyter.remote.results import RankResult
 
     results = RemoteResults(
         [
@@ -475,7 +474,7 @@ def test_fed_lines_are_cut_only_where_shown():
 # ── bounded memory: giant lines (issue 9 item 8) ──
 def _reference_lines(text: str) -> list[str]:
     """What a terminal shows, line by line, cut as the model cuts: from the whole text at once."""
-    from monarch_jupyter.remote.model import clip
+    from monarch_jupyter.remote.lines import clip
 
     pieces = text.split("\n")
     if pieces[-1] == "":
@@ -484,7 +483,7 @@ def _reference_lines(text: str) -> list[str]:
 
 
 def test_a_giant_line_without_newline_costs_a_line_not_its_size():
-    from monarch_jupyter.remote.model import LINE_CHARS, TAIL_CHARS
+    from monarch_jupyter.remote.lines import LINE_CHARS, TAIL_CHARS
 
     s = _state(1)
     rank = s.ranks[0]
@@ -502,7 +501,7 @@ def test_a_giant_line_without_newline_costs_a_line_not_its_size():
 
 
 def test_the_tail_is_bounded_in_characters_too():
-    from monarch_jupyter.remote.model import LINE_CHARS, TAIL_CHARS
+    from monarch_jupyter.remote.lines import LINE_CHARS, TAIL_CHARS
 
     s = _state(1)
     s.apply(Output(0, OUT, ("y" * 100_000 + "\n") * 300))
@@ -519,7 +518,7 @@ def test_bounded_lines_match_the_whole_text_however_it_is_chunked(seed):
     whole text split at once, for random text of long runs, \\r and \\n in random chunks."""
     import random
 
-    from monarch_jupyter.remote.model import LINE_CHARS
+    from monarch_jupyter.remote.lines import LINE_CHARS
 
     rnd = random.Random(seed)
     parts = []
@@ -804,3 +803,150 @@ def test_worker_health_reads_each_workers_stat_once_opened():
         for proc in (alive, dying):
             proc.kill()
             proc.wait()
+
+
+# ── the saved payload names exactly the schema's properties ──
+def test_the_payload_properties_are_the_schemas():
+    """A property written only in Python (the renderer would drop it) fails here and in the
+    validator (``additionalProperties: false``)."""
+    from monarch_jupyter.schema import SCHEMA
+
+    s = _state(2)
+    s.run_id = "20261201-000000-abcdef"
+    s.apply(Lost(1, "worker process 9 died"))
+    s.apply(Finished())
+    payload = s.to_mime()
+    assert set(payload) == set(SCHEMA["properties"]) and SCHEMA["additionalProperties"] is False
+    rank = SCHEMA["$defs"]["rank"]
+    assert set(payload["ranks"][1]) == set(rank["properties"]) and rank["additionalProperties"] is False
+    validator = _validator()
+    for bad in ({**payload, "extra": 1}, {**payload, "ranks": [{**payload["ranks"][0], "extra": 1}]}):
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate(bad)
+
+
+# ── time formats ──
+def test_the_time_formats():
+    import datetime as dt
+
+    from monarch_jupyter import _timefmt
+
+    ts = dt.datetime(2026, 12, 1, 13, 3, 22, tzinfo=dt.timezone.utc).timestamp()
+    assert _timefmt.utc_iso(ts) == "2026-12-01T13:03:22Z" and _timefmt.utc_stamp(ts) == "20261201-130322"
+    assert _timefmt.local_time(ts) == dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    assert _timefmt.local_time(None) == _timefmt.local_time(0) == "-"
+    assert re.fullmatch(r"\d{8}-\d{6}", _timefmt.utc_stamp())
+    assert [_timefmt.span(v) for v in (None, 12.46, 90, 7200)] == ["-", "12.5 s", "1.5 min", "2.0 h"]
+    assert _timefmt.seconds(0.4249) == "0.42 s"
+
+
+# ── verbs: a registry of parser + handler ──
+def test_each_verb_has_its_parser_and_a_handler_taking_its_options():
+    import inspect
+
+    from monarch_jupyter.remote import verbs
+
+    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop"]
+    for name, verb in verbs.REGISTRY.items():
+        assert verb.parser is VERBS[name] and verb.parser.prog == f"%remote {name}"
+        dests = {a.dest for a in verb.parser._actions if a.dest != "help"}
+        assert set(list(inspect.signature(verb.handler).parameters)[1:]) == dests, name
+        assert f"%remote {name}" in help_text()
+
+
+class _Cell:
+    """A verb's cell without IPython."""
+
+    def __init__(self, runner=None):
+        self.session = None
+        self.runner = runner
+        self.written = []
+
+    def write(self, text):
+        self.written.append(text)
+
+
+def test_a_new_verb_is_one_entry(monkeypatch):
+    """The recipe of remote/verbs.py: an entry there (parser + handler) and an endpoint."""
+    from monarch_jupyter.remote import args, verbs
+
+    monkeypatch.setattr(args, "VERBS", dict(args.VERBS))
+    monkeypatch.setattr(verbs, "REGISTRY", dict(verbs.REGISTRY))
+
+    @verbs.verb(
+        "stacks", "each rank's Python stacks", verbs.arg("--native", action="store_true", help="C too")
+    )
+    def stacks(cell, native):
+        for text in cell.runner.call_all("stacks", native):
+            cell.write(text)
+
+    class Runner:
+        def call_all(self, endpoint, *call_args):
+            return [f"{endpoint}{call_args} from rank {rank}\n" for rank in range(2)]
+
+    line = parse_line("stacks --native")
+    assert line == RemoteVerb("stacks", {"native": True})
+    cell = _Cell(Runner())
+    verbs.dispatch(cell, line.verb, line.options)
+    assert cell.written == ["stacks(True,) from rank 0\n", "stacks(True,) from rank 1\n"]
+    assert "%remote stacks [--native]" in help_text() and "each rank's Python stacks" in help_text()
+    with pytest.raises(ValueError, match="defined twice"):
+        verbs.verb("stacks", "again")(stacks)
+
+
+def test_stop_wants_runs_or_all_not_both():
+    from monarch_jupyter.remote import verbs
+
+    for options in ({"runs": [], "all_runs": False}, {"runs": ["abc"], "all_runs": True}):
+        with pytest.raises(ArgumentsError, match=r"^%remote stop RUN… \| --all \(%remote runs lists them\)$"):
+            verbs.dispatch(_Cell(), "stop", options)
+
+
+# ── the runner: ask every rank ──
+def test_call_all_asks_every_mesh_once_per_host_with_the_warm_actors(tmp_path):
+    from types import SimpleNamespace
+
+    from monarch_jupyter._loop import EventLoopThread
+    from monarch_jupyter.remote import runner as R
+    from monarch_jupyter.remote.errors import RemoteError
+
+    calls = []
+
+    class Answers:  # a ValueMesh
+        def __init__(self, values):
+            self._values = values
+
+        def values(self):
+            return iter(self._values)
+
+    class Endpoint:
+        def __init__(self, mesh):
+            self.mesh = mesh
+
+        async def call(self, *args):
+            calls.append((self.mesh, args))
+            return Answers([f"{self.mesh}.{rank}:{args}" for rank in range(2)])
+
+    class Actors:
+        def __init__(self, mesh):
+            self.runs_state = Endpoint(mesh)
+
+    job = SimpleNamespace(apply_id="apply-1")
+    state = SimpleNamespace(_hosts={"a": None, "b": None})
+    session = SimpleNamespace(
+        running=lambda: (job, state, str(tmp_path), "default"), loop=EventLoopThread("t")
+    )
+    runner = R.RemoteRunner(session)
+    for mesh in ("a", "b"):
+        runner._warm[R._WarmKey("apply-1", mesh, ())] = R._Warm(None, Actors(mesh), {"hosts": 2}, ("hosts",))
+    runner._warm[R._WarmKey("apply-1", "a", (("gpu", 2),))] = R._Warm(None, None, {}, ())  # another shape
+    assert runner.call_all("runs_state", ["r1"]) == [
+        "a.0:(['r1'],)",
+        "a.1:(['r1'],)",
+        "b.0:(['r1'],)",
+        "b.1:(['r1'],)",
+    ]
+    assert calls == [("a", (["r1"],)), ("b", (["r1"],))]
+    state._hosts = {}
+    with pytest.raises(RemoteError, match="no host meshes"):
+        runner.call_all("runs_state", ["r1"])

@@ -1,0 +1,322 @@
+"""One run on the session's event loop, from its broadcast to its last event (:class:`Drive`).
+
+A drive opens a Channel, broadcasts the command (or, following a run another kernel started,
+the request to follow it) to the planned ranks and consumes their messages: it spools every
+line to the run's log and hands model events (:mod:`.model`) to the kernel thread through a
+sink. It also enforces ``--timeout``, stops the run on request (:class:`RunHandle`), and
+declares a rank lost when its worker dies or stops answering. The last event is always
+:class:`~.model.Finished`; a run we started has its runs index entry written as it streams and
+when it ends. What a run reaches is a :class:`Plan`, made by :mod:`.runner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .. import _faults, _introspect
+from .index import RunEntry, Where
+from .model import Event, Exited, Finished, Lost, Output, RankState, Started, Stopping
+from .protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
+from .spool import Spool
+
+if TYPE_CHECKING:
+    from .._loop import EventLoopThread
+
+HEARTBEAT_LOST = 5.0  # a running rank silent this long is lost (its actor heartbeats every 0.5 s)
+FAULT_LOST = 1.5  # … this long once Monarch reported a fault
+STOP_WAIT = 2.5  # after a stop request, ranks get this long to report their exit
+PID_CHECK = 0.25  # seconds between looks at the local workers' processes
+WAIT = 0.05  # longest wait for a message before the checks run again
+
+
+@dataclass
+class Target:
+    mesh: str
+    actors: Any  # the (sliced) Monarch actor mesh to broadcast to
+    indices: dict[int, int]  # flat rank → index in RunState.ranks
+
+
+@dataclass
+class Plan:
+    """The ranks a run reaches and how (made by ``RemoteRunner.plan``)."""
+
+    ranks: list[RankState]
+    targets: list[Target]
+    target: str  # e.g. "mesh hosts (2 ranks)"
+    local_pids: dict[int, int | None] = field(default_factory=dict)  # rank index → worker pid
+    where: Where | None = None  # None: ask the session
+    apply_id: str | None = None  # the allocation the ranks run in
+
+
+class Sink(Protocol):
+    """Where a drive puts its events (a queue read on the kernel thread)."""
+
+    def put(self, item: Event) -> None: ...
+
+
+class RunHandle:
+    """The kernel thread's grip on a running drive."""
+
+    def __init__(self, loop_thread: EventLoopThread | None) -> None:
+        self._loop_thread = loop_thread
+        self.future: concurrent.futures.Future[None] | None = None
+        self.stop_reason: str | None = None
+
+    def stop(self, reason: str = "interrupted") -> None:
+        """Ask the drive to stop every rank (thread-safe, idempotent)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+
+def silence_limit(faults_before: int) -> float:
+    """How long a running rank may stay silent before it is lost: shorter once Monarch reported
+    a fault since ``faults_before`` (the value of ``_faults.count`` when the run started)."""
+    return FAULT_LOST if _faults.count > faults_before else HEARTBEAT_LOST
+
+
+class _NoSpool:
+    """Following a run writes no kernel-side log: the run's files on its hosts are the log."""
+
+    def write(self, index: int, stream: str, text: str | bytes) -> None: ...
+
+    def note(self, line: str) -> None: ...
+
+    def maybe_flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Drive:
+    """Runs on the loop (:meth:`run`); the kernel thread only reads the sink and the handle."""
+
+    def __init__(
+        self,
+        run_id: str,
+        plan: Plan,
+        sink: Sink,
+        handle: RunHandle,
+        *,
+        forget: Callable[[str], None],
+        spec: RunSpec | None = None,
+        log_path: Path | None = None,
+        timeout: float | None = None,
+        entry: RunEntry | None = None,
+        follow_id: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.plan = plan
+        self.sink = sink
+        self.handle = handle
+        self.forget = forget  # drop a mesh's warm actors (a rank of it was lost)
+        self.spec = spec
+        self.log_path = log_path
+        self.timeout = timeout
+        self.entry = entry  # the runs index entry (a run we start), written as it starts and ends
+        self.follow_id = follow_id  # following a run (attach) rather than starting it
+        self.index = {(t.mesh, flat): i for t in plan.targets for flat, i in t.indices.items()}
+        self.pgids: dict[int, int] = {}
+        self.outcomes: dict[int, tuple[int | None, str | None]] = {}  # rank index → (returncode, error)
+        self.remaining = set(range(len(plan.ranks)))
+        self.heard: dict[int, float] = {}  # rank index → when it was last heard of (monotonic)
+        self.spool: Spool | _NoSpool = _NoSpool()
+        self.entry_saved = entry is None
+        self.stop_at: float | None = None
+        self.deadline: float | None = None
+        self.faults_before = _faults.count
+        self.last_pid_check = 0.0
+        self._pending: Any = None  # the asyncio future of the next message
+
+    async def run(self) -> None:
+        """Drive the run to its end; whatever happens, ``Finished`` is the last event."""
+        error = None
+        try:
+            await self._drive()
+        except asyncio.CancelledError:
+            error = "cancelled"
+            self._abandon()
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self._abandon()
+        finally:
+            self._finish(error)
+
+    async def _drive(self) -> None:
+        from monarch.actor import Channel  # Monarch is imported with the first run, not at %load_ext
+
+        port, receiver = Channel.open()
+        reader = _introspect.PortReader(receiver)
+        self._broadcast(port)
+        start = time.monotonic()
+        self._open_spool()  # while the ranks start: off the path of a short command
+        self.heard = dict.fromkeys(self.remaining, start)
+        self.deadline = start + self.timeout if self.timeout else None
+        self.faults_before = _faults.count
+        self.last_pid_check = start
+        while self.remaining:
+            now = time.monotonic()
+            if not self._keep_going(now):
+                break
+            self._check_ranks(now)
+            if not self.remaining:
+                break
+            await self._receive(reader)
+        if self._pending is not None:
+            self._pending.cancel()
+
+    def _broadcast(self, port: Any) -> None:
+        wire = spec_to_wire(self.spec) if self.spec is not None else None
+        for target in self.plan.targets:
+            if self.follow_id:
+                target.actors.follow.broadcast(self.run_id, target.mesh, self.follow_id, port)
+            else:
+                target.actors.run.broadcast(self.run_id, target.mesh, wire, port)
+
+    def _open_spool(self) -> None:
+        if self.log_path is None or self.spec is None:
+            return
+        self.spool = Spool(self.log_path, [r.label for r in self.plan.ranks])
+        self.spool.note(f"%%remote {self.spec.mode} on {self.plan.target}: {self.spec.command[:200]!r}")
+
+    # ── stop, health ───────────────────────────────────────────────────
+    def _keep_going(self, now: float) -> bool:
+        """Start stopping on request or ``--timeout`` (following: stop following); False once
+        the loop must end (the ranks had ``STOP_WAIT`` to report their exit)."""
+        if self.stop_at is not None:
+            if now - self.stop_at <= STOP_WAIT:
+                return True
+            for i in sorted(self.remaining):
+                self._lost(i, "did not stop in time")
+            self.remaining.clear()
+            return False
+        reason = self.handle.stop_reason
+        if reason is None and self.deadline is not None and now >= self.deadline:
+            reason = self.handle.stop_reason = "timed_out"
+        if reason is None:
+            return True
+        if self.follow_id:  # stop following; the run goes on
+            self._unfollow()
+            return False
+        self.stop_at = now
+        self.sink.put(Stopping(reason))
+        self.spool.note(f"stopping: {reason}")
+        for target in self.plan.targets:
+            target.actors.cancel.broadcast(self.run_id)
+        return True
+
+    def _check_ranks(self, now: float) -> None:
+        """Lose the ranks whose local worker died or that stayed silent too long."""
+        if now - self.last_pid_check > PID_CHECK:
+            self.last_pid_check = now
+            for i in sorted(self.remaining):
+                pid = self.plan.local_pids.get(i)
+                if pid is not None and not _introspect.pid_alive(pid):
+                    self._lost(i, f"worker process {pid} died")
+                    self.remaining.discard(i)
+        limit = silence_limit(self.faults_before)
+        for i in sorted(self.remaining):
+            if now - self.heard[i] > limit:
+                self._lost(i, f"worker stopped answering ({limit:g} s)")
+                self.remaining.discard(i)
+
+    def _lost(self, index: int, why: str) -> None:
+        rank = self.plan.ranks[index]
+        self.outcomes[index] = (None, why)
+        self.sink.put(Lost(index, why))
+        self.spool.note(f"{rank.label}: {why}")
+        self.forget(rank.mesh)
+        pgid = self.pgids.get(index)
+        # a local job: the process group is on this machine
+        if pgid and self.plan.local_pids and not self.follow_id:
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+
+    # ── receive ────────────────────────────────────────────────────────
+    async def _receive(self, reader: _introspect.PortReader) -> None:
+        """Wait up to ``WAIT`` for a message, then take every one already there."""
+        if self._pending is None:
+            self._pending = reader.next()
+        done, _ = await asyncio.wait({self._pending}, timeout=WAIT)
+        if not done:
+            # the entry is written once a rank streams or the run outlasts WAIT (a short run:
+            # once, at its end, not between one rank's exit and the next)
+            self._save_entry()
+            return
+        message = self._take(reader)
+        self._handle(message)
+        if self.remaining and type(message) is not Exit:  # it streams: not a quick run
+            self._save_entry()
+        while self.remaining:  # drain whatever else is ready without waiting
+            self._pending = reader.next()
+            await asyncio.sleep(0)
+            if not self._pending.done():
+                break
+            self._handle(self._take(reader))
+        self.spool.maybe_flush()
+
+    def _take(self, reader: _introspect.PortReader) -> Message:
+        message = decode(reader.value(self._pending.result()))
+        self._pending = None
+        return message
+
+    def _save_entry(self) -> None:
+        if not self.entry_saved and self.entry is not None:
+            self.entry.save()
+            self.entry_saved = True
+
+    def _handle(self, message: Message) -> None:
+        if message.run_id != self.run_id:
+            return
+        index = self.index.get((message.key, message.rank))
+        if index is None or index not in self.remaining:
+            return
+        self.heard[index] = time.monotonic()
+        if index not in self.pgids and message.pid:
+            self.pgids[index] = message.pid
+            self.sink.put(Started(index, message.pid))
+        if type(message) is Heartbeat:
+            return
+        for chunk in message.chunks:  # to the cell first, then to the log
+            self.sink.put(Output(index, chunk.stream, chunk.text, chunk.newlines))
+        for chunk in message.chunks:
+            self.spool.write(index, chunk.stream, chunk.text)
+        if type(message) is Exit:
+            self.remaining.discard(index)
+            if message.error:
+                self.spool.note(f"{self.plan.ranks[index].label}: {message.error}")
+            self.outcomes[index] = (message.returncode, message.error)
+            self.sink.put(Exited(index, message.returncode, message.duration, message.error))
+
+    # ── the end ────────────────────────────────────────────────────────
+    def _abandon(self) -> None:
+        """The drive failed: stop following, or stop the run on every rank."""
+        if self.follow_id:
+            self._unfollow()
+            return
+        for target in self.plan.targets:
+            # a mesh whose workers died takes no message; its processes died with them
+            with contextlib.suppress(Exception):
+                target.actors.cancel.broadcast(self.run_id)
+
+    def _unfollow(self) -> None:
+        for target in self.plan.targets:
+            with contextlib.suppress(Exception):
+                target.actors.unfollow.broadcast(self.follow_id)
+
+    def _finish(self, error: str | None) -> None:
+        try:
+            self.spool.close()
+        except OSError as exc:  # disk full, folder removed: the output was shown, say the log is not whole
+            error = error or f"could not write the log {self.log_path}: {exc}"
+        self.sink.put(Finished(error))
+        if self.entry is not None:  # after the cell was told: off the path of a short command
+            self.entry.end_with(self.outcomes, self.handle.stop_reason, error)

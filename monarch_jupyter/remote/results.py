@@ -1,0 +1,92 @@
+"""Per-rank results of a run kept in a notebook variable (``%%remote --save NAME``)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _timefmt
+from .model import ERR, OK, OUT, SKIPPED, RunState
+
+
+@dataclass(frozen=True)
+class RankResult:
+    label: str
+    mesh: str
+    point: dict
+    rank: int
+    status: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration: float | None
+
+
+class RemoteResults(list):
+    """Per-rank results of a run, in rank order; ``results["hosts=1"]`` by label too."""
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            for item in self:
+                if item.label == key:
+                    return item
+            raise KeyError(key)
+        return super().__getitem__(key)
+
+    @property
+    def returncodes(self) -> dict[str, int | None]:
+        return {r.label: r.returncode for r in self}
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status == OK for r in self if r.status != SKIPPED)
+
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
+        return [
+            (
+                r.label,
+                r.status.replace("_", " "),
+                "" if r.returncode is None else str(r.returncode),
+                "" if r.duration is None else _timefmt.seconds(r.duration),
+                (r.stdout.strip().splitlines() or [""])[-1][:80],
+            )
+            for r in self
+        ]
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        head = ("rank", "status", "rc", "time", "last stdout line")
+        rows = self._rows()
+        widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+        text = "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in [head, *rows]
+        )
+        cells = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+        )
+        table = (
+            "<table><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead><tbody>"
+            + cells
+            + "</tbody></table>"
+        )
+        return {"text/plain": text, "text/html": table}
+
+    @classmethod
+    def from_state(cls, state: RunState) -> RemoteResults:
+        return cls(
+            RankResult(
+                r.label,
+                r.mesh,
+                dict(r.point),
+                r.rank,
+                r.status,
+                r.returncode,
+                r.text(OUT),
+                r.text(ERR),
+                r.duration,
+            )
+            for r in state.ranks
+        )

@@ -1,0 +1,314 @@
+"""The ``%remote VERB …`` forms: each verb's parser and handler, registered together.
+
+A verb is one :func:`verb`-decorated function: its name, the line ``%%remote?`` shows for it,
+its arguments (:func:`arg`, as ``argparse``'s ``add_argument``) and its handler, called with the
+:class:`Cell` it runs in and its parsed options as keywords. The parser goes where
+``%remote``'s line is parsed (:data:`.args.VERBS`), the handler into :data:`REGISTRY`; the
+magic looks a verb up there, and ``%%remote?`` lists them all. A handler's
+:class:`~..errors.MonarchJupyterError` is shown as one ``%remote VERB: …`` line, a
+:class:`~.errors.RemoteError` (a rank failed) as the error of the cell.
+
+Adding a verb, e.g. ``%remote stacks`` (each rank's Python stacks), is one endpoint on the
+actor and one entry here::
+
+    @verb("stacks", "each rank's Python stacks", arg("--native", action="store_true", help="…"))
+    def stacks(cell: Cell, native: bool) -> None:
+        for text in cell.runner.call_all("stacks", native):
+            cell.write(text)
+
+Today's verbs are about runs that outlive their kernel (``%%remote --detach``, a restart):
+``runs`` lists the context's runs (:mod:`.index`), asking their hosts which still run;
+``attach`` follows one (the kept tail per rank, then live); ``stop`` stops runs on every host.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .. import _timefmt
+from ..errors import MonarchJupyterError
+from ..magic_parser import ArgumentsError, MagicParser
+from . import index
+from .args import add_verb
+from .drive import Plan, RunHandle
+from .errors import RemoteError, RunsError
+from .index import FINISHED, STOPPED, RunEntry
+from .model import Event, Observer, RunState
+from .render import TextRenderer
+from .runner import RemoteRunner
+
+if TYPE_CHECKING:
+    from ..session import JobSession
+
+Handler = Callable[..., None]
+
+
+class Cell(Protocol):
+    """What a verb is handed by the magic: the session, its runner and the cell's output."""
+
+    session: JobSession
+    runner: RemoteRunner
+
+    def run_observers(self) -> list[Observer]:
+        """The observers a run shown in this cell gets (``remote.observers`` and the magic's)."""
+        ...
+
+    def write(self, text: str) -> None: ...
+
+    def pump(
+        self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue[Event], handle: RunHandle
+    ) -> bool:
+        """Apply a run's events to ``state`` and show them until it finished; True if interrupted."""
+        ...
+
+    def display(self, bundle: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    parser: MagicParser
+    handler: Handler
+
+
+#: verb name → its parser and handler, in the order ``%%remote?`` lists them
+REGISTRY: dict[str, Verb] = {}
+
+
+def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """One argument of a verb, as ``parser.add_argument(*flags, **options)``."""
+    return flags, options
+
+
+def verb(
+    name: str, description: str, *arguments: tuple[tuple[str, ...], dict[str, Any]]
+) -> Callable[[Handler], Handler]:
+    """Register the decorated function as ``%remote name``'s handler, with its parser."""
+
+    def register(handler: Handler) -> Handler:
+        parser = add_verb(name, description)
+        for flags, options in arguments:
+            parser.add_argument(*flags, **options)
+        REGISTRY[name] = Verb(name, parser, handler)
+        return handler
+
+    return register
+
+
+def dispatch(cell: Cell, name: str, options: dict[str, Any]) -> None:
+    """Run verb ``name`` with the options its parser returned."""
+    REGISTRY[name].handler(cell, **options)
+
+
+# ── what the hosts say ─────────────────────────────────────────────────
+def survey(runner: RemoteRunner | None, entries: list[RunEntry]) -> list[RunEntry]:
+    """Ask the hosts about ``entries``: local runs here (the hosts are this machine), others
+    through the actors when ``runner`` is given and the job answers. Entries whose processes
+    are all gone are recorded as finished."""
+    local = [e for e in entries if e.local]
+    if local:
+        index.survey_local(local)
+    remote = [e for e in entries if not e.local]
+    if remote:
+        states = runner.host_states([e.id for e in remote]) if runner is not None else None
+        for entry in remote:
+            index.judge(entry, None if states is None else states.get(entry.id, {}))
+    return entries
+
+
+def _entries(session: JobSession) -> list[RunEntry]:
+    return index.load_entries(index.where(session).runs_dir)
+
+
+def running_entries(session: JobSession, runner: RemoteRunner | None = None) -> list[RunEntry]:
+    """The context's runs that still run, or left processes running (asked of the hosts where
+    they can be: without ``runner``, only local runs are checked, the rest as the index says)."""
+    return [e for e in survey(runner, _entries(session)) if e.is_running]
+
+
+def plan_for(runner: RemoteRunner, entry: RunEntry) -> Plan:
+    """The plan that reaches the run's ranks again (same meshes, per-host shape, selection)."""
+    try:
+        plan = runner.plan(entry.to_args())
+    except MonarchJupyterError as error:
+        still = ""
+        if entry.local:  # its hosts are this machine: say what still runs
+            survey(None, [entry])
+            ranks = entry.seen.running_ranks if entry.seen else []
+            if ranks or (entry.seen and entry.seen.strays):
+                still = (
+                    f"; its processes still run ({', '.join(ranks) or 'outside its group'}): "
+                    f"%remote stop {entry.id} or %job kill stops them"
+                )
+        raise RunsError(f"cannot follow run {entry.id}: {error}{still}") from None
+    if [r.label for r in plan.ranks] != [r.label for r in entry.ranks]:
+        raise RunsError(
+            f"run {entry.id} ran on {entry.target}; the job now has other ranks (it was re-applied?)"
+        )
+    return plan
+
+
+# ── text ───────────────────────────────────────────────────────────────
+def state_text(entry: RunEntry) -> str:
+    seen = entry.seen
+    if entry.is_running:
+        if seen is not None and not seen.live:
+            return "running? (hosts not reachable)"
+        text = (
+            f"running ({len(seen.running_ranks)}/{len(entry.ranks)} ranks)" if seen is not None else "running"
+        )
+        strays = seen.strays if seen is not None else []
+        if strays:
+            text += f", {len(strays)} process{'es' if len(strays) != 1 else ''} outside its group (pid {', '.join(map(str, strays[:4]))})"
+        return text
+    if entry.state == STOPPED:
+        return f"stopped ({entry.stop_reason or 'stopped'})"
+    failed = entry.failed
+    if failed:
+        return f"finished: {len(failed)} failed [{', '.join(failed[:3])}{', …' if len(failed) > 3 else ''}]"
+    return "finished: ok"
+
+
+def first_line(command: str, width: int = 40) -> str:
+    line = (command.strip().splitlines() or [""])[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def runs_text(entries: list[RunEntry], now: float | None = None) -> str:
+    """``%remote runs``: one block per run, newest first."""
+    if not entries:
+        return (
+            "no runs in this context yet: %%remote runs a cell, %%remote --detach runs it in the background"
+        )
+    now = time.time() if now is None else now
+    lines = []
+    for e in entries:
+        end = now if e.is_running else e.ended
+        duration = (end - e.started) if end and e.started else None
+        lines.append(f"{e.id}  {state_text(e)}")
+        lines.append(f"    {first_line(e.command)!r} on {e.target}{' (detached)' if e.detached else ''}")
+        lines.append(
+            f"    started {_timefmt.local_time(e.started)} · {_timefmt.span(duration)}"
+            f" · log {e.host_dir}/<rank>/out|err" + (f" and {e.log}" if e.log else "")
+        )
+    return "\n".join(lines)
+
+
+def restart_note(session: JobSession) -> str | None:
+    """What ``%load_ext`` / ``%job`` say about runs still running (None: nothing to say)."""
+    try:
+        entries = running_entries(session)
+    except Exception:
+        return None
+    if not entries:
+        return None
+    others = [e for e in entries if e.kernel_pid != os.getpid()]
+    n = len(entries)
+    names = ", ".join(f"{e.id} ({first_line(e.command, 24)!r})" for e in entries[:3])
+    whose = " (started by a previous kernel)" if others and len(others) == n else ""
+    return (
+        f"monarch_jupyter: {n} run{'s' if n != 1 else ''} still running{whose}: {names}"
+        f"{', …' if n > 3 else ''}; %remote attach follows the newest, %remote stop RUN | --all stops them"
+    )
+
+
+def stop_for_kill(session: JobSession, runner: RemoteRunner) -> str | None:
+    """Before ``%job kill``: stop every run of the context still running; a line saying so."""
+    try:
+        entries = running_entries(session, runner)
+    except Exception:
+        return None
+    if not entries:
+        return None
+    counts = runner.stop_runs(entries)
+    return (
+        f"stopped {len(entries)} run{'s' if len(entries) != 1 else ''} first ({sum(counts.values())} processes): "
+        + ", ".join(e.id for e in entries)
+    )
+
+
+# ── the verbs ──────────────────────────────────────────────────────────
+@verb("runs", "this context's runs, newest first")
+def list_runs(cell: Cell) -> None:
+    cell.write(runs_text(survey(cell.runner, _entries(cell.session))) + "\n")
+
+
+@verb(
+    "attach",
+    "follow a run from any kernel (default: the newest)",
+    arg("run", nargs="?", metavar="RUN", help="any unique part of the run's id"),
+)
+def attach(cell: Cell, run: str | None) -> None:
+    """The kept tail per rank, then live, as the original cell; Ctrl-C stops following."""
+    session, runner = cell.session, cell.runner
+    if run is None:
+        running = running_entries(session, runner)
+        if not running:
+            raise RunsError(
+                "no run is running in this context: %remote runs lists them, %remote attach RUN picks one"
+            )
+        entry = running[0]
+    else:
+        entry = index.find(_entries(session), run)
+    plan = plan_for(runner, entry)
+    logs = f"{entry.host_dir}/<rank>/out|err"
+    state = RunState(
+        command=entry.command,
+        mode=entry.mode,
+        target=plan.target,
+        ranks=plan.ranks,
+        started=entry.started or time.time(),
+        log_path=logs,
+        observers=cell.run_observers(),
+        run_id=entry.id,
+    )
+    cell.write(
+        f"attached to run {entry.id} ({first_line(entry.command)!r}, started "
+        f"{_timefmt.local_time(entry.started)}): the kept tail per rank, then live; full output in "
+        f"{logs} on each host; Ctrl-C stops following, not the run\n"
+    )
+    renderer = TextRenderer(state, live=True)
+    sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
+    handle = RunHandle(session.loop)
+    runner.follow(entry.id, plan, sink, handle)
+    cell.pump(state, renderer, sink, handle)
+    if handle.stop_reason is not None:  # Ctrl-C: we stopped following; the run goes on
+        cell.write(renderer.flush(0.0, force=True))
+        cell.write(
+            f"stopped following run {entry.id}; it goes on: %remote attach {entry.id} follows it again\n"
+        )
+        return
+    cell.write(renderer.finish())
+    cell.display(state.mime_bundle())
+    if entry.is_running:
+        entry.end(FINISHED, failed=[r.describe() for r in state.failing()])
+    message = state.failure_message()
+    if message:
+        raise RemoteError(message)
+
+
+@verb(
+    "stop",
+    "stop runs from any kernel, as Ctrl-C",
+    arg("runs", nargs="*", metavar="RUN", help="any unique part of a run's id"),
+    arg("--all", dest="all_runs", action="store_true", help="every run of the context still running"),
+)
+def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
+    if bool(runs) == bool(all_runs):
+        raise ArgumentsError("%remote stop RUN… | --all (%remote runs lists them)")
+    if all_runs:
+        chosen = running_entries(cell.session, cell.runner)
+        if not chosen:
+            cell.write("no run is running in this context\n")
+            return
+    else:
+        entries = _entries(cell.session)
+        chosen = [index.find(entries, token) for token in runs]
+    counts = cell.runner.stop_runs(chosen)
+    for entry in chosen:
+        cell.write(f"stopped run {entry.id} ({counts.get(entry.id, 0)} processes signalled)\n")
