@@ -32,7 +32,7 @@ from . import _faults
 _GET_IN_LOOP = "Future.get() called from within an active event loop"
 _CHATTY_LOGGERS = {
     "monarch._src.job.job": logging.WARNING,
-    "monarch.tools": logging.WARNING,
+    "monarch.tools.network": logging.WARNING,  # a filter acts on its own logger, not on children
     "monarch._src.job.process": logging.ERROR,
 }
 

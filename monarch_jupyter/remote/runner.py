@@ -110,7 +110,7 @@ class RemoteRunner:
     # ── plans ──────────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
         """Resolve targets against the running job, spawning actors when needed."""
-        running = self._running()
+        running = self._current()
         names = self._mesh_names(args, running.meshes)
         per_host = tuple(args.per_host or ())
         # the rank → worker pid map (and killpg on loss) is for workers on this machine only
@@ -129,7 +129,7 @@ class RemoteRunner:
         plan.target = f"{what} ({len(plan.ranks)} rank{'s' if len(plan.ranks) != 1 else ''})"
         return plan
 
-    def _running(self) -> _Job:
+    def _current(self) -> _Job:
         """The running job, checked healthy; warm actors of another allocation are dropped."""
         job, state, folder, context = self.session.running()
         meshes = _introspect.host_meshes(state)
@@ -307,7 +307,7 @@ class RemoteRunner:
         actor per host, the shape a plain run uses), waiting at most ``timeout`` seconds.
         Every rank's answer, mesh by mesh. Raises what :meth:`plan` raises when there is no
         healthy running job, and what the call raises."""
-        running = self._running()
+        running = self._current()
         meshes = [self._warm_for(running, name, ()).actors for name in running.meshes]
 
         async def ask() -> list[Any]:

@@ -102,7 +102,9 @@ def test_private_loggers_exist(name):
     module = importlib.import_module(name)
     logger = getattr(module, "logger", None)
     found = name in logging.Logger.manager.loggerDict
-    assert found or (logger is not None and logger.name == name), (
+    # a module may make its logger on first use (telemetry does, in a function)
+    lazy = "logging.getLogger(__name__)" in inspect.getsource(module)
+    assert found or lazy or (logger is not None and logger.name == name), (
         f"{MONARCH}: no logger named {name!r} any more; update _quiet's filters"
     )
 
