@@ -340,9 +340,11 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
 
     # ── reload: the saved run result re-renders through the MIME renderer ──
     page.reload()
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    # the restored workspace may hold other notebooks' panels too (hidden tabs): this one's cells
+    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    cells.first.wait_for()
     _wait_kernel_idle(server, page)
-    job_cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
+    job_cell = cells.nth(2)
     job_cell.scroll_into_view_if_needed()
     _wait(
         lambda: "Monarch job" in job_cell.locator(".jp-OutputArea").inner_text(),
@@ -351,14 +353,14 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     )
     shot("reloaded-job")
     # the real %%remote run's result, saved with the notebook, re-renders too
-    real = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-MonarchRun")
+    real = cells.nth(3).locator(".jp-MonarchRun")
     real.wait_for()
     assert real.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=0", "hosts=1"]
     badges = real.locator(".jp-MonarchRun-badge-failed").all_inner_texts()
     assert len(badges) == 2 and badges[1] == "rc=3", (
         badges
     )  # hosts=0 interrupted (its rc: the signal), hosts=1 failed
-    run = page.locator(".jp-Notebook .jp-Cell").nth(4).locator(".jp-MonarchRun")
+    run = cells.nth(4).locator(".jp-MonarchRun")
     run.wait_for()
     assert run.locator(".jp-MonarchRun-command").inner_text() == REMOTE_RESULT["command"]
     assert "1 ok, 1 failed" in run.locator(".jp-MonarchRun-meta").inner_text()
