@@ -70,7 +70,9 @@ def write_cache(
             "attached": True,
             "applied_at": applied,
             "meshes": [{"name": "hosts", "hosts": hosts, "live_workers": hosts}],
-            "worker_pids": dict(zip(keys or [f"hosts_{i}" for i in range(len(pids))], pids.values())),
+            "worker_pids": dict(
+                zip(keys or [f"hosts_{i}" for i in range(len(pids))], pids.values(), strict=True)
+            ),
             "workers_local": local,
         }
         if local is None:
