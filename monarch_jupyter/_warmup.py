@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _procfs, cache, formatting
+from . import _procfs, _timefmt, cache, formatting
 from ._files import read_small
 from .contexts import DEFAULT_CONTEXT, STATUS_FILE
 from .errors import Interrupted, MonarchJupyterError
@@ -149,7 +149,7 @@ def begin(session: JobSession, ipython: Any = None) -> str:
     if status.state == WORKERS_DEAD:
         return formatting.attach_line(status)
     what = f"{status.job_class} {formatting.short_id(status.apply_id)}"
-    when = f", applied {formatting.age(time.time() - status.applied_at)} ago" if status.applied_at else ""
+    when = f", applied {_timefmt.age(time.time() - status.applied_at)} ago" if status.applied_at else ""
     return (
         f"monarch_jupyter: re-attaching to context '{context}': {what}, {formatting.meshes_text(status)}, "
         f"apply id {status.apply_id}{when}"
