@@ -63,6 +63,9 @@ class JobSession:
         # Set by %load_ext while the cached job attaches in the background
         # (see _warmup): waits for that, interruptibly, before the session is used.
         self.ready_hook: Callable[[], None] | None = None
+        # The %%remote runner of this session, made by remote.runner.runner_for (Any: the
+        # runner sits above the session in the layers, so the session names no type of it).
+        self.remote_runner: Any = None
 
     # ── who wants to know ───────────────────────────────────────────────
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]:
