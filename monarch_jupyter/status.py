@@ -51,7 +51,7 @@ class JobStatus:
     applied_at: float | None = None
     cache_path: str | None = None
     attached: bool = False
-    note: str | None = None  # e.g. where an unreadable cache was moved (issue #9)
+    note: str | None = None  # e.g. where an unreadable cache was moved
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
