@@ -8,7 +8,7 @@ a ``JobState`` as a mapping (``_hosts``), the allocation behind a cached job
 arguments, Python, port and transport, or the classes ``monarch.job`` does not
 export. We read those here and degrade to "unknown" (None / {}) for job classes
 that lack them. What to make of these facts per kind of job is ``engines/``'s part.
-``tests/test_introspect_pins.py`` pins every field against the installed
+``tests/integration/test_introspect_pins.py`` pins every field against the installed
 torchmonarch, so an upgrade that renames one fails there, by name.
 """
 

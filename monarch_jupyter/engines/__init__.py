@@ -43,8 +43,8 @@ def send_by_value(module: types.ModuleType) -> None:
     workers need only torchmonarch.
 
     Monarch pickles actor classes with cloudpickle, by reference when their module is
-    importable here; a worker without monarch_jupyter could not import it. These modules
-    must import nothing but the standard library, monarch and each other.
+    importable here; a worker without monarch_jupyter could not import it. What such a
+    module may import is the rule stated once in ``monarch_jupyter/remote/host/__init__.py``.
     """
     import cloudpickle
 
