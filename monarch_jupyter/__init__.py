@@ -61,7 +61,7 @@ def load_ipython_extension(ipython: Any) -> None:
     register_remote(ipython, current)
     from ._orphans import reap_leftovers, reaped_line
 
-    leftovers = reaped_line(reap_leftovers(current.layout.dir))  # issue #9: no orphaned workers
+    leftovers = reaped_line(reap_leftovers(current.layout.dir))  # workers of an apply that never completed
     if leftovers:
         print(f"monarch_jupyter: {leftovers}")
     print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)

@@ -8,15 +8,16 @@ a ``JobState`` as a mapping (``_hosts``), the allocation behind a cached job
 arguments, Python, port and transport, or the classes ``monarch.job`` does not
 export. We read those here and degrade to "unknown" (None / {}) for job classes
 that lack them. What to make of these facts per kind of job is ``engines/``'s part.
-``tests/test_introspect_pins.py`` pins every field against the installed
+``tests/integration/test_introspect_pins.py`` pins every field against the installed
 torchmonarch, so an upgrade that renames one fails there, by name.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
+
+from . import _procfs
 
 
 def running_job(job: Any) -> Any | None:
@@ -111,20 +112,8 @@ def worker_pids(job: Any) -> dict[str, int]:
 
 
 def pid_alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a live, non-zombie process (never signals anything)."""
-    if pid is None or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return True
+    """Delegate to :func:`_procfs.alive` until remote/drive.py and remote/runner.py call it."""
+    return pid is not None and pid > 0 and _procfs.alive(pid)
 
 
 def urls(job: Any, state: Any | None) -> dict[str, str | None]:

@@ -21,33 +21,22 @@ import contextlib
 import os
 import signal
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import _files, _introspect
+from . import _files, _introspect, _procfs
 
 PENDING_PREFIX = "workers.pending."
 TOKEN_VAR = "MONARCH_JUPYTER_APPLY"
 _GRACE_SECONDS = 1.0
+_POLL_SECONDS = 0.05
+_TERM_THEN_KILL = (signal.SIGTERM, signal.SIGKILL)
 
 
 class ApplyAbandoned(KeyboardInterrupt):
     """Raised inside Monarch's spawn loop when the kernel gave up on the apply."""
-
-
-def _start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X", "x"):
-        return None
-    return int(fields[19])
 
 
 class ApplyGuard:
@@ -67,7 +56,7 @@ class ApplyGuard:
 
         if isinstance(self.job, ProcessJob):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            me = _start_time(os.getpid())
+            me = _procfs.start_ticks(os.getpid())
             self.path.write_text(f"owner {os.getpid()} {me}\ntoken {self.token} -\n")
             # ProcessJob passes its extra environment to every worker: the token marks
             # them all, even one whose PID the kernel died before recording.
@@ -90,7 +79,7 @@ class ApplyGuard:
 
     def record(self, pid: int) -> None:
         with self._lock, open(self.path, "a") as out:
-            out.write(f"worker {pid} {_start_time(pid)}\n")
+            out.write(f"worker {pid} {_procfs.start_ticks(pid) if _procfs.alive(pid) else None}\n")
 
     def done(self) -> None:
         """The workers are in the cache, or killed: forget the record."""
@@ -118,45 +107,33 @@ def _read(path: Path) -> tuple[tuple[int, int | None] | None, list[tuple[int, in
     return owner, workers, token
 
 
-def _carrying(token: str) -> set[int]:
-    """Our processes whose environment holds ``MONARCH_JUPYTER_APPLY=token``."""
-    return carrying(TOKEN_VAR, token)
-
-
-def carrying(var: str, value: str) -> set[int]:
-    """Live processes (never this one) whose environment holds ``var=value``."""
-    needle = f"{var}={value}".encode()
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                found.add(int(entry))
-        except OSError:
-            continue
-    return found
+def _carrying(token: str) -> list[int]:
+    """Live processes (never this one, never a zombie) whose environment holds
+    ``MONARCH_JUPYTER_APPLY=token``."""
+    return _procfs.pids_with_env(TOKEN_VAR, {token}).get(token, [])
 
 
 def stop_carrying(var: str, value: str, grace: float = _GRACE_SECONDS) -> set[int]:
-    """SIGTERM every process carrying ``var=value``, then SIGKILL those still carrying it
+    """SIGTERM every live process carrying ``var=value``, then SIGKILL those still carrying it
     ``grace`` seconds later (signalled by PID, looked up again before each signal); returns
     the PIDs found. For everything a run of ours started, given a fresh value to inherit."""
-    found = carrying(var, value)
-    for pid in found:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and carrying(var, value):
-        time.sleep(0.05)
-    for pid in carrying(var, value):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+
+    def now() -> list[int]:
+        return _procfs.pids_with_env(var, {value}).get(value, [])
+
+    found = set(now())
+    _procfs.escalate(
+        lambda sig: [_procfs.kill(pid, sig) for pid in now()],
+        lambda: bool(now()),
+        grace,
+        _TERM_THEN_KILL,
+        _POLL_SECONDS,
+    )
     return found
 
 
 def _same(pid: int, start: int | None) -> bool:
-    return start is not None and _start_time(pid) == start
+    return start is not None and _procfs.alive(pid, start)
 
 
 def _leads_session(pid: int) -> bool:
@@ -166,30 +143,29 @@ def _leads_session(pid: int) -> bool:
         return False
 
 
+def _in_sessions(pid: int, sessions: set[int]) -> bool:
+    try:
+        return os.getsid(pid) in sessions
+    except OSError:
+        return False
+
+
 def _session_members(sessions: set[int]) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            if os.getsid(int(entry)) in sessions and _start_time(int(entry)) is not None:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    me = os.getpid()
+    return [pid for pid in _procfs.pids() if pid != me and _in_sessions(pid, sessions) and _procfs.alive(pid)]
 
 
 def kill_sessions(sessions: set[int]) -> None:
     """SIGTERM then SIGKILL every process in ``sessions`` (workers lead their own)."""
     if not sessions:
         return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _session_members(sessions):
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + _GRACE_SECONDS
-        while sig == signal.SIGTERM and time.monotonic() < deadline and _session_members(sessions):
-            time.sleep(0.05)
+    _procfs.escalate(
+        lambda sig: [_procfs.kill(pid, sig) for pid in _session_members(sessions)],
+        lambda: bool(_session_members(sessions)),
+        _GRACE_SECONDS,
+        _TERM_THEN_KILL,
+        _POLL_SECONDS,
+    )
 
 
 def _cached_after(record: Path) -> bool:
@@ -236,7 +212,7 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
             continue
         # Only processes that carry this apply's token (every worker it spawned
         # does) are signalled: a record naming other PIDs cannot make us kill them.
-        marked = _carrying(token) if token else set()
+        marked = _carrying(token) if token else []
         alive = {pid for pid in marked if _leads_session(pid)}
         kill_sessions(alive)
         reaped.extend(sorted(alive))

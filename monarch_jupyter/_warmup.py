@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import cache, formatting
+from . import _procfs, _timefmt, cache, formatting
 from ._files import read_small
-from ._introspect import pid_alive
 from .contexts import DEFAULT_CONTEXT, STATUS_FILE
 from .errors import Interrupted, MonarchJupyterError
 from .status import RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
@@ -150,7 +149,7 @@ def begin(session: JobSession, ipython: Any = None) -> str:
     if status.state == WORKERS_DEAD:
         return formatting.attach_line(status)
     what = f"{status.job_class} {formatting.short_id(status.apply_id)}"
-    when = f", applied {formatting.age(time.time() - status.applied_at)} ago" if status.applied_at else ""
+    when = f", applied {_timefmt.age(time.time() - status.applied_at)} ago" if status.applied_at else ""
     return (
         f"monarch_jupyter: re-attaching to context '{context}': {what}, {formatting.meshes_text(status)}, "
         f"apply id {status.apply_id}{when}"
@@ -180,7 +179,8 @@ def _status_from_files(layout: Layout, context: str, info: os.stat_result) -> Jo
     if data.get("applied_at") != info.st_mtime or not data.get("apply_id"):
         return None  # written about another pickle (re-applied since, e.g. by the CLI)
     pids = data.get("worker_pids")
-    if data.get("workers_local") is not True or not isinstance(pids, dict) or not pids:
+    # A status.json written before ``workers_local`` existed lacks it: the PID keys below decide.
+    if data.get("workers_local", True) is not True or not isinstance(pids, dict) or not pids:
         return None  # no workers of this machine (the engine said so): only connecting can tell
     try:
         meshes = [MeshStatus(str(m["name"]), m.get("hosts"), None) for m in data.get("meshes", [])]
@@ -206,13 +206,13 @@ def _status_from_files(layout: Layout, context: str, info: os.stat_result) -> Jo
 
 def _is_worker(pid: int) -> bool:
     """Alive, and still a Python process (a recycled PID rarely is one)."""
-    if not pid_alive(pid):
+    if not _procfs.alive(pid):
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as stream:
             return b"python" in stream.read(4096)
     except OSError:
-        return True  # alive but unreadable: pid_alive already said yes
+        return True  # alive but unreadable: /proc already said yes
 
 
 def _read_json(path: os.PathLike) -> Any:

@@ -19,7 +19,6 @@ only, never blocking, bounded).
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import re
@@ -33,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _introspect, cache
+from . import _introspect, _procfs, _timefmt, cache
 from ._files import read_small, write_atomic
 from .errors import MonarchJupyterError
 
@@ -99,8 +98,7 @@ def start(
     path = path if path.is_absolute() else (root / path)
     if not path.is_file():
         raise MonarchJupyterError(f"no script {script!r} here ({path})")
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    run_id = f"b{stamp}-{uuid.uuid4().hex[:4]}"
+    run_id = f"b{_timefmt.utc_stamp()}-{uuid.uuid4().hex[:4]}"
     folder = _folder(context_dir) / run_id
     (folder / ".monarch").mkdir(parents=True)
     if spec is not None:
@@ -177,7 +175,7 @@ def _read_small(path: Path, limit: int = 65536) -> str | None:
 
 def _ours(pid: int | None, folder: Path) -> bool:
     """``pid`` is still our wrapper shell (not a reused PID): its cwd is the run folder."""
-    if not _introspect.pid_alive(pid):
+    if pid is None or not _procfs.alive(pid):
         return False
     try:
         return Path(os.readlink(f"/proc/{pid}/cwd")) == folder.resolve()
@@ -240,16 +238,14 @@ def kill(context_dir: Path, run_id: str, grace: float = 1.0) -> BatchRun:
     if run.state != "running" or run.pid is None:
         return run
     (run.folder / "killed").write_text(str(time.time()))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(run.pid, sig)
-        except OSError:
-            break
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _introspect.pid_alive(run.pid):
-            time.sleep(0.05)
-        if not _introspect.pid_alive(run.pid):
-            break
+    pid = run.pid
+    _procfs.escalate(
+        lambda sig: _procfs.killpg(pid, sig),
+        lambda: _procfs.alive(pid),
+        grace,
+        (signal.SIGTERM, signal.SIGKILL),
+        0.05,
+    )
     run.state = "killed"
     return run
 

@@ -20,13 +20,12 @@ import os
 import pickle
 import stat
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import _files
+from . import _files, _timefmt
 from ._files import shown as _shown
 from .errors import CacheError
 
@@ -79,7 +78,7 @@ def load_job(path: Path) -> Any:
 def quarantine(path: Path) -> Path:
     """Move an unreadable cache file aside in its folder (never delete it); returns where."""
     path = Path(path)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
+    stamp = _timefmt.local_stamp()
     for n in range(100):
         target = path.with_name(f"{path.name}.unreadable-{stamp}" + (f"-{n}" if n else ""))
         if not os.path.lexists(target):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import time
 
+from . import _timefmt
 from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, ApplyResult, JobStatus
 
 _BADGE_COLOURS = {
@@ -13,15 +14,6 @@ _BADGE_COLOURS = {
     WORKERS_DEAD: "#cf222e",
     NO_JOB: "#6e7781",
 }
-
-
-def age(seconds: float) -> str:
-    """``42 s``, ``5 min``, ``3 h``, ``2 d``."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)} {unit}"
-    return f"{int(seconds)} s"
 
 
 def short_id(apply_id: str | None) -> str:
@@ -43,8 +35,7 @@ def _applied(status: JobStatus, now: float | None) -> str:
     if not status.applied_at:
         return "-"
     now = time.time() if now is None else now
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.applied_at))
-    return f"{stamp} ({age(now - status.applied_at)} ago)"
+    return f"{_timefmt.local_time(status.applied_at)} ({_timefmt.age(now - status.applied_at)} ago)"
 
 
 def attach_line(status: JobStatus, now: float | None = None) -> str:
@@ -55,7 +46,7 @@ def attach_line(status: JobStatus, now: float | None = None) -> str:
     what = f"{status.job_class} {short_id(status.apply_id)}"
     if status.attached:
         now = time.time() if now is None else now
-        when = f", applied {age(now - status.applied_at)} ago" if status.applied_at else ""
+        when = f", applied {_timefmt.age(now - status.applied_at)} ago" if status.applied_at else ""
         return (
             f"monarch_jupyter: re-attached to {ctx}: {what}, {meshes_text(status)}, "
             f"apply id {status.apply_id}{when}"

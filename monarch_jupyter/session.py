@@ -28,7 +28,7 @@ from . import _introspect, _orphans, cache, engines, lifecycle
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
-from .engines import engine_for
+from .engines import Engine, engine_for
 from .errors import MonarchJupyterError, NoJobError, SpecError
 from .resolve import Resolved, resolve
 from .specs.base import Spec
@@ -63,6 +63,9 @@ class JobSession:
         # Set by %load_ext while the cached job attaches in the background
         # (see _warmup): waits for that, interruptibly, before the session is used.
         self.ready_hook: Callable[[], None] | None = None
+        # The %%remote runner of this session, made by remote.runner.runner_for (Any: the
+        # runner sits above the session in the layers, so the session names no type of it).
+        self.remote_runner: Any = None
 
     # ── who wants to know ───────────────────────────────────────────────
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]:
@@ -187,49 +190,19 @@ class JobSession:
         """
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
-        store = self.store
         engine = engine_for(job)
         engine_notes = engine.prepare(job)  # fix the spec before can_run is asked (SSH: -tt)
         attachment = self._check_attachment()
-        notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir))]  # issue #9: no orphans
-        notes += engine_notes
-        try:
-            old = (
-                attachment.job if attachment.connected else store.load()
-            )  # CacheError: one line, nothing touched
-        except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
-            old = None
-            notes.append(self._move_aside(name))
+        # Workers of an earlier apply that never completed are reaped first: none is orphaned.
+        notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir)), *engine_notes]
+        old = self._replaced_job(attachment, name, notes)
         if lifecycle.reusable(old, job):
             if not attachment.connected:
                 self._remember(old, self.loop.call(lifecycle.connect, old))
-            store.save_spec(name, saved_path)
+            self.store.save_spec(name, saved_path)
             self._attachment.label = label
             return ApplyResult(self.status(), changed=False)
-
-        def commit(state: Any) -> None:
-            store.save(name, job, saved_path)
-            self._remember(job, state)
-            self._attachment.label = label
-
-        # issue #9: the workers this apply spawns are recorded as they start, so an
-        # apply that never completes (interrupted, kernel killed) leaves none orphaned.
-        # the engine's checks that start nothing (one line: host, Python, log file)
-        log = engines.apply_log(self.layout.dir / name)
-        engine.before_start(job, log)
-        guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)
-        try:
-            done = lifecycle.replace(
-                job, old, label=label, call=self.loop.call, commit=commit, guard=guard, log=log
-            )
-        except KeyboardInterrupt:
-            guard.abandoned.set()  # the loop's worker stops spawning and kills what it started
-            engine.interrupt(job)  # unblock a pending Slurm allocation / SSH readiness wait
-            raise
-        except BaseException:
-            guard.done()  # the failed start (or the unrecordable new job) was reaped
-            raise
-        guard.done()  # the workers are in the cache now
+        done = self._replace(job, old, engine, name, saved_path, label)
         if done.kill_failed:
             notes.append(
                 f"killing the previous job {done.replaced_apply_id} failed ({done.kill_failed}): "
@@ -245,6 +218,48 @@ class JobSession:
             replaced_apply_id=done.replaced_apply_id,
             note="; ".join(filter(None, notes)) or None,
         )
+
+    def _replaced_job(self, attachment: Attachment, name: str, notes: list[str | None]) -> Any:
+        """The job an apply replaces: the connected one, else the cached one (a CacheError is one
+        line and touches nothing). An unreadable cache is moved aside, noted, and counts as none:
+        the notebook can recover from it and the file is kept."""
+        if attachment.connected:
+            return attachment.job
+        try:
+            return self.store.load()
+        except cache.UnreadableCacheError:
+            notes.append(self._move_aside(name))
+            return None
+
+    def _replace(
+        self, job: Any, old: Any, engine: Engine, name: str, saved_path: str | None, label: str
+    ) -> lifecycle.Replaced:
+        """Start ``job``, record it, then kill ``old`` (:func:`lifecycle.replace`), with the
+        engine's checks that start nothing first and the workers this apply spawns recorded as
+        they start, so an apply that never completes (interrupted, kernel killed) orphans none."""
+        store = self.store
+
+        def commit(state: Any) -> None:
+            store.save(name, job, saved_path)
+            self._remember(job, state)
+            self._attachment.label = label
+
+        log = engines.apply_log(self.layout.dir / name)
+        engine.before_start(job, log)
+        guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)
+        try:
+            done = lifecycle.replace(
+                job, old, label=label, call=self.loop.call, commit=commit, guard=guard, log=log
+            )
+        except KeyboardInterrupt:
+            guard.abandoned.set()  # the loop's worker stops spawning and kills what it started
+            engine.interrupt(job)  # unblock a pending Slurm allocation / SSH readiness wait
+            raise
+        except BaseException:
+            guard.done()  # the failed start (or the unrecordable new job) was reaped
+            raise
+        guard.done()  # the workers are in the cache now
+        return done
 
     def _move_aside(self, name: str) -> str:
         """Move the context's unreadable cache aside (never delete it); say where."""
@@ -267,7 +282,7 @@ class JobSession:
         store = self.store
         try:
             job = attachment.job if (current and attachment.connected) else store.load(name)
-        except cache.UnreadableCacheError:  # issue #9: recoverable from the notebook, the file is kept
+        except cache.UnreadableCacheError:  # recoverable from the notebook: the file is kept
             after = JobStatus(
                 context=name, state=NO_JOB, note=self._move_aside(name) + "; no workers were known to kill"
             )

@@ -8,7 +8,6 @@ which never unpickles. No IPython, no threads.
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import os
 import time
@@ -17,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _introspect
+from . import _introspect, _timefmt
 from .contexts import Layout
 from .engines import engine_for
 
@@ -52,12 +51,12 @@ class JobStatus:
     applied_at: float | None = None
     cache_path: str | None = None
     attached: bool = False
-    note: str | None = None  # e.g. where an unreadable cache was moved (issue #9)
+    note: str | None = None  # e.g. where an unreadable cache was moved
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["updated"] = _iso(time.time())
-        data["applied"] = _iso(self.applied_at) if self.applied_at else None
+        data["updated"] = _timefmt.utc_iso(time.time())
+        data["applied"] = _timefmt.utc_iso(self.applied_at) if self.applied_at else None
         return data
 
 
@@ -69,10 +68,6 @@ class ApplyResult:
     changed: bool
     replaced_apply_id: str | None = None
     note: str | None = None
-
-
-def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(job: Any) -> str:

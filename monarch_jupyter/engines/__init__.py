@@ -11,12 +11,12 @@ a SlurmJob owns its own progress reporter).
 
 from __future__ import annotations
 
-import datetime as _dt
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
+from .. import _timefmt
 from .base import Engine, OtherEngine
 from .local import LocalEngine
 from .slurm import SlurmEngine
@@ -35,8 +35,7 @@ def engine_for(job: Any) -> Engine:
 
 def apply_log(context_dir: Path) -> Path:
     """``.monarch/<context>/apply-<UTC stamp>.log``: the apply's and its workers' full text."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
-    return context_dir / f"apply-{stamp}.log"
+    return context_dir / f"apply-{_timefmt.utc_stamp(micro=True)}.log"
 
 
 def send_by_value(module: types.ModuleType) -> None:
@@ -44,8 +43,8 @@ def send_by_value(module: types.ModuleType) -> None:
     workers need only torchmonarch.
 
     Monarch pickles actor classes with cloudpickle, by reference when their module is
-    importable here; a worker without monarch_jupyter could not import it. These modules
-    must import nothing but the standard library, monarch and each other.
+    importable here; a worker without monarch_jupyter could not import it. What such a
+    module may import is the rule stated once in ``monarch_jupyter/remote/host/__init__.py``.
     """
     import cloudpickle
 

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import _introspect
+from .. import _introspect, _procfs
 from .transport import LOOPBACK_FIX
 
 Sizes = dict[str, int | None]
@@ -116,7 +116,7 @@ class Engine:
         reap them): the local processes are checked in /proc first."""
         if _introspect.running_job(job) is None:
             return False
-        if not all(_introspect.pid_alive(pid) for pid in self.local_processes(job).values()):
+        if not all(_procfs.alive(pid) for pid in self.local_processes(job).values()):
             return False
         return _introspect.is_running(job)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _introspect
+from .. import _introspect, _procfs
 from .base import Engine, Sizes
 
 
@@ -25,6 +25,8 @@ class LocalEngine(Engine):
         if not pids:
             return {name: None for name in sizes}
         return {
-            name: sum(1 for i in range(size or 0) if _introspect.pid_alive(pids.get(f"{name}_{i}")))
+            name: sum(
+                1 for i in range(size or 0) if f"{name}_{i}" in pids and _procfs.alive(pids[f"{name}_{i}"])
+            )
             for name, size in sizes.items()
         }

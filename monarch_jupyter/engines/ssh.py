@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from .. import _introspect
+from .. import _introspect, _procfs
 from . import ssh_checks, transport
 from .base import Engine, Sizes, fds_to, progress
 from .ssh_checks import ApplyFailed
@@ -91,7 +91,7 @@ def live_per_mesh(job: Any) -> dict[str, int]:
     """Mesh → hosts whose ssh client (and with ``-tt`` its worker) is alive."""
     pids = _introspect.worker_pids(job)
     return {
-        name: sum(1 for h in names if _introspect.pid_alive(pids.get(h)))
+        name: sum(1 for h in names if h in pids and _procfs.alive(pids[h]))
         for name, names in hosts(job).items()
     }
 
@@ -121,7 +121,7 @@ def wait_ready(
         if cancelled is not None and cancelled.is_set():
             raise ApplyFailed("cancelled while the workers started")
         for host, pid in list(waiting.items()):
-            if not _introspect.pid_alive(pid):
+            if not _procfs.alive(pid):
                 raise ApplyFailed(
                     f"the ssh client for {host} exited before its worker came up: "
                     f"{ssh_checks.summary(ssh_checks.tail(log))} (log: {ssh_checks.shown(log)})"

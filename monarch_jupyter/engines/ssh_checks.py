@@ -8,7 +8,6 @@ some other cell.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import signal
@@ -17,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .. import _procfs
 from ..errors import MonarchJupyterError
 
 PREFLIGHT_TIMEOUT = 30.0
@@ -88,11 +88,6 @@ def ssh_hint(text: str) -> str:
     ):
         return f"{line}: the host is unreachable; check its name, port and that sshd runs"
     return line
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _start_probes(
@@ -181,7 +176,7 @@ def preflight(
     finally:
         for proc in probes.values():
             if proc.poll() is None:
-                _kill_group(proc.pid)
+                _procfs.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         for out in outputs.values():
             out.unlink(missing_ok=True)

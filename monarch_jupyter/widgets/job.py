@@ -23,7 +23,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .. import formatting
+from .. import _timefmt, formatting
 from ..errors import MonarchJupyterError
 from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
 
@@ -71,7 +71,7 @@ def job_view(status: JobStatus, now: float | None = None) -> JobView:
     now = time.time() if now is None else now
     applied = "-"
     if status.applied_at:
-        applied = f"{formatting.age(now - status.applied_at)} ago"
+        applied = f"{_timefmt.age(now - status.applied_at)} ago"
     links: list[tuple[str, str]] = []
     other: list[tuple[str, str]] = []
     for key, url in status.urls.items():

@@ -16,7 +16,7 @@ from importlib.metadata import version
 import pytest
 
 from harness import TAG_VAR
-from monarch_jupyter import _introspect, _quiet
+from monarch_jupyter import _introspect, _procfs, _quiet
 
 MONARCH = f"torchmonarch {version('torchmonarch')}"
 
@@ -85,7 +85,7 @@ def test_a_real_process_job_through_introspect(tag, monkeypatch):
         assert sorted(pids) == ["hosts_0", "hosts_1"], (
             f"{MONARCH}: ProcessJob._host_to_pid keys changed: {pids}"
         )
-        assert all(_introspect.pid_alive(pid) for pid in pids.values())
+        assert all(_procfs.alive(pid) for pid in pids.values())
         assert _introspect.running_job(job) is job and _introspect.is_running(job)
         assert list(_introspect.host_meshes(state)) == ["hosts"]
         assert _introspect.mesh_sizes(job, _introspect.host_meshes(state)) == {"hosts": 2}

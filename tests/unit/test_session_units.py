@@ -99,3 +99,10 @@ def test_the_attachment_check_rereads_only_what_changed(session, tmp_path, monke
     elsewhere.mkdir()
     monkeypatch.setattr(session, "_cwd", lambda: str(elsewhere))
     assert not session.attached and session.context == "default"
+
+
+def test_a_new_session_has_no_remote_runner_yet(session):
+    """remote.runner.runner_for makes it on first use and keeps it here."""
+    assert session.remote_runner is None
+    session.remote_runner = marker = object()
+    assert session.remote_runner is marker

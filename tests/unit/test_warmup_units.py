@@ -43,9 +43,17 @@ class StandInSession:
 
 
 def write_cache(
-    root: Path, pids: dict[str, int] | None, *, fresh: bool = True, hosts: int = 1, local: bool = True
+    root: Path,
+    pids: dict[str, int] | None,
+    *,
+    fresh: bool = True,
+    hosts: int = 1,
+    local: bool | None = True,
+    keys: list[str] | None = None,
 ) -> Path:
-    """A context with a (harmless) pickle and, unless pids is None, a status.json about it."""
+    """A context with a (harmless) pickle and, unless pids is None, a status.json about it
+    (without ``workers_local`` when ``local`` is None, as written before it existed; the PIDs
+    keyed ``hosts_<i>`` unless ``keys`` are given)."""
     layout = Layout(root)
     layout.ensure()
     state = layout.state_path("default")
@@ -53,21 +61,23 @@ def write_cache(
     state.chmod(0o600)
     if pids is not None:
         applied = state.stat().st_mtime if fresh else state.stat().st_mtime - 60
-        layout.write_status(
-            "default",
-            {
-                "context": "default",
-                "state": RUNNING,
-                "job_class": "ProcessJob",
-                "apply_id": APPLY_ID,
-                "spec": "monarch_jupyter.local_jobs.hosts_1",
-                "attached": True,
-                "applied_at": applied,
-                "meshes": [{"name": "hosts", "hosts": hosts, "live_workers": hosts}],
-                "worker_pids": {f"hosts_{i}": pid for i, pid in enumerate(pids.values())},
-                "workers_local": local,
-            },
-        )
+        data = {
+            "context": "default",
+            "state": RUNNING,
+            "job_class": "ProcessJob",
+            "apply_id": APPLY_ID,
+            "spec": "monarch_jupyter.local_jobs.hosts_1",
+            "attached": True,
+            "applied_at": applied,
+            "meshes": [{"name": "hosts", "hosts": hosts, "live_workers": hosts}],
+            "worker_pids": dict(
+                zip(keys or [f"hosts_{i}" for i in range(len(pids))], pids.values(), strict=True)
+            ),
+            "workers_local": local,
+        }
+        if local is None:
+            del data["workers_local"]
+        layout.write_status("default", data)
     return state
 
 
@@ -132,6 +142,27 @@ def test_unvouched_cache_only_says_it_is_attaching(tmp_path, case):
     )
     session.ready_hook()
     assert session.calls == ["monarch-jupyter-attach"]
+
+
+def test_pre_upgrade_status_without_workers_local_judges_by_the_pid_keys(tmp_path):
+    """A status.json written before ``workers_local`` existed: PIDs keyed ``<mesh>_<i>`` are
+    local workers (re-attaching, checked in /proc); PIDs keyed by host are not (attaching)."""
+    session = StandInSession(tmp_path)
+    write_cache(tmp_path, {"w": os.getpid()}, local=None)
+    status = json.loads((tmp_path / ".monarch/default/status.json").read_text())
+    assert "workers_local" not in status
+    line = _warmup.begin(session)
+    assert line.startswith(
+        "monarch_jupyter: re-attaching to context 'default': ProcessJob 0123abcd, hosts×1 (1 live)"
+    )
+    session.ready_hook()
+
+    other = StandInSession(tmp_path / "ssh")
+    write_cache(tmp_path / "ssh", {"w": os.getpid()}, local=None, keys=["node1"])
+    assert _warmup.begin(other) == (
+        "monarch_jupyter: attaching to the cached job of context 'default' in the background; %job shows it"
+    )
+    other.ready_hook()
 
 
 @pytest.mark.parametrize("content", [b"", b"\x80\x04\x95garbage"])
