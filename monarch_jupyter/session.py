@@ -63,6 +63,8 @@ class JobSession:
         # Set by %load_ext while the cached job attaches in the background
         # (see _warmup): waits for that, interruptibly, before the session is used.
         self.ready_hook: Callable[[], None] | None = None
+        # The %%remote runner (remote.runner.runner_for): Any, as remote/ imports the session.
+        self.remote_runner: Any = None
 
     # ── who wants to know ───────────────────────────────────────────────
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]:
