@@ -138,6 +138,7 @@ class RemoteMagics(Magics):
             self.write(group_text(state))
         display_unflushed(self.shell, state.mime_bundle())
         if args.save:
+            assert self.shell is not None, "registered on a shell (register)"
             self.shell.user_ns[args.save] = RemoteResults.from_state(state)
         if interrupted:
             raise RemoteInterrupted(state.summary_line())
@@ -335,11 +336,12 @@ def display_unflushed(shell: Any, bundle: dict[str, Any]) -> None:
     if pending or publisher is None or "_flush_streams" in vars(publisher):
         display(bundle, raw=True)
         return
-    publisher._flush_streams = _nothing  # shadows ipykernel's method for this one call
+    # shadows ipykernel's method for this one call (pinned: tests/unit/test_ipykernel_pins.py)
+    publisher._flush_streams = _nothing  # noqa: SLF001
     try:
         display(bundle, raw=True)
     finally:
-        del publisher._flush_streams
+        del publisher._flush_streams  # noqa: SLF001
 
 
 def _nothing() -> None:

@@ -477,8 +477,8 @@ class RemoteRunner:
 
 def runner_for(session: JobSession) -> RemoteRunner:
     """The session's one runner (its warm actors), shared by ``%%remote`` and ``%job kill``."""
-    runner: RemoteRunner | None = getattr(session, "_remote_runner", None)
+    runner: RemoteRunner | None = session.remote_runner
     if runner is None:
         runner = RemoteRunner(session)
-        session._remote_runner = runner  # type: ignore[attr-defined]
+        session.remote_runner = runner
     return runner
