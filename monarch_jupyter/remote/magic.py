@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -32,6 +33,8 @@ from .results import RemoteResults
 from .runner import runner_for
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from ..session import JobSession
 
 _SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
@@ -73,7 +76,7 @@ SECOND_INTERRUPT_GRACE = 0.5
 class RemoteMagics(Magics):
     """``%%remote`` / ``%remote`` in one IPython shell; the verbs' :class:`~.verbs.Cell`."""
 
-    def __init__(self, shell: Any, session: JobSession) -> None:
+    def __init__(self, shell: InteractiveShell, session: JobSession) -> None:
         super().__init__(shell)
         self.session = session
         self.runner = runner_for(session)
@@ -296,7 +299,7 @@ class _CtrlC:
 
     def __init__(self) -> None:
         self.count = 0
-        self._previous: Any = None
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None  # signal's handler
 
     def __enter__(self) -> _CtrlC:
         if (
@@ -306,10 +309,10 @@ class _CtrlC:
             self._previous = signal.signal(signal.SIGINT, self._count)
         return self
 
-    def _count(self, signum: int, frame: Any) -> None:
+    def _count(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
@@ -364,7 +367,7 @@ def _run_state(
     )
 
 
-def register(ipython: Any, session: JobSession) -> None:
+def register(ipython: InteractiveShell, session: JobSession) -> None:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
     in a kernel, every run also shows the live rank grid (widgets/run.py)."""
     ipython.register_magics(RemoteMagics(ipython, session))

@@ -30,7 +30,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..remote.model import RunState
+from ..remote.model import Event, RunState
 from .run_model import GridSync, Throttle, Tile, tails
 
 _HERE = Path(__file__).parent
@@ -86,7 +86,7 @@ class RunWidget(anywidget.AnyWidget):
         self.flush()
 
     # ── observing the run ──
-    def on_event(self, state: RunState, event: Any) -> None:
+    def on_event(self, state: RunState, event: Event) -> None:
         if state is not self.state:
             return
         if state.finished or self._throttle.due():
