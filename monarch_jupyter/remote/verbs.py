@@ -37,6 +37,7 @@ from . import index
 from .args import add_verb
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
+from .host.runs import RunOnHost
 from .index import FINISHED, STOPPED, RunEntry
 from .model import Event, Observer, RunState
 from .render import TextRenderer
@@ -117,7 +118,8 @@ def survey(runner: RemoteRunner | None, entries: list[RunEntry]) -> list[RunEntr
     if remote:
         states = runner.host_states([e.id for e in remote]) if runner is not None else None
         for entry in remote:
-            index.judge(entry, None if states is None else states.get(entry.id, {}))
+            held = None if states is None else states.get(entry.id, RunOnHost(ranks={}, strays=[]))
+            index.judge(entry, held)
     return entries
 
 

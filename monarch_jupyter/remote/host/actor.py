@@ -356,7 +356,7 @@ class RemoteActor(Actor):
             task.cancel()
 
     @endpoint
-    async def runs_state(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    async def runs_state(self, run_ids: list[str]) -> dict[str, runs.RunOnHost]:
         """What this host knows of these runs (see :func:`.runs.host_state`)."""
         return runs.host_state(run_ids)
 
