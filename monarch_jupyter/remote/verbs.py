@@ -37,7 +37,6 @@ from . import index
 from .args import add_verb
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
-from .host.runs import RunOnHost
 from .index import FINISHED, STOPPED, RunEntry
 from .model import Event, Observer, RunState
 from .render import TextRenderer
@@ -45,6 +44,7 @@ from .runner import RemoteRunner
 
 if TYPE_CHECKING:
     from ..session import JobSession
+    from .host.runs import RunOnHost
 
 Handler = Callable[..., None]
 
@@ -118,8 +118,8 @@ def survey(runner: RemoteRunner | None, entries: list[RunEntry]) -> list[RunEntr
     if remote:
         states = runner.host_states([e.id for e in remote]) if runner is not None else None
         for entry in remote:
-            held = None if states is None else states.get(entry.id, RunOnHost(ranks={}, strays=[]))
-            index.judge(entry, held)
+            nowhere: RunOnHost = {"ranks": {}, "strays": []}  # a run no host holds
+            index.judge(entry, None if states is None else states.get(entry.id, nowhere))
     return entries
 
 

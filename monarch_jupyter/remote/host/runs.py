@@ -11,7 +11,7 @@ import asyncio
 import socket
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ... import _procfs
 from ..protocol import ERR, OUT
@@ -41,29 +41,30 @@ def outside(pids: list[int], groups: set[int]) -> list[int]:
     return sorted(pid for pid in pids if _procfs.pgid(pid) not in groups)
 
 
-class _RankOnHost(TypedDict):
-    rank_dir: str  # <mesh name>.<flat rank>
-    pid: int | None  # the leader, its process group
-    started: float | None
-    host: str | None
-    folder: str
-    state: str  # running / exited / lost
-    out_bytes: int
-    err_bytes: int
+if TYPE_CHECKING:
+    # For the type checker only: this module travels to the workers by value, and cloudpickle
+    # cannot rebuild a TypedDict that extends another there. At run time these are plain dicts.
+    class _RankOnHost(TypedDict):
+        rank_dir: str  # <mesh name>.<flat rank>
+        pid: int | None  # the leader, its process group
+        started: float | None
+        host: str | None
+        folder: str
+        state: str  # running / exited / lost
+        out_bytes: int
+        err_bytes: int
 
+    class RankOnHost(_RankOnHost, total=False):
+        """One rank's state from its folder (:func:`rank_state`)."""
 
-class RankOnHost(_RankOnHost, total=False):
-    """One rank's state from its folder (:func:`rank_state`)."""
+        returncode: int  # exited only
+        ended: float  # exited only
 
-    returncode: int  # exited only
-    ended: float  # exited only
+    class RunOnHost(TypedDict):
+        """What a host holds of one run (:func:`host_state`)."""
 
-
-class RunOnHost(TypedDict):
-    """What a host holds of one run (:func:`host_state`)."""
-
-    ranks: dict[str, RankOnHost]  # by rank_dir
-    strays: list[int]  # processes carrying its marker outside its running groups
+        ranks: dict[str, RankOnHost]  # by rank_dir
+        strays: list[int]  # processes carrying its marker outside its running groups
 
 
 def _size(path: Path) -> int:
