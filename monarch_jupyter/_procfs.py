@@ -211,8 +211,13 @@ async def wait_exit_async(pid: int, running: Callable[[], bool], poll: float = P
         try:
             if running():
                 loop = asyncio.get_running_loop()
-                done = loop.create_future()
-                loop.add_reader(pidfd, lambda: done.done() or done.set_result(None))
+                done: asyncio.Future[None] = loop.create_future()
+
+                def exited() -> None:
+                    if not done.done():
+                        done.set_result(None)
+
+                loop.add_reader(pidfd, exited)
                 try:
                     await done
                 finally:

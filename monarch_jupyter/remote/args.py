@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import io
 import re
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +81,7 @@ VERBS: dict[str, MagicParser] = {}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _dims(minimum: int):
+def _dims(minimum: int) -> Callable[[str], tuple[tuple[str, int], ...]]:
     def dims(text: str) -> tuple[tuple[str, int], ...]:
         pairs: dict[str, int] = {}
         for part in text.split(","):
@@ -145,7 +147,13 @@ def _variable(text: str) -> str:
 class _Once(argparse.Action):
     """Store a value, refusing a second one (which of the two was meant?)."""
 
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         if getattr(namespace, self.dest) is not None:
             raise argparse.ArgumentError(self, "given twice; give it once")
         setattr(namespace, self.dest, values)
@@ -277,14 +285,15 @@ def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
 
 def _words(line: str) -> tuple[list[str], list[int]]:
     """The line's shell words and where each starts in ``line`` (or in the space before it)."""
-    lexer = shlex.shlex(line, posix=True)
+    stream = io.StringIO(line)  # what shlex would make of a str, kept to ask where a word starts
+    lexer = shlex.shlex(stream, posix=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
     words: list[str] = []
     starts: list[int] = []
     try:
         while True:
-            start = lexer.instream.tell()
+            start = stream.tell()
             word = lexer.get_token()
             if word is None or word == lexer.eof:
                 return words, starts

@@ -283,13 +283,13 @@ class Drive:
         if index not in self.pgids and message.pid:
             self.pgids[index] = message.pid
             self.sink.put(Started(index, message.pid))
-        if type(message) is Heartbeat:
+        if isinstance(message, Heartbeat):
             return
         for chunk in message.chunks:  # to the cell first, then to the log
             self.sink.put(Output(index, chunk.stream, chunk.text, chunk.newlines))
         for chunk in message.chunks:
             self.spool.write(index, chunk.stream, chunk.text)
-        if type(message) is Exit:
+        if isinstance(message, Exit):
             self.remaining.discard(index)
             if message.error:
                 self.spool.note(f"{self.plan.ranks[index].label}: {message.error}")

@@ -350,7 +350,7 @@ def find(entries: list[RunEntry], token: str | None) -> RunEntry:
 
 
 # ── what the hosts say ─────────────────────────────────────────────────
-def judge(entry: RunEntry, host: dict[str, Any] | None) -> None:
+def judge(entry: RunEntry, host: host_runs.RunOnHost | None) -> None:
     """Fold what the hosts say (``host.runs.host_state``'s value for the run; None: they could
     not be asked) into ``entry.seen``, recording the run as finished when none of its ranks
     runs. Processes carrying the run's marker outside its groups keep a run running."""
@@ -358,11 +358,11 @@ def judge(entry: RunEntry, host: dict[str, Any] | None) -> None:
         if entry.state == RUNNING:
             entry.seen = HostView(live=False)
         return
-    strays = list(host.get("strays", []))
+    strays = list(host["strays"])
     if entry.state != RUNNING:
         entry.seen = HostView(live=True, strays=strays)
         return
-    ranks = host.get("ranks", {})
+    ranks = host["ranks"]
     running, failed, ended = [], [], []
     for r in entry.ranks:
         state = ranks.get(layout.rank_name(r.mesh, r.rank))

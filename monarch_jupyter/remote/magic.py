@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -32,6 +33,8 @@ from .results import RemoteResults
 from .runner import runner_for
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from ..session import JobSession
 
 _SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
@@ -73,7 +76,7 @@ SECOND_INTERRUPT_GRACE = 0.5
 class RemoteMagics(Magics):
     """``%%remote`` / ``%remote`` in one IPython shell; the verbs' :class:`~.verbs.Cell`."""
 
-    def __init__(self, shell: Any, session: JobSession) -> None:
+    def __init__(self, shell: InteractiveShell, session: JobSession) -> None:
         super().__init__(shell)
         self.session = session
         self.runner = runner_for(session)
@@ -138,6 +141,7 @@ class RemoteMagics(Magics):
             self.write(group_text(state))
         display_unflushed(self.shell, state.mime_bundle())
         if args.save:
+            assert self.shell is not None, "registered on a shell (register)"
             self.shell.user_ns[args.save] = RemoteResults.from_state(state)
         if interrupted:
             raise RemoteInterrupted(state.summary_line())
@@ -295,7 +299,7 @@ class _CtrlC:
 
     def __init__(self) -> None:
         self.count = 0
-        self._previous: Any = None
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None  # signal's handler
 
     def __enter__(self) -> _CtrlC:
         if (
@@ -305,10 +309,10 @@ class _CtrlC:
             self._previous = signal.signal(signal.SIGINT, self._count)
         return self
 
-    def _count(self, signum: int, frame: Any) -> None:
+    def _count(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
@@ -335,11 +339,12 @@ def display_unflushed(shell: Any, bundle: dict[str, Any]) -> None:
     if pending or publisher is None or "_flush_streams" in vars(publisher):
         display(bundle, raw=True)
         return
-    publisher._flush_streams = _nothing  # shadows ipykernel's method for this one call
+    # shadows ipykernel's method for this one call (pinned: tests/unit/test_ipykernel_pins.py)
+    publisher._flush_streams = _nothing  # noqa: SLF001
     try:
         display(bundle, raw=True)
     finally:
-        del publisher._flush_streams
+        del publisher._flush_streams  # noqa: SLF001
 
 
 def _nothing() -> None:
@@ -362,7 +367,7 @@ def _run_state(
     )
 
 
-def register(ipython: Any, session: JobSession) -> None:
+def register(ipython: InteractiveShell, session: JobSession) -> None:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
     in a kernel, every run also shows the live rank grid (widgets/run.py)."""
     ipython.register_magics(RemoteMagics(ipython, session))

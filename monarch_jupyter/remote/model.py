@@ -20,7 +20,7 @@ import html
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from .. import _timefmt
 from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
@@ -86,7 +86,7 @@ class Finished:
     error: str | None = None
 
 
-Event = Any  # one of the dataclasses above
+Event = Started | Output | Exited | Lost | Stopping | Finished
 
 
 class Observer(Protocol):
@@ -96,6 +96,47 @@ class Observer(Protocol):
     when an observer has it, every few milliseconds between events."""
 
     def on_event(self, state: RunState, event: Event) -> None: ...
+
+
+# ── the saved payload (schema/remote-run.schema.json) ───────────────────
+class _RankPayload(TypedDict):
+    label: str
+    mesh: str
+    point: dict[str, int]
+    rank: int
+    status: str
+    returncode: int | None
+    duration: float | None
+    lines: list[list[str]]  # [stream, line]
+    truncated: int
+
+
+class RankPayload(_RankPayload, total=False):
+    error: str  # only when there is one
+
+
+class _PayloadVersion(TypedDict):
+    version: int
+
+
+class _PayloadHead(_PayloadVersion, total=False):
+    run_id: str  # only when the run is in the runs index
+
+
+class _Payload(TypedDict):
+    state: str  # "running" or "finished"
+    command: str
+    mode: str
+    target: str
+    started: str  # ISO 8601, UTC
+    duration: float | None
+    log_path: str | None
+    summary: dict[str, int]
+    ranks: list[RankPayload]
+
+
+class Payload(_PayloadHead, _Payload):
+    """The ``application/vnd.monarch.remote+json`` payload a cell saves."""
 
 
 # ── per-rank state ─────────────────────────────────────────────────────
@@ -231,51 +272,71 @@ class RunState:
         """Update from one event and notify observers; returns the lines it completed."""
         fed: list[Fed] = []
         if isinstance(event, Output):
-            rank = self.ranks[event.index]
-            if rank.status == PENDING:
-                self._start(rank)
-            item = rank.feed(event.stream, event.text, event.index, event.newlines)
-            if item is not None:
-                fed.append(item)
+            fed = self._on_output(event)
         elif isinstance(event, Started):
-            rank = self.ranks[event.index]
-            rank.pid = event.pid
-            if rank.status == PENDING:
-                self._start(rank)
+            self._on_started(event)
         elif isinstance(event, Exited):
-            rank = self.ranks[event.index]
-            if not rank.done:
-                fed.extend(rank.close_pending(event.index))
-                rank.returncode = event.returncode
-                rank.duration = event.duration
-                rank.error = event.error
-                if self.stopping and (event.returncode is None or event.returncode != 0):
-                    rank.status = self.stopping
-                else:
-                    rank.status = OK if event.returncode == 0 and not event.error else FAILED
+            fed = self._on_exited(event)
         elif isinstance(event, Lost):
-            rank = self.ranks[event.index]
-            if not rank.done:
-                fed.extend(rank.close_pending(event.index))
-                rank.status = FAILED
-                rank.error = event.message
+            fed = self._on_lost(event)
         elif isinstance(event, Stopping):
             self.stopping = self.stopping or event.reason
         elif isinstance(event, Finished):
-            self.finished = True
-            self.error = self.error or event.error
-            if self.duration is None:
-                self.duration = max(0.0, self.clock() - self.started)
-            for index, rank in enumerate(self.ranks):
-                if not rank.done:  # the end-of-run rule: never heard of, or never reported its end
-                    fed.extend(rank.close_pending(index))
-                    if rank.status == PENDING and self.stopping is None:
-                        rank.status = SKIPPED
-                    else:
-                        rank.status = self.stopping or FAILED
-                        rank.error = rank.error or event.error
+            fed = self._on_finished(event)
         for observer in list(self.observers):
             observer.on_event(self, event)
+        return fed
+
+    def _on_output(self, event: Output) -> list[Fed]:
+        rank = self.ranks[event.index]
+        if rank.status == PENDING:
+            self._start(rank)
+        item = rank.feed(event.stream, event.text, event.index, event.newlines)
+        return [] if item is None else [item]
+
+    def _on_started(self, event: Started) -> None:
+        rank = self.ranks[event.index]
+        rank.pid = event.pid
+        if rank.status == PENDING:
+            self._start(rank)
+
+    def _on_exited(self, event: Exited) -> list[Fed]:
+        rank = self.ranks[event.index]
+        if rank.done:
+            return []
+        fed = rank.close_pending(event.index)
+        rank.returncode = event.returncode
+        rank.duration = event.duration
+        rank.error = event.error
+        if self.stopping and (event.returncode is None or event.returncode != 0):
+            rank.status = self.stopping
+        else:
+            rank.status = OK if event.returncode == 0 and not event.error else FAILED
+        return fed
+
+    def _on_lost(self, event: Lost) -> list[Fed]:
+        rank = self.ranks[event.index]
+        if rank.done:
+            return []
+        fed = rank.close_pending(event.index)
+        rank.status = FAILED
+        rank.error = event.message
+        return fed
+
+    def _on_finished(self, event: Finished) -> list[Fed]:
+        self.finished = True
+        self.error = self.error or event.error
+        if self.duration is None:
+            self.duration = max(0.0, self.clock() - self.started)
+        fed: list[Fed] = []
+        for index, rank in enumerate(self.ranks):
+            if not rank.done:  # the end-of-run rule: never heard of, or never reported its end
+                fed.extend(rank.close_pending(index))
+                if rank.status == PENDING and self.stopping is None:
+                    rank.status = SKIPPED
+                else:
+                    rank.status = self.stopping or FAILED
+                    rank.error = rank.error or event.error
         return fed
 
     def _start(self, rank: RankState) -> None:
@@ -339,11 +400,13 @@ class RunState:
             [r.describe() for r in bad]
         )
 
-    def to_mime(self) -> dict:
+    def to_mime(self) -> Payload:
         """The ``application/vnd.monarch.remote+json`` payload (``schema/remote-run.schema.json``)."""
+        head: _PayloadHead = {"version": VERSION}
+        if self.run_id:
+            head["run_id"] = self.run_id
         return {
-            "version": VERSION,
-            **({"run_id": self.run_id} if self.run_id else {}),
+            **head,
             "state": "finished" if self.finished else "running",
             "command": self.command,
             "mode": self.mode,
@@ -352,21 +415,7 @@ class RunState:
             "duration": round(self.duration, 3) if self.duration is not None else None,
             "log_path": self.log_path,
             "summary": self.counts(),
-            "ranks": [
-                {
-                    "label": r.label,
-                    "mesh": r.mesh,
-                    "point": dict(r.point),
-                    "rank": r.rank,
-                    "status": r.status,
-                    "returncode": r.returncode,
-                    "duration": round(r.duration, 3) if r.duration is not None else None,
-                    "lines": [[stream, line] for stream, line in r.lines],
-                    "truncated": r.truncated,
-                    **({"error": r.error} if r.error else {}),
-                }
-                for r in self.ranks
-            ],
+            "ranks": [_rank_payload(r) for r in self.ranks],
         }
 
     def to_html(self, summary: str | None = None) -> str:
@@ -389,14 +438,14 @@ class RunState:
             "<th>lines</th><th>last lines</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
         )
 
-    def mime_bundle(self) -> dict:
+    def mime_bundle(self) -> dict[str, object]:
         summary = self.summary_line()
         return {MIME_TYPE: self.to_mime(), "text/plain": summary, "text/html": self.to_html(summary)}
 
     def attach_line(self) -> str:
         return f"%remote attach {self.run_id}" if self.run_id else "%remote attach"
 
-    def running_bundle(self) -> dict:
+    def running_bundle(self) -> dict[str, object]:
         """What stands in the cell while the run goes on (payload ``state: running``): saved
         mid-run and reopened, it says the run was still going and how to follow it."""
         text = f"run {self.run_id or ''} still running when saved: {self.attach_line()} follows it"
@@ -405,6 +454,23 @@ class RunState:
             "text/plain": text,
             "text/html": f"<div class='monarch-remote-running'>{html.escape(text)}</div>",
         }
+
+
+def _rank_payload(r: RankState) -> RankPayload:
+    payload: RankPayload = {
+        "label": r.label,
+        "mesh": r.mesh,
+        "point": dict(r.point),
+        "rank": r.rank,
+        "status": r.status,
+        "returncode": r.returncode,
+        "duration": round(r.duration, 3) if r.duration is not None else None,
+        "lines": [[stream, line] for stream, line in r.lines],
+        "truncated": r.truncated,
+    }
+    if r.error:
+        payload["error"] = r.error
+    return payload
 
 
 def _list(items: list[str], limit: int = 8) -> str:

@@ -49,7 +49,9 @@ class RunSpec(NamedTuple):
     workdir: str | None  # must exist on the worker
     client_cwd: str | None  # used as the working directory when it exists on the worker
     output_dir: str | None  # also write stdout.txt / stderr.txt there ($SUBDIR: the rank's point)
-    meta: dict | None = None  # written to the rank's run folder on its host (target, context, …)
+    meta: dict[str, object] | None = (
+        None  # JSON, written to the rank's run folder on its host (target, context, …)
+    )
 
 
 class Data(NamedTuple):
@@ -82,33 +84,47 @@ Message = Data | Heartbeat | Exit
 
 
 # ── the wire ──────────────────────────────────────────────────────────
-_KINDS: tuple[type, ...] = (Data, Heartbeat, Exit)  # a message's tag is its class's index here
-_CHUNKS = 5  # position of ``chunks`` in a wire Data / Exit (after the tag)
+# A message's tag is its class's index in (Data, Heartbeat, Exit); a chunk is its three fields.
+WireChunk = tuple[str, str, int]
+WireData = tuple[int, str, str, int, "int | None", list[WireChunk]]
+WireHeartbeat = tuple[int, str, str, int, "int | None"]
+WireExit = tuple[int, str, str, int, "int | None", list[WireChunk], "int | None", float, "str | None"]
+Wire = WireData | WireHeartbeat | WireExit
+WireSpec = tuple[
+    str, str, dict[str, str], "str | None", "str | None", "str | None", "dict[str, object] | None"
+]
+DATA, HEARTBEAT, EXIT = 0, 1, 2
 
 
-def encode(message: Message) -> tuple:
+def _wire_chunks(chunks: list[Chunk]) -> list[WireChunk]:
+    return [(chunk.stream, chunk.text, chunk.newlines) for chunk in chunks]
+
+
+def _chunks(wire: list[WireChunk]) -> list[Chunk]:
+    return [Chunk._make(chunk) for chunk in wire]
+
+
+def encode(message: Message) -> Wire:
     """``message`` as plain tuples, for ``port.send``."""
-    kind = type(message)
-    if kind is Heartbeat:
-        return (1, *message)
-    wire = [_KINDS.index(kind), *message]
-    wire[_CHUNKS] = [tuple(chunk) for chunk in message.chunks]
-    return tuple(wire)
+    if isinstance(message, Heartbeat):
+        return (HEARTBEAT, *message)
+    if isinstance(message, Data):
+        return (DATA, *message[:4], _wire_chunks(message.chunks))
+    return (EXIT, *message[:4], _wire_chunks(message.chunks), *message[5:])
 
 
-def decode(wire: tuple) -> Message:
+def decode(wire: Wire) -> Message:
     """The message :func:`encode` made."""
-    kind = _KINDS[wire[0]]
-    if kind is Heartbeat:
+    if len(wire) == 5:
         return Heartbeat._make(wire[1:])
-    fields = list(wire[1:])
-    fields[_CHUNKS - 1] = [Chunk._make(chunk) for chunk in fields[_CHUNKS - 1]]
-    return kind._make(fields)
+    if len(wire) == 6:
+        return Data(*wire[1:5], _chunks(wire[5]))
+    return Exit(*wire[1:5], _chunks(wire[5]), *wire[6:])
 
 
-def spec_to_wire(spec: RunSpec) -> tuple:
-    return tuple(spec)
+def spec_to_wire(spec: RunSpec) -> WireSpec:
+    return (*spec,)
 
 
-def spec_from_wire(wire: tuple) -> RunSpec:
+def spec_from_wire(wire: WireSpec) -> RunSpec:
     return RunSpec._make(wire)

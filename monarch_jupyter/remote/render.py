@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .lines import Fed
-from .model import ERR, OUT, RunState
+from .model import ERR, OUT, RankState, RunState
 
 # A token bucket: a line right after another is not held back (BURST writes back to
 # back), yet no 1 s window ever sees more than MAX_RATE + BURST = 19 writes, 20 with the
@@ -38,8 +38,9 @@ def prefix(label: str, stream: str, width: int = 0) -> str:
 class _Rank:
     shown: int = 0  # lines shown live so far
     capped: bool = False
-    partial: dict = field(default_factory=lambda: {OUT: "", ERR: ""})  # last shown unfinished line
-    since: dict = field(default_factory=lambda: {OUT: None, ERR: None})  # when it was first seen unfinished
+    partial: dict[str, str] = field(default_factory=lambda: {OUT: "", ERR: ""})  # last shown unfinished line
+    # when it was first seen unfinished
+    since: dict[str, float | None] = field(default_factory=lambda: {OUT: None, ERR: None})
     partial_at: float = -1e9
 
 
@@ -59,7 +60,7 @@ class TextRenderer:
         self.rate = max_rate
         self.burst = float(BURST)
         self._tokens = float(BURST)
-        self._filled = None  # time of the last refill
+        self._filled: float | None = None  # time of the last refill
         self.write_lines = write_lines
         self.live_lines = live_lines
         self._queue: list[tuple[Fed, bool]] = []  # (lines, first line already shown as a partial)
@@ -113,7 +114,7 @@ class TextRenderer:
             count = item.count - seen
             take = min(count, left[item.index], self.live_lines - view.shown)
             lines = item.last(take)
-            shown = []
+            shown: list[str] = []
             for line in reversed(lines):  # the most recent lines win the character budget
                 text = self._line(item.index, item.stream, line)
                 if left_chars[item.index] < len(text) and shown:
@@ -159,9 +160,10 @@ class TextRenderer:
                 text = rank.partial(stream)
                 if not text or text == view.partial[stream]:
                     continue
-                if view.since[stream] is None:
-                    view.since[stream] = now
-                if now - view.since[stream] < PARTIAL_AFTER:
+                since = view.since[stream]
+                if since is None:
+                    since = view.since[stream] = now
+                if now - since < PARTIAL_AFTER:
                     continue
                 if view.partial[stream] and now - view.partial_at < PARTIAL_EVERY:
                     continue
@@ -188,7 +190,7 @@ class TextRenderer:
 
 def group_text(state: RunState) -> str:
     """``clush -b`` style: identical outputs once, under the ranks that produced them."""
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[tuple[tuple[str, str], ...], str, int | None, int], list[RankState]] = {}
     for rank in state.ranks:
         key = (tuple(rank.lines), rank.status, rank.returncode, rank.truncated)
         groups.setdefault(key, []).append(rank)

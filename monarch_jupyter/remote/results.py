@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
+from typing import SupportsIndex, overload
 
 from .. import _timefmt
 from .model import ERR, OK, OUT, SKIPPED, RunState
@@ -14,7 +14,7 @@ from .model import ERR, OK, OUT, SKIPPED, RunState
 class RankResult:
     label: str
     mesh: str
-    point: dict
+    point: dict[str, int]
     rank: int
     status: str
     returncode: int | None
@@ -23,10 +23,14 @@ class RankResult:
     duration: float | None
 
 
-class RemoteResults(list):
+class RemoteResults(list[RankResult]):
     """Per-rank results of a run, in rank order; ``results["hosts=1"]`` by label too."""
 
-    def __getitem__(self, key):  # type: ignore[override]
+    @overload
+    def __getitem__(self, key: SupportsIndex | str) -> RankResult: ...
+    @overload
+    def __getitem__(self, key: slice) -> list[RankResult]: ...
+    def __getitem__(self, key: SupportsIndex | str | slice) -> RankResult | list[RankResult]:
         if isinstance(key, str):
             for item in self:
                 if item.label == key:
@@ -54,7 +58,7 @@ class RemoteResults(list):
             for r in self
         ]
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         head = ("rank", "status", "rc", "time", "last stdout line")
         rows = self._rows()
         widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]

@@ -318,7 +318,7 @@ class RemoteRunner:
 
         return self.session.loop.run(ask(), timeout=timeout)
 
-    def host_states(self, run_ids: list[str]) -> dict[str, dict[str, Any]] | None:
+    def host_states(self, run_ids: list[str]) -> dict[str, host_runs.RunOnHost] | None:
         """``{run_id: host_state}`` (``host.runs.host_state``, merged over the hosts) through the
         actors; None when the hosts cannot be asked (the job is not running or does not answer)."""
         if not run_ids:
@@ -329,7 +329,7 @@ class RemoteRunner:
             answers = self.call_all("runs_state", run_ids)
         except Exception:
             return None
-        merged: dict[str, dict[str, Any]] = {}
+        merged: dict[str, host_runs.RunOnHost] = {}
         for state in answers:
             for run_id, found in state.items():
                 into = merged.setdefault(run_id, {"ranks": {}, "strays": []})
@@ -477,8 +477,8 @@ class RemoteRunner:
 
 def runner_for(session: JobSession) -> RemoteRunner:
     """The session's one runner (its warm actors), shared by ``%%remote`` and ``%job kill``."""
-    runner: RemoteRunner | None = getattr(session, "_remote_runner", None)
+    runner: RemoteRunner | None = session.remote_runner
     if runner is None:
         runner = RemoteRunner(session)
-        session._remote_runner = runner  # type: ignore[attr-defined]
+        session.remote_runner = runner
     return runner

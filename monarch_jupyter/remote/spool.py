@@ -39,7 +39,7 @@ class Spool:
     """Writes bytes: each chunk is encoded once and its complete lines written as a slice
     (no joining with the previous partial line, no cut copies)."""
 
-    def __init__(self, path: str | os.PathLike, labels: list[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], labels: list[str]) -> None:
         self.file = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - held for the run, closed by close()
         self.headers = [
             (
@@ -96,7 +96,7 @@ class Spool:
         self.file.close()
 
 
-def read_log(path: str | os.PathLike) -> dict[str, list[str]]:
+def read_log(path: str | os.PathLike[str]) -> dict[str, list[str]]:
     """``{"hosts=0": [lines…], "hosts=0:err": [lines…], "#": [notes…]}`` from a run log."""
     result: dict[str, list[str]] = {}
     current: list[str] = result.setdefault("#", [])

@@ -44,6 +44,7 @@ from .runner import RemoteRunner
 
 if TYPE_CHECKING:
     from ..session import JobSession
+    from .host.runs import RunOnHost
 
 Handler = Callable[..., None]
 
@@ -117,7 +118,8 @@ def survey(runner: RemoteRunner | None, entries: list[RunEntry]) -> list[RunEntr
     if remote:
         states = runner.host_states([e.id for e in remote]) if runner is not None else None
         for entry in remote:
-            index.judge(entry, None if states is None else states.get(entry.id, {}))
+            nowhere: RunOnHost = {"ranks": {}, "strays": []}  # a run no host holds
+            index.judge(entry, None if states is None else states.get(entry.id, nowhere))
     return entries
 
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time imported only when a grid is shown (start-up cost)
+    # the run model's types as run.py sees them: this package's one edge to remote/ stays run.py's
+    from .run import Event, RunState, RunWidget
 
 
 def in_widget_kernel(shell: object) -> bool:
@@ -51,7 +55,7 @@ class RemoteRunObserver:
         self,
         show: Callable[[Any], Any] | None = None,
         show_after: float = SHOW_AFTER,
-        show_bundle: Callable[[dict, str, bool], Any] | None = None,
+        show_bundle: Callable[[dict[str, object], str, bool], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
         **widget_options: Any,
     ) -> None:
@@ -60,12 +64,12 @@ class RemoteRunObserver:
         self._show_after = show_after
         self._clock = clock
         self._options = widget_options
-        self._state: Any = None
+        self._state: RunState | None = None
         self._began = 0.0
-        self.widget: Any = None
+        self.widget: RunWidget | None = None
         self._running_id: str | None = None  # display id of the running payload shown
 
-    def on_event(self, state: Any, event: Any) -> None:
+    def on_event(self, state: RunState, event: Event) -> None:
         if state is not self._state:
             self._state, self._began, self.widget = state, self._clock(), None
         if not state.finished:
@@ -78,7 +82,7 @@ class RemoteRunObserver:
                 self._show_bundle({"text/plain": ""}, self._running_id, True)
                 self._running_id = None
 
-    def on_tick(self, state: Any) -> None:
+    def on_tick(self, state: RunState) -> None:
         """Show the live widget once the run has lasted; then pass the tick on."""
         if state is not self._state:
             return
@@ -102,13 +106,13 @@ def _display(widget: Any) -> None:
     display(widget)
 
 
-def _display_bundle(bundle: dict, display_id: str, update: bool) -> None:
+def _display_bundle(bundle: dict[str, object], display_id: str, update: bool) -> None:
     from IPython.display import display
 
     display(bundle, raw=True, display_id=display_id, update=update)
 
 
-def install_run_grid(ipython) -> None:
+def install_run_grid(ipython: Any) -> None:  # IPython's InteractiveShell
     """Show the live grid for every ``%%remote`` run in this kernel (idempotent; cheap)."""
     magics = ipython.magics_manager.registry.get("RemoteMagics")
     observers = getattr(magics, "observers", None)

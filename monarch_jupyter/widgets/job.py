@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import ipywidgets as widgets
 
@@ -161,10 +161,25 @@ def details_html(view: JobView) -> str:
     return "".join(parts)
 
 
+class StatusSource(Protocol):
+    """What the widget asks of the session (``session.JobSession``, which views do not import)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def status(self, context: str | None = None) -> JobStatus: ...
+
+    def kill(self, context: str | None = None) -> JobStatus: ...
+
+    def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]: ...
+
+
 class JobWidget(widgets.VBox):
     """A context's job, kept current from the session's published statuses."""
 
-    def __init__(self, session: Any, status: JobStatus | None = None, context: str | None = None) -> None:
+    def __init__(
+        self, session: StatusSource, status: JobStatus | None = None, context: str | None = None
+    ) -> None:
         status = status if status is not None else session.status(context)
         self.session = session
         self.context = status.context

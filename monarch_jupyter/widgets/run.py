@@ -30,8 +30,8 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..remote.model import RunState
-from .run_model import GridSync, Throttle, tails
+from ..remote.model import Event, RunState
+from .run_model import GridSync, Throttle, Tile, tails
 
 _HERE = Path(__file__).parent
 
@@ -56,7 +56,7 @@ class RunWidget(anywidget.AnyWidget):
 
     title = traitlets.Unicode("").tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)
-    tiles = traitlets.List().tag(sync=True)
+    tiles: traitlets.List[Tile] = traitlets.List().tag(sync=True)
     tails = traitlets.Dict().tag(sync=True)  # rank -> last lines: what a view rendered now starts from
     finished = traitlets.Bool(False).tag(sync=True)
     stopping = traitlets.Unicode("").tag(sync=True)
@@ -86,7 +86,7 @@ class RunWidget(anywidget.AnyWidget):
         self.flush()
 
     # ── observing the run ──
-    def on_event(self, state: RunState, event: Any) -> None:
+    def on_event(self, state: RunState, event: Event) -> None:
         if state is not self.state:
             return
         if state.finished or self._throttle.due():
@@ -132,7 +132,8 @@ class RunWidget(anywidget.AnyWidget):
         # A stable fallback: the run's result follows as its own output (text and
         # application/vnd.monarch.remote+json), so nothing here needs updating later.
         bundle = data[0] if isinstance(data, tuple) else data  # (data, metadata) or data
-        bundle.update(fallback_bundle(self.title))
+        if bundle is not None:  # None: a widget without a view name (ipywidgets shows nothing)
+            bundle.update(fallback_bundle(self.title))
         return data
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from ..remote.model import RankState, RunState
 
@@ -20,7 +20,20 @@ BATCH_LINES = 200  # new lines per rank per batch; older ones in the same batch 
 OPEN_TAIL = 50  # lines per rank a view opened later starts from
 
 
-def tile_json(index: int, rank: RankState) -> dict[str, Any]:
+class Tile(TypedDict):
+    """One rank's tile as the front end draws it (``run.js``)."""
+
+    rank: int
+    label: str
+    status: str
+    failing: bool
+    returncode: int | None
+    duration: float | None
+    started: float | None
+    error: str | None
+
+
+def tile_json(index: int, rank: RankState) -> Tile:
     """What the front end needs to draw one rank's tile (lines travel separately)."""
     return {
         "rank": index,
@@ -47,14 +60,14 @@ def tails(state: RunState, limit: int = OPEN_TAIL) -> dict[str, list[list[str]]]
 class Batch:
     """What changed since the previous :meth:`GridSync.take`."""
 
-    tiles: list[dict] | None  # every tile, when any of them changed
+    tiles: list[Tile] | None  # every tile, when any of them changed
     lines: dict[int, list[list[str]]]  # rank -> new [stream, text] lines (at most BATCH_LINES)
     dropped: dict[int, int]  # rank -> new lines not listed (a flood inside one batch)
     summary: str
     stopping: str
     finished: bool
 
-    def message(self) -> dict | None:
+    def message(self) -> dict[str, object] | None:
         """The custom message carrying the new lines (None when there are none)."""
         if not self.lines and not self.dropped:
             return None
@@ -71,7 +84,7 @@ class GridSync:
     def __init__(self, state: RunState, seen_lines: bool = False) -> None:
         """``seen_lines``: the lines so far travel another way (:func:`tails`), not in batches."""
         self.state = state
-        self._tiles: list[dict] | None = None
+        self._tiles: list[Tile] | None = None
         self._seen = [rank.total_lines if seen_lines else 0 for rank in state.ranks]
         self._meta: tuple[str, str, bool] | None = None
 

@@ -95,3 +95,28 @@ def test_every_module_the_actor_needs_is_sent_by_value():
     finally:
         for name in set(cloudpickle.list_registry_pickle_by_value()) - before:
             cloudpickle.unregister_pickle_by_value(sys.modules[name])
+
+
+def test_the_host_modules_are_rebuilt_from_a_pickle_by_value(tmp_path):
+    # a worker rebuilds every global of these modules from cloudpickle's copy: a class it
+    # cannot rebuild (a TypedDict extending another, say) fails the actor's first call everywhere
+    import importlib
+    import subprocess
+
+    import cloudpickle
+
+    modules = [importlib.import_module(n) for n in RULED if n not in MONARCH_ALLOWED]
+    for module in modules:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        data = cloudpickle.dumps(modules)
+    finally:
+        for module in modules:
+            cloudpickle.unregister_pickle_by_value(module)
+    # another process: in this one cloudpickle hands back the classes it already has
+    rebuild = "import sys, cloudpickle; print(len(cloudpickle.loads(sys.stdin.buffer.read())))"
+    done = subprocess.run(
+        [sys.executable, "-c", rebuild], input=data, capture_output=True, cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().strip() == str(len(modules))

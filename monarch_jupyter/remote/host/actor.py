@@ -32,10 +32,13 @@ from typing import IO, Any
 from monarch.actor import Actor, context, endpoint
 
 from ... import _procfs
-from ..protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, encode, spec_from_wire
+from ..protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, WireSpec, encode, spec_from_wire
 from . import layout, runs, tail
 from .capture import CapturedProcess
 from .shell import ShellKeeper
+
+# Monarch's ports (``port``, ``exc``) are untyped (no py.typed): they are ``Any`` here.
+Ended = tuple["int | None", float, "str | None"]  # a run we started: (returncode, duration, error)
 
 QUICK_WAIT = 0.008  # a command that ends this fast is answered inline, in one message
 PRUNE_EVERY = 50  # runs started between two prunings of this host's run folders
@@ -72,15 +75,15 @@ class _Leftovers:
 class RemoteActor(Actor):
     def __init__(self) -> None:
         self._runs: dict[str, CapturedProcess] = {}
-        self._ended: dict[str, asyncio.Future] = {}  # run id → (rc, duration, error) of runs we started
-        self._follows: dict[str, asyncio.Task] = {}
+        self._ended: dict[str, asyncio.Future[Ended]] = {}  # run id → how a run we started ended
+        self._follows: dict[str, asyncio.Task[None]] = {}
         self._shells = ShellKeeper()
-        self._tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+        self._tasks: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
         self._started = 0
         self._rank: tuple[dict[str, str], dict[str, int], int] | None = None
         self._worker_env: dict[str, str] | None = None  # this worker's environment with the rank's variables
 
-    def _background(self, coro: Coroutine) -> asyncio.Task:
+    def _background(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -91,13 +94,13 @@ class RemoteActor(Actor):
         return os.getpid()
 
     @endpoint
-    async def run(self, run_id: str, key: str, spec: tuple, port: Any) -> None:
+    async def run(self, run_id: str, key: str, spec: WireSpec, port: Any) -> None:
         """Start ``spec`` (:func:`~..protocol.spec_to_wire`) and stream it to ``port``; returns as
         soon as it started."""
         self._launch(run_id, key, spec_from_wire(spec), port)
 
     @endpoint
-    async def start(self, run_id: str, key: str, spec: tuple) -> tuple[int, int | None, str | None]:
+    async def start(self, run_id: str, key: str, spec: WireSpec) -> tuple[int, int | None, str | None]:
         """Start ``spec`` detached (no one streams it; ``follow`` can): ``(rank, pid, error)``."""
         return self._launch(run_id, key, spec_from_wire(spec), None)
 
@@ -155,10 +158,10 @@ class RemoteActor(Actor):
         key: str,
         rank: int,
         spec: RunSpec,
-        env_extra: dict,
-        point: dict,
+        env_extra: dict[str, str],
+        point: dict[str, int],
         leftovers: _Leftovers,
-    ) -> tuple[CapturedProcess, dict]:
+    ) -> tuple[CapturedProcess, dict[str, object]]:
         if self._worker_env is None:  # the worker's environment does not change: copied once (~0.15 ms)
             self._worker_env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
         env = {**self._worker_env, **spec.env} if spec.env else self._worker_env
@@ -305,8 +308,8 @@ class RemoteActor(Actor):
         pid = (meta or {}).get("pid")
         try:
             reader = tail.Tail(folder, replay, tail.REPLAY_LINES)
-        except OSError as error:
-            _send(port, Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {error}"))
+        except OSError as exc:
+            _send(port, Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {exc}"))
             return
         first: list[Chunk] = []
         if reader.skipped:
@@ -322,6 +325,7 @@ class RemoteActor(Actor):
                 )
 
         sending = asyncio.ensure_future(send_batches())
+        duration: float | None  # None: unknown (a run we did not start, with no start time)
         try:
             ended = self._ended.get(run_id)
             if ended is not None:  # ours: the exit code comes from the reaping
@@ -352,12 +356,12 @@ class RemoteActor(Actor):
             task.cancel()
 
     @endpoint
-    async def runs_state(self, run_ids: list[str]) -> dict:
+    async def runs_state(self, run_ids: list[str]) -> dict[str, runs.RunOnHost]:
         """What this host knows of these runs (see :func:`.runs.host_state`)."""
         return runs.host_state(run_ids)
 
     @endpoint
-    async def stop_runs(self, run_ids: list[str], grace: float = _procfs.GRACE) -> dict:
+    async def stop_runs(self, run_ids: list[str], grace: float = _procfs.GRACE) -> dict[str, int]:
         """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``."""
         return await runs.stop_runs(run_ids, grace)
 

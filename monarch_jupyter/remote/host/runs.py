@@ -11,7 +11,7 @@ import asyncio
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ... import _procfs
 from ..protocol import ERR, OUT
@@ -41,38 +41,71 @@ def outside(pids: list[int], groups: set[int]) -> list[int]:
     return sorted(pid for pid in pids if _procfs.pgid(pid) not in groups)
 
 
-def rank_state(folder: Path) -> dict[str, Any]:
+if TYPE_CHECKING:
+    # For the type checker only: this module travels to the workers by value, and cloudpickle
+    # cannot rebuild a TypedDict that extends another there. At run time these are plain dicts.
+    class _RankOnHost(TypedDict):
+        rank_dir: str  # <mesh name>.<flat rank>
+        pid: int | None  # the leader, its process group
+        started: float | None
+        host: str | None
+        folder: str
+        state: str  # running / exited / lost
+        out_bytes: int
+        err_bytes: int
+
+    class RankOnHost(_RankOnHost, total=False):
+        """One rank's state from its folder (:func:`rank_state`)."""
+
+        returncode: int  # exited only
+        ended: float  # exited only
+
+    class RunOnHost(TypedDict):
+        """What a host holds of one run (:func:`host_state`)."""
+
+        ranks: dict[str, RankOnHost]  # by rank_dir
+        strays: list[int]  # processes carrying its marker outside its running groups
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def rank_state(folder: Path) -> RankOnHost:
     """One rank's state from its folder: ``state`` is running / exited / lost."""
     meta = read_json(folder / META) or {}
     status = read_status(folder)
-    out: dict[str, Any] = {
+    if status is not None:
+        state = "exited"
+    elif leader_alive(meta):
+        state = "running"
+    else:
+        state = "lost"  # killed with SIGKILL (no status), or it never started
+    out: RankOnHost = {
         "rank_dir": folder.name,
         "pid": meta.get("pid"),
         "started": meta.get("started"),
         "host": meta.get("host"),
         "folder": str(folder),
+        "state": state,
+        "out_bytes": _size(folder / OUT),
+        "err_bytes": _size(folder / ERR),
     }
     if status is not None:
-        out.update(state="exited", returncode=status[0], ended=status[1])
-    elif leader_alive(meta):
-        out.update(state="running")
-    else:
-        out.update(state="lost")  # killed with SIGKILL (no status), or it never started
-    for name in (OUT, ERR):
-        try:
-            out[f"{name}_bytes"] = (folder / name).stat().st_size
-        except OSError:
-            out[f"{name}_bytes"] = 0
+        out["returncode"], out["ended"] = status
     return out
 
 
 def host_state(
     run_ids: list[str], root: Path | None = None, strays: dict[str, list[int]] | None = None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, RunOnHost]:
     """``{run_id: {"ranks": {rank_dir: state}, "strays": [pid…]}}`` for the runs this host holds
     (a run it does not hold is absent). ``strays``: :func:`marked_pids` if already known."""
     root = root or runs_root()
-    result: dict[str, dict[str, Any]] = {}
+    result: dict[str, RunOnHost] = {}
     for run_id in run_ids:
         try:
             folder = root / check_run_id(run_id)
@@ -83,7 +116,8 @@ def host_state(
     if result:
         for run_id, pids in (marked_pids(set(result)) if strays is None else strays).items():
             if run_id in result:
-                groups = {r["pid"] for r in result[run_id]["ranks"].values() if r["state"] == "running"}
+                held = result[run_id]["ranks"].values()
+                groups = {r["pid"] for r in held if r["state"] == "running" and r["pid"] is not None}
                 result[run_id]["strays"] = outside(pids, groups)
     return result
 

@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -174,6 +175,15 @@ class _Stream:
         self.skipped = start  # bytes not replayed
 
 
+@dataclass(slots=True)
+class _Pending:
+    """One stream's text read since the last take, in pieces: one Chunk when taken."""
+
+    stream: str
+    texts: list[str]
+    newlines: int
+
+
 class Tail:
     """Follows a rank's ``out`` and ``err`` files: :class:`~..protocol.Chunk` batches as they grow.
 
@@ -191,7 +201,7 @@ class Tail:
         except OSError:
             self.close()
             raise
-        self._batch: list[list] = []  # [stream, texts, newlines]
+        self._batch: list[_Pending] = []
         self._size = 0
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -213,11 +223,11 @@ class Tail:
         text = s.decoder.decode(data, final=final)
         if text:
             batch = self._batch
-            if batch and batch[-1][0] == s.stream:
-                batch[-1][1].append(text)
-                batch[-1][2] += data.count(b"\n")
+            if batch and batch[-1].stream == s.stream:
+                batch[-1].texts.append(text)
+                batch[-1].newlines += data.count(b"\n")
             else:
-                batch.append([s.stream, [text], data.count(b"\n")])
+                batch.append(_Pending(s.stream, [text], data.count(b"\n")))
             self._size += len(text)
             self._wake.set()
 
@@ -263,7 +273,7 @@ class Tail:
                     pass
             except OSError:
                 pass
-        if self.closed:
+        if self.closed or self._loop is None:  # closed, or not watched (it runs only under watch)
             return
         if self._size >= LAST_BYTES:  # the reader has not taken the last batch: wait for it
             self._paused = True
@@ -275,7 +285,7 @@ class Tail:
     def _tick(self) -> None:
         self._timer = None
         self._readable()
-        if not self.closed:
+        if not self.closed and self._loop is not None:
             self._timer = self._loop.call_later(POLL, self._tick)
 
     def notify_fd(self) -> int | None:
@@ -310,7 +320,7 @@ class Tail:
     def take(self) -> list[Chunk]:
         if not self._batch:
             return []
-        chunks = [Chunk(stream, "".join(texts), newlines) for stream, texts, newlines in self._batch]
+        chunks = [Chunk(p.stream, "".join(p.texts), p.newlines) for p in self._batch]
         self._batch, self._size = [], 0
         if self._paused and self._loop is not None and not self.closed:
             self._paused = False
