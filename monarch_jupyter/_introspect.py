@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import _procfs
-
 
 def running_job(job: Any) -> Any | None:
     """The job object that holds the allocation (JobTrait._running), or None."""
@@ -109,11 +107,6 @@ def worker_pids(job: Any) -> dict[str, int]:
         return {}
     pids = {key: getattr(value, "pid", None) for key, value in table.items()}
     return {key: pid for key, pid in pids.items() if isinstance(pid, int) and pid}
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Delegate to :func:`_procfs.alive` until remote/drive.py and remote/runner.py call it."""
-    return pid is not None and pid > 0 and _procfs.alive(pid)
 
 
 def urls(job: Any, state: Any | None) -> dict[str, str | None]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _faults, _introspect
+from .. import _faults, _introspect, _procfs
 from .index import RunEntry, Where
 from .model import Event, Exited, Finished, Lost, Output, RankState, Started, Stopping
 from .protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
@@ -219,7 +219,7 @@ class Drive:
             self.last_pid_check = now
             for i in sorted(self.remaining):
                 pid = self.plan.local_pids.get(i)
-                if pid is not None and not _introspect.pid_alive(pid):
+                if pid is not None and not _procfs.alive(pid):
                     self._lost(i, f"worker process {pid} died")
                     self.remaining.discard(i)
         limit = silence_limit(self.faults_before)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _introspect, _quiet, _timefmt, engines
+from .. import _introspect, _procfs, _quiet, _timefmt, engines
 from ..contexts import Layout
 from ..errors import MonarchJupyterError
 from .args import RemoteArgs
@@ -223,7 +223,7 @@ class RemoteRunner:
             )
 
     def _exited(self, pids: set[int]) -> set[int]:
-        """Which of these worker pids are gone (dead or a zombie, as ``pid_alive`` says): each
+        """Which of these worker pids are gone (dead or a zombie, as :func:`_procfs.alive` says): each
         one's ``/proc/<pid>/stat`` is opened once and read again with one ``pread`` a run.
         The open file stays bound to that process: once it is reaped the read fails, even if
         the pid is reused. Not a pidfd: that wakes only when every thread of the process has
@@ -234,7 +234,7 @@ class RemoteRunner:
         for pid in pids:
             fd = self._stat_fds.get(pid)
             if fd is None:
-                if not _introspect.pid_alive(pid):
+                if not _procfs.alive(pid):
                     gone.add(pid)
                     continue
                 try:
@@ -242,10 +242,10 @@ class RemoteRunner:
                 except (OSError, TypeError):  # no /proc here: asked the slow way each time
                     continue
             try:
-                state = os.pread(fd, 1024, 0).rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):  # reaped (ESRCH)
-                state = b"X"
-            if state in (b"Z", b"X"):
+                fields: list[str] | None = _procfs.parse_stat(os.pread(fd, 1024, 0).decode(errors="replace"))
+            except (OSError, ValueError):  # reaped (ESRCH)
+                fields = None
+            if not _procfs.fields_alive(fields):
                 gone.add(pid)
         return gone
 

@@ -774,7 +774,7 @@ def test_ctrl_c_is_counted_while_the_pump_runs_and_raised_again_after():
 
 
 def test_worker_health_reads_each_workers_stat_once_opened():
-    """A worker killed after its first check is gone as soon as it is a zombie (as pid_alive
+    """A worker killed after its first check is gone as soon as it is a zombie (as _procfs.alive
     says), and still gone once reaped; a pid that is no worker any more is let go; a dead pid is
     reported from the first look."""
     import subprocess
