@@ -40,12 +40,23 @@ def current_session() -> Any:
 
 def job() -> Any:
     """The running JobTrait of the current context (re-attached if needed)."""
-    return current_session().job()
+    found = current_session().job()
+    _actors_hook()
+    return found
 
 
 def state() -> Any:
     """The JobState of the current context's running job: ``state().hosts`` is a HostMesh."""
-    return current_session().state()
+    found = current_session().state()
+    _actors_hook()
+    return found
+
+
+def _actors_hook() -> None:
+    # procs spawned on the meshes handed out report every rank's errors (issue #17)
+    from .actors import enable
+
+    enable()
 
 
 def load_ipython_extension(ipython: Any) -> None:

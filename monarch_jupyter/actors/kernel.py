@@ -1,0 +1,184 @@
+"""The kernel's side of actor errors: collect every rank's failure, show one error in the cell.
+
+:func:`enable` (called when the extension hands out the job's host meshes) opens a
+port the workers report failures to (see :mod:`.worker`), asks Monarch to install
+the reporter on every proc spawned from now on, and registers an IPython handler
+for ``ActorError`` that shows :func:`.failures.render` instead of Monarch's text.
+The ``ActorError`` itself is what propagates: code that catches it is unchanged,
+and :func:`failure` gives its per-rank view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from . import cells, worker
+from .failures import CallFailure, Frame, from_record, render, strip_ansi
+
+SETTLE = 0.05  # a record arriving within this of the previous one belongs to the same burst
+SETTLE_MAX = 0.3  # the longest the handler waits for other ranks' records after the error
+_CALL = re.compile(r"Actor call (?P<mesh>.+)\.(?P<method>[^.\s]+) failed")
+_ATTR = "_monarch_jupyter_failure"
+
+
+class ErrorSink:
+    """A port in the kernel that workers send failure records to, read by a daemon thread."""
+
+    def __init__(self) -> None:
+        from monarch._src.actor.actor_mesh import Channel
+
+        port, receiver = Channel.open()
+        self.ref = port._port_ref
+        self._cond = threading.Condition()
+        self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
+        threading.Thread(
+            target=self._loop, args=(receiver,), name="monarch-jupyter-errors", daemon=True
+        ).start()
+
+    def _loop(self, receiver: Any) -> None:
+        failures = 0
+        while failures < 10:  # a closed receiver fails every recv: stop instead of spinning
+            try:
+                data = receiver.recv().get()
+            except Exception:
+                failures += 1
+                time.sleep(0.1)
+                continue
+            failures = 0
+            if isinstance(data, dict):
+                with self._cond:
+                    self._records.append((time.monotonic(), data))
+                    self._cond.notify_all()
+
+    def take(self, mesh: str, method: str, since: float) -> list[dict]:
+        """Remove and return the records of ``mesh.method`` that arrived after ``since``, first
+        waiting for a burst still arriving to end."""
+        deadline = time.monotonic() + SETTLE_MAX
+        with self._cond:
+            while True:
+                mine = [
+                    r for t, r in self._records if t >= since and (r["mesh"], r["method"]) == (mesh, method)
+                ]
+                last = max((t for t, _ in self._records), default=0.0)
+                now = time.monotonic()
+                if (mine and now - last >= SETTLE) or now >= deadline:
+                    break
+                self._cond.wait(min(SETTLE, max(0.0, deadline - now)))
+            self._records = [
+                (t, r) for t, r in self._records if t >= since and (r["mesh"], r["method"]) != (mesh, method)
+            ]
+        return mine
+
+    def forget_before(self, since: float) -> None:
+        with self._cond:
+            self._records = [(t, r) for t, r in self._records if t >= since]
+
+    def startup(self) -> Callable[[], None]:
+        """Monarch's per-proc startup function: what each new proc runs (pickled by reference)."""
+        return functools.partial(worker.install, self.ref)
+
+
+class _Kernel:
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.sink = ErrorSink()
+        self.cell_started = time.monotonic()
+
+    def pre_run_cell(self, *_: Any) -> None:
+        self.cell_started = time.monotonic()
+        self.sink.forget_before(self.cell_started)
+
+    def failure(self, error: BaseException) -> CallFailure:
+        cached = getattr(error, _ATTR, None)
+        if isinstance(cached, CallFailure):
+            return cached
+        match = _CALL.search(getattr(error, "message", "") or "")
+        mesh, method = (match["mesh"], match["method"]) if match else ("actor", "call")
+        records = self.sink.take(mesh, method, self.cell_started)
+        result = CallFailure(mesh, method, [from_record(r) for r in records])
+        result.size = max((int(r.get("size", 0)) for r in records), default=0)
+        result.ranks.sort(key=lambda r: tuple(v for _, v in r.point))
+        result.original = error
+        with contextlib.suppress(Exception):
+            setattr(error, _ATTR, result)
+        return result
+
+    def locate(self, frame: Frame) -> tuple[int, str] | None:
+        return cells.find(cells.kernel_cells(self.shell), frame)
+
+    def called_from(self, tb: TracebackType | None) -> list[str]:
+        """``called from cell [6] line 1: a.boom.call(1).get()`` for the cell frames of ``tb``."""
+        names = getattr(self.shell.compile, "_filename_map", {})
+        out = []
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename in names:
+                import linecache
+
+                line = linecache.getline(code.co_filename, tb.tb_lineno).strip()
+                out.append(f"  called from cell [{names[code.co_filename]}] line {tb.tb_lineno}: {line}")
+            tb = tb.tb_next
+        return out
+
+    def text(self, error: BaseException, tb: TracebackType | None) -> str:
+        failure = self.failure(error)
+        if failure.ranks:
+            return render(failure, self.locate, self.called_from(tb))
+        # a proc spawned before enable() (or a failure outside an endpoint): Monarch's own text
+        head = f"{failure.mesh}.{failure.method}() failed (which ranks: not known)"
+        body = strip_ansi(getattr(error, "exception_formatted", "") or str(error))
+        return "\n".join([head, *self.called_from(tb), "", body.rstrip()]) + "\n"
+
+    def handler(
+        self, shell: Any, etype: type, value: BaseException, tb: TracebackType | None, tb_offset: Any = None
+    ) -> list[str]:
+        """IPython's custom-exception hook: it ignores the return value, so this shows the error
+        itself (``_showtraceback``: ipykernel sends it as the cell's ``error`` message)."""
+        shown: object = value
+        try:
+            lines = self.text(value, tb).rstrip("\n").split("\n")
+            stb = [f"{etype.__name__}: {lines[0]}", *lines[1:]]
+            shown = lines[0]  # the error message's evalue: the one-sentence headline
+        except Exception:  # never lose the error itself to a bug in showing it
+            stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+        shell._showtraceback(etype, shown, stb)
+        return stb
+
+
+_kernel: _Kernel | None = None
+_lock = threading.Lock()
+
+
+def enable(shell: Any = None) -> None:
+    """Start collecting every rank's errors for procs spawned from now on (idempotent)."""
+    global _kernel
+    with _lock:
+        if _kernel is not None:
+            return
+        from monarch._src.actor.actor_mesh import ActorError
+        from monarch._src.actor.proc_mesh import SetupActor
+
+        if shell is None:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        if shell is None:
+            return
+        kernel = _Kernel(shell)
+        SetupActor.register_startup_function(kernel.sink.startup)
+        shell.set_custom_exc((ActorError,), kernel.handler)
+        shell.events.register("pre_run_cell", kernel.pre_run_cell)
+        _kernel = kernel
+
+
+def failure(error: BaseException) -> CallFailure | None:
+    """Every failing rank of the call that raised ``error`` (an ``ActorError``), or None when
+    errors are not being collected."""
+    return _kernel.failure(error) if _kernel is not None else None

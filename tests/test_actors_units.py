@@ -1,0 +1,140 @@
+"""Actor errors from every rank: the pure parts (records → text, frames → cells), no kernel."""
+
+from __future__ import annotations
+
+from monarch_jupyter.actors import cells, worker
+from monarch_jupyter.actors.failures import (
+    DYNAMIC,
+    CallFailure,
+    Frame,
+    Raised,
+    RankFailure,
+    from_record,
+    headline,
+    rank_set,
+    render,
+    strip_ansi,
+)
+
+MONARCH = "/venv/lib/python3.11/site-packages/monarch/_src/actor/actor_mesh.py"
+
+
+def hosts(*values: int) -> list[tuple[tuple[str, int], ...]]:
+    return [(("hosts", v),) for v in values]
+
+
+def test_rank_set_is_ranges_along_the_last_dimension():
+    assert rank_set(hosts(0, 2, 3, 4, 5, 6, 7)) == "hosts=0,2-7"
+    assert rank_set(hosts(1)) == "hosts=1"
+    assert rank_set(hosts(3, 1, 2)) == "hosts=1-3"
+    two = [(("hosts", h), ("gpus", g)) for h, g in [(0, 0), (0, 1), (0, 2), (1, 1), (1, 3)]]
+    assert rank_set(two) == "hosts=0,gpus=0-2; hosts=1,gpus=1,3"
+    assert rank_set([()]) == "the only rank"
+
+
+def failing(value: int, kind: str, message: str, line: int = 8) -> RankFailure:
+    frames = (
+        Frame(MONARCH, 1822, "handle_sync", "_Actor.handle_sync", "result = the_method(*args, **kwargs)"),
+        Frame(DYNAMIC, line, "boom", "A.boom"),
+    )
+    return RankFailure((("hosts", value),), (Raised(kind, message, frames),))
+
+
+def nowhere(frame: Frame) -> tuple[int, str] | None:
+    return None
+
+
+def test_identical_tracebacks_are_grouped_under_their_ranks():
+    ranks = [failing(v, "ValueError", "bad") for v in (0, 2, 3, 4, 5, 6, 7)] + [failing(1, "KeyError", "'k'")]
+    failure = CallFailure("a", "boom", sorted(ranks, key=lambda r: r.point), size=8)
+    text = render(failure, lambda f: (5, "raise ValueError('bad')"))
+    first = text.splitlines()[0]
+    assert first == "a.boom() failed on 8 of 8 ranks (hosts=0-7): ValueError, KeyError"
+    assert "── ranks hosts=0,2-7 (7): ValueError: bad" in text
+    assert "── rank hosts=1: KeyError: 'k'" in text
+    assert text.count("Traceback (most recent call last):") == 2  # one per group
+    assert "cell [5] line 8, in A.boom\n    raise ValueError('bad')" in text
+
+
+def test_monarch_frames_ansi_and_dynamic_code_are_not_shown():
+    ranks = [failing(0, "ValueError", "\x1b[31mred\x1b[39m")]
+    text = render(CallFailure("a", "boom", ranks, size=2), lambda f: (3, "x = 1 // 0"))
+    assert "handle_sync" not in text and MONARCH not in text
+    assert "\x1b" not in text and "ValueError: red" in text
+    assert DYNAMIC not in text
+    assert headline(CallFailure("a", "boom", ranks, size=2)).startswith(
+        "a.boom() failed on 1 of 2 ranks (hosts=0)"
+    )
+    # a frame whose cell cannot be found still says where it is, without the placeholder name
+    assert "notebook code (cell not found), line 8, in A.boom" in render(
+        CallFailure("a", "boom", ranks), nowhere
+    )
+
+
+def test_called_from_lines_follow_the_headline():
+    text = render(
+        CallFailure("a", "boom", [failing(0, "E", "m")], 1), nowhere, ["  called from cell [6] line 1: x"]
+    )
+    assert text.splitlines()[1] == "  called from cell [6] line 1: x"
+
+
+def test_strip_ansi():
+    assert strip_ansi("\x1b[38;5;28;01mraise\x1b[39;00m e") == "raise e"
+
+
+CELL = """import time
+
+def helper(r):
+    return 1 // r
+
+class A:
+    def boom(self, x):
+        def inner():
+            return helper(x)
+        return inner()
+"""
+
+
+def test_frames_of_pickled_code_are_found_in_the_newest_defining_cell():
+    older = (3, CELL)
+    newer = (7, "\n" + CELL)  # redefined one line lower
+    assert cells.find([older], Frame(DYNAMIC, 4, "helper", "helper")) == (3, "    return 1 // r")
+    assert cells.find([older], Frame(DYNAMIC, 10, "boom", "A.boom")) == (3, "        return inner()")
+    assert cells.find([older], Frame(DYNAMIC, 9, "inner", "A.boom.<locals>.inner")) == (
+        3,
+        "            return helper(x)",
+    )
+    assert cells.find([older, newer], Frame(DYNAMIC, 11, "boom", "A.boom")) == (7, "        return inner()")
+    assert cells.find([older], Frame(DYNAMIC, 2, "boom", "A.boom")) is None  # outside the function
+    assert cells.find([older], Frame(DYNAMIC, 4, "helper", "B.helper")) is None
+    assert cells.find([(1, "%%bash\nnot python(")], Frame(DYNAMIC, 1, "f", "f")) is None
+
+
+def _raise_chain() -> BaseException:
+    try:
+        try:
+            {}["k"]
+        except KeyError as e:
+            raise ValueError("wrapped") from e
+    except ValueError as e:
+        return e
+    raise AssertionError
+
+
+def test_a_worker_record_round_trips_with_its_chain():
+    class Point(dict):
+        def size(self, name: str) -> int:
+            return {"hosts": 4, "gpus": 2}[name]
+
+    record = worker.record("a", "boom", Point(hosts=1, gpus=0), _raise_chain())
+    failure = from_record(record)
+    assert record["size"] == 8 and failure.point == (("hosts", 1), ("gpus", 0))
+    assert [r.type for r in failure.chain] == ["KeyError", "ValueError"]
+    assert failure.chain[0].relation == "cause" and failure.chain[1].relation == ""
+    assert failure.last.frames[-1].qualname == "_raise_chain"
+    assert failure.last.frames[-1].filename == __file__
+    text = render(CallFailure("a", "boom", [failure], 8), nowhere)
+    assert "The above exception was the direct cause of the following exception:" in text
+    assert text.index("KeyError: 'k'") < text.rindex("ValueError: wrapped")
+    assert 'raise ValueError("wrapped") from e' in text
+    assert all(isinstance(f, tuple) for f in record["chain"][0]["frames"])
