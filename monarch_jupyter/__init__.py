@@ -53,7 +53,7 @@ def state() -> Any:
 
 
 def _actors_hook() -> None:
-    # procs spawned on the meshes handed out report every rank's errors (issue #17)
+    # procs spawned on the meshes handed out report their output and every rank's errors (#17)
     from .actors import enable
 
     enable()

@@ -12,6 +12,7 @@ import pytest
 from harness import scratch_kernel
 
 ACTOR = """from monarch.actor import Actor, ActorError, endpoint, current_rank
+import logging, sys, time
 import monarch_jupyter
 
 def check(rank):
@@ -29,9 +30,24 @@ class Worker(Actor):
     def same(self) -> int:
         raise RuntimeError("the same on every rank")
 
+    @endpoint
+    def talk(self, pause: float) -> int:
+        rank = current_rank().rank
+        print(f"start {rank}")
+        logging.getLogger("user").warning(f"logged {rank}")
+        print(f"to stderr {rank}", file=sys.stderr)
+        time.sleep(pause)
+        print(f"end {rank}", end="")  # the very last thing, without a newline
+        return rank
+
 procs = monarch_jupyter.state().hosts.spawn_procs()
 workers = procs.spawn("workers", Worker)
 """
+
+
+def line_of(text: str) -> int:
+    """The line of ACTOR (as run in its cell) holding ``text``."""
+    return next(n for n, line in enumerate(ACTOR.splitlines(), 1) if text in line)
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +73,11 @@ def test_two_ranks_raising_different_errors_show_both_with_the_cells_lines(share
     assert "── rank hosts=0: ValueError: bad value on rank 0" in text
     assert "── rank hosts=1: KeyError: 1" in text
     # frames of the notebook-defined class are the cell and line they came from, with the source
-    cell = re.search(r"cell \[(\d+)\] line 13, in Worker.boom\n    return check\(rank\)", text)
+    boom, raise_, lookup = (line_of(t) for t in ("return check(rank)", "raise ValueError", "return {}[rank]"))
+    cell = re.search(rf"cell \[(\d+)\] line {boom}, in Worker.boom\n    return check\(rank\)", text)
     assert cell, text
-    assert f"cell [{cell[1]}] line 6, in check\n    raise ValueError" in text
-    assert f"cell [{cell[1]}] line 7, in check\n    return {{}}[rank]" in text
+    assert f"cell [{cell[1]}] line {raise_}, in check\n    raise ValueError" in text
+    assert f"cell [{cell[1]}] line {lookup}, in check\n    return {{}}[rank]" in text
     for noise in ("<dynamic-code>", "Future.get", "handle_sync", "\x1b["):
         assert noise not in text, noise
 
@@ -87,3 +104,55 @@ def test_code_that_catches_the_error_gets_the_original_and_every_rank(shared):
     # what a caught call reported does not leak into the next failing cell
     r = shared.execute("workers.same.call().get()")
     assert "KeyError" not in r.traceback and "ranks hosts=0-1 (2)" in r.traceback
+
+
+def stamps(result) -> dict[str, float]:
+    """Each labelled line of the cell's stdout → when it arrived (seconds after the request)."""
+    found = {}
+    for o in result.outputs:
+        if o.msg_type == "stream":
+            for line in o.content["text"].splitlines():
+                found.setdefault(line, o.t)
+    return found
+
+
+def assert_live_output(kernel, handle: str = "workers") -> None:
+    r = kernel.ok(f"{handle}.talk.call(1.5).get()")
+    got = stamps(r)
+    assert r.duration > 1.5
+    for rank in (0, 1):
+        start = got[f"[hosts={rank}] start {rank}"]
+        assert start < 1.2, (start, r.duration)  # while the call still ran (it sleeps 1.5 s)
+        assert got[f"[hosts={rank}:err] logged {rank}"] < 1.2
+        assert got[f"[hosts={rank}:err] to stderr {rank}"] < 1.2
+    text = r.stream("stdout")
+    assert "similar log lines" not in text and "[vm " not in text
+    # the unfinished last line of each rank is shown by the end of the cell or the next moment
+    nxt = kernel.ok("import time; time.sleep(0.5); print('next cell')")
+    assert nxt.stream() == "next cell\n", nxt.stream()
+    return r
+
+
+def test_prints_and_logging_arrive_live_in_the_cell_labelled_by_rank(shared):
+    assert_live_output(shared)
+
+
+def test_output_after_a_kernel_restart_and_reattach(start_kernel, workdir):
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok("%job apply --local hosts=2")
+    kernel.restart()
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok(ACTOR)
+    assert_live_output(kernel)
+    kernel.execute("%job kill", timeout=60)
+
+
+def test_output_can_be_turned_off_for_procs_spawned_later(shared):
+    shared.ok(
+        "monarch_jupyter.actors.live_output(False)\n"
+        "quiet = monarch_jupyter.state().hosts.spawn_procs().spawn('quiet', Worker)\n"
+        "monarch_jupyter.actors.live_output(True)"
+    )
+    r = shared.ok("quiet.talk.call(0.1).get()")
+    assert r.stream() == "", r.stream()

@@ -15,6 +15,7 @@ from monarch_jupyter.actors.failures import (
     render,
     strip_ansi,
 )
+from monarch_jupyter.actors.output import RETIRE_AFTER, Router
 
 MONARCH = "/venv/lib/python3.11/site-packages/monarch/_src/actor/actor_mesh.py"
 
@@ -138,3 +139,67 @@ def test_a_worker_record_round_trips_with_its_chain():
     assert text.index("KeyError: 'k'") < text.rindex("ValueError: wrapped")
     assert 'raise ValueError("wrapped") from e' in text
     assert all(isinstance(f, tuple) for f in record["chain"][0]["frames"])
+
+
+# ── output: chunks → the cell running when they were produced ──
+def chunk(pid: int, host: int, text: str, at: float, stream: str = "out") -> dict:
+    return {
+        "kind": "output",
+        "pid": pid,
+        "point": [("hosts", host)],
+        "stream": stream,
+        "text": text,
+        "time": at,
+    }
+
+
+def cell(n: int) -> dict:
+    return {"msg_id": f"cell-{n}"}
+
+
+def routed(writes: list) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for parent, text in writes:
+        out[parent["msg_id"]] = out.get(parent["msg_id"], "") + text
+    return out
+
+
+def test_output_goes_to_the_cell_running_when_it_was_produced():
+    router = Router()
+    router.cell(100.0, cell(1))
+    writes = router.add(chunk(11, 0, "one\n", 100.5), now=1.0)
+    router.cell(101.0, cell(2))
+    # produced during cell 1, arriving after cell 2 started: still cell 1's
+    writes += router.add(chunk(12, 1, "late\n", 100.9, "err"), now=1.1)
+    writes += router.add(chunk(11, 0, "two\n", 101.2), now=1.2)
+    writes += router.flush(now=1.3)
+    got = routed(writes)
+    assert got["cell-1"] == "[hosts=0] one\n[hosts=1:err] late\n"
+    assert got["cell-2"] == "[hosts=0] two\n"
+
+
+def test_partial_lines_and_carriage_returns_are_shown_as_a_terminal_would():
+    router = Router()
+    router.cell(100.0, cell(1))
+    router.add(chunk(11, 0, "10%\r50%\r", 100.1), now=1.0)
+    assert routed(router.flush(now=1.0)) == {}  # an unfinished line waits a little
+    got = routed(router.flush(now=1.5))
+    assert got == {"cell-1": "[hosts=0] 50%\n"}
+    router.add(chunk(11, 0, "100%\n", 100.2), now=1.6)
+    assert routed(router.flush(now=2.0)) == {"cell-1": "[hosts=0] 100%\n"}
+
+
+def test_writes_are_coalesced_and_a_left_cell_is_retired():
+    router = Router()
+    router.cell(100.0, cell(1))
+    writes = []
+    for i in range(500):  # 500 lines within 0.5 s: at most ~20 writes
+        writes += router.add(chunk(11, 0, f"line {i}\n", 100.0 + i / 1000), now=1.0 + i / 1000)
+        writes += router.flush(now=1.0 + i / 1000)
+    router.cell(101.0, cell(2))
+    writes += router.flush(now=1.6)
+    writes += router.flush(now=1.6 + RETIRE_AFTER + 0.1)  # cell 1, quiet, gets what is left
+    assert len(writes) <= 20
+    text = routed(writes)["cell-1"]
+    assert [line.split()[-1] for line in text.splitlines()] == [str(i) for i in range(500)]
+    assert not router.busy(1.6 + RETIRE_AFTER + 0.2)

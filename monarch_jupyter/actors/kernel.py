@@ -1,11 +1,12 @@
-"""The kernel's side of actor errors: collect every rank's failure, show one error in the cell.
+"""The kernel's side of the user's actors: every rank's errors, and their output in the cell.
 
 :func:`enable` (called when the extension hands out the job's host meshes) opens a
-port the workers report failures to (see :mod:`.worker`), asks Monarch to install
-the reporter on every proc spawned from now on, and registers an IPython handler
-for ``ActorError`` that shows :func:`.failures.render` instead of Monarch's text.
-The ``ActorError`` itself is what propagates: code that catches it is unchanged,
-and :func:`failure` gives its per-rank view.
+port the procs report to (see :mod:`.worker`) and asks Monarch to set that up on
+every proc spawned from now on. Failure records back an IPython handler for
+``ActorError`` that shows :func:`.failures.render` instead of Monarch's text (the
+``ActorError`` itself still propagates: code that catches it is unchanged, and
+:func:`failure` gives its per-rank view); output chunks go to :mod:`.output`.
+:func:`live_output` turns output forwarding off or on for procs spawned later.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from . import cells, worker
 from .failures import CallFailure, Frame, from_record, render, strip_ansi
+from .output import Forwarder, kernel_publisher
 
 SETTLE = 0.05  # a record arriving within this of the previous one belongs to the same burst
 SETTLE_MAX = 0.3  # the longest the handler waits for other ranks' records after the error
@@ -28,14 +30,17 @@ _CALL = re.compile(r"Actor call (?P<mesh>.+)\.(?P<method>[^.\s]+) failed")
 _ATTR = "_monarch_jupyter_failure"
 
 
-class ErrorSink:
-    """A port in the kernel that workers send failure records to, read by a daemon thread."""
+class Inbox:
+    """A port in the kernel that procs send records to, read by a daemon thread: output chunks go
+    to ``on_output``, failure records are kept for :meth:`take`."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_output: Callable[[dict], None]) -> None:
         from monarch._src.actor.actor_mesh import Channel
 
         port, receiver = Channel.open()
         self.ref = port._port_ref
+        self.on_output = on_output
+        self.output = True  # whether procs spawned from now on forward their output
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
@@ -52,7 +57,12 @@ class ErrorSink:
                 time.sleep(0.1)
                 continue
             failures = 0
-            if isinstance(data, dict):
+            if not isinstance(data, dict):
+                continue
+            if data.get("kind") == "output":
+                self.on_output(data)
+                continue
+            if data.get("kind") == "failure":
                 with self._cond:
                     self._records.append((time.monotonic(), data))
                     self._cond.notify_all()
@@ -82,18 +92,21 @@ class ErrorSink:
 
     def startup(self) -> Callable[[], None]:
         """Monarch's per-proc startup function: what each new proc runs (pickled by reference)."""
-        return functools.partial(worker.install, self.ref)
+        return functools.partial(worker.install, self.ref, self.output)
 
 
 class _Kernel:
     def __init__(self, shell: Any) -> None:
         self.shell = shell
-        self.sink = ErrorSink()
+        self.output = Forwarder(kernel_publisher(shell))
+        self.sink = Inbox(self.output.feed)
         self.cell_started = time.monotonic()
+        self.output.cell(time.time(), dict(getattr(shell, "parent_header", {}) or {}))
 
     def pre_run_cell(self, *_: Any) -> None:
         self.cell_started = time.monotonic()
         self.sink.forget_before(self.cell_started)
+        self.output.cell(time.time(), dict(getattr(self.shell, "parent_header", {}) or {}))
 
     def failure(self, error: BaseException) -> CallFailure:
         cached = getattr(error, _ATTR, None)
@@ -176,6 +189,15 @@ def enable(shell: Any = None) -> None:
         shell.set_custom_exc((ActorError,), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)
         _kernel = kernel
+
+
+def live_output(enabled: bool) -> None:
+    """Whether procs spawned from now on forward their stdout/stderr to the cell (on by default).
+
+    Per mesh: ``live_output(False)`` before its ``spawn_procs()``, ``live_output(True)`` after."""
+    enable()
+    if _kernel is not None:
+        _kernel.sink.output = enabled
 
 
 def failure(error: BaseException) -> CallFailure | None:

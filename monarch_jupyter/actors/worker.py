@@ -1,4 +1,4 @@
-"""Runs in every proc spawned from the kernel: each failing endpoint call tells the kernel.
+"""Runs in every proc spawned from the kernel: failing endpoint calls (and output) go to the kernel.
 
 Monarch's ``call()`` raises one rank's ``ActorError`` and drops the others. Its
 per-proc startup hook (``SetupActor.register_startup_function``) runs
@@ -71,6 +71,7 @@ def record(mesh: str, method: str, point: Any, error: BaseException) -> dict[str
     for name in names:
         size *= point.size(name)
     return {
+        "kind": "failure",
         "mesh": mesh,
         "method": method,
         "point": [(name, point[name]) for name in names],
@@ -80,10 +81,31 @@ def record(mesh: str, method: str, point: Any, error: BaseException) -> dict[str
     }
 
 
-def install(sink: Any) -> None:
-    """Wrap the endpoint error path of this proc so that failures also go to ``sink`` (a PortRef)."""
+# %%remote's own procs (remote/runner.py names them remote_<mesh>): their output is not the user's
+_NOT_CAPTURED = ("remote_",)
+
+
+def install(sink: Any, output: bool = True) -> None:
+    """On this proc: failing endpoint calls also go to ``sink`` (a PortRef); with ``output``,
+    so do fds 1 and 2 (see :mod:`.capture`). Runs inside Monarch's per-proc setup call."""
     from monarch._src.actor import actor_mesh
 
+    _wrap_errors(actor_mesh, sink)
+    if not output:
+        return
+    ctx = actor_mesh.context()
+    proc = str(getattr(ctx.actor_instance, "proc_id", ""))
+    if proc.startswith(_NOT_CAPTURED):
+        return
+    point = ctx.message_rank
+    port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
+    port.return_undeliverable = False  # a kernel that went away must not fail the proc
+    from . import capture
+
+    capture.start(port.send, {"pid": os.getpid(), "point": [(name, point[name]) for name in point]})
+
+
+def _wrap_errors(actor_mesh: Any, sink: Any) -> None:
     original = actor_mesh._Actor._report_exception
     if getattr(original, _WRAPPED, False):
         return
@@ -92,7 +114,7 @@ def install(sink: Any) -> None:
         with contextlib.suppress(Exception):  # telling the kernel must never change the call
             data = record(ctx.actor_instance.name, method_name, ctx.message_rank, e)
             port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
-            port.return_undeliverable = False  # a kernel that went away must not fail the actor
+            port.return_undeliverable = False
             port.send(data)
         original(self, e, ctx, method_name, response_port)
 

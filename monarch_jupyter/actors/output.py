@@ -1,0 +1,181 @@
+"""Actors' output into the cell that was running when it was produced.
+
+Procs send chunks of their fds 1/2 stamped with the wall-clock time they were
+read (:mod:`.capture`). :class:`Router` (pure: no threads, no IPython) gives
+each chunk to the latest cell that had started by then — so a line printed
+during a call lands in that call's cell even when it arrives after the call
+returned, and output produced between cells goes to the cell before, never to
+the next one — and renders each cell's lines as ``%%remote`` does (labels
+``[hosts=1]`` / ``[hosts=1:err]``, coalesced writes, bounded, ``\\r`` handled)
+with :class:`~monarch_jupyter.remote.render.TextRenderer`. :class:`Forwarder`
+runs it on a thread and publishes each write as a stream message of its cell.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..remote.model import ERR, OUT, Output, RankState, RunState
+from ..remote.render import TextRenderer
+from .failures import label
+
+KEEP_CELLS = 64  # cells remembered for attributing late chunks
+RETIRE_AFTER = 2.0  # a cell no longer the newest, quiet this long, gets its final tails and is dropped
+TICK = 0.01  # the forwarder's step while output flows
+IDLE_TICK = 0.1  # and while it does not
+
+Publish = Callable[[Mapping[str, Any], str], None]  # (the cell's parent header, text)
+
+
+@dataclass
+class _Target:
+    parent: Mapping[str, Any]
+    state: RunState
+    renderer: TextRenderer
+    index: dict[int, int] = field(default_factory=dict)  # proc pid → rank index
+    fed_at: float = 0.0  # monotonic time of the last chunk
+
+
+def _new_state(ranks: list[RankState]) -> RunState:
+    return RunState(command="", mode="actors", target="actors", ranks=ranks, started=time.time())
+
+
+class Router:
+    """Chunks → per-cell renderers → writes. Call :meth:`cell` when a cell starts."""
+
+    def __init__(self) -> None:
+        self._starts: list[float] = []  # wall-clock start of each remembered cell, ascending
+        self._parents: list[Mapping[str, Any]] = []
+        self._targets: dict[str, _Target] = {}  # the cell's msg_id → its output
+
+    def cell(self, started: float, parent: Mapping[str, Any]) -> None:
+        self._starts.append(started)
+        self._parents.append(parent)
+        if len(self._starts) > KEEP_CELLS:
+            del self._starts[0], self._parents[0]
+
+    def _parent_at(self, when: float) -> Mapping[str, Any] | None:
+        if not self._parents:
+            return None
+        at = bisect.bisect_right(self._starts, when) - 1
+        return self._parents[max(at, 0)]  # before every known cell: the oldest one
+
+    def add(self, record: Mapping[str, Any], now: float) -> list[tuple[Mapping[str, Any], str]]:
+        """Route one chunk; returns writes owed before it (a renderer rebuilt for a new rank)."""
+        parent = self._parent_at(float(record.get("time", 0.0)))
+        if parent is None:
+            return []
+        target = self._targets.get(_key(parent))
+        if target is None:
+            target = _Target(parent, state := _new_state([]), TextRenderer(state))
+            self._targets[_key(parent)] = target
+        writes = []
+        pid = int(record["pid"])
+        if pid not in target.index:
+            # a new rank changes the labels' width: finish what is queued, then a new renderer
+            text = target.renderer.flush(now, force=True)
+            if text:
+                writes.append((parent, text))
+            point = [(str(k), int(v)) for k, v in record["point"]]
+            target.state.ranks.append(
+                RankState(label(point), "actors", dict(point), len(target.state.ranks), pid=pid)
+            )
+            target.index[pid] = len(target.state.ranks) - 1
+            target.renderer = TextRenderer(target.state)
+        stream = ERR if record.get("stream") == "err" else OUT
+        fed = target.state.apply(Output(target.index[pid], stream, str(record["text"])))
+        target.renderer.add(fed)
+        target.fed_at = now
+        return writes
+
+    def flush(self, now: float) -> list[tuple[Mapping[str, Any], str]]:
+        """The writes due now; cells left behind get their final tails and are forgotten."""
+        writes = []
+        newest = _key(self._parents[-1]) if self._parents else None
+        for key, target in list(self._targets.items()):
+            text = target.renderer.flush(now)
+            if key != newest and now - target.fed_at > RETIRE_AFTER:
+                text += target.renderer.finish()
+                del self._targets[key]
+            if text:
+                writes.append((target.parent, text))
+        return writes
+
+    def busy(self, now: float) -> bool:
+        """Whether output flowed lately (the forwarder then steps faster)."""
+        return any(now - t.fed_at < 1.0 for t in self._targets.values()) or len(self._targets) > 1
+
+
+def _key(parent: Mapping[str, Any]) -> str:
+    return str(parent.get("msg_id") or id(parent))
+
+
+class Forwarder:
+    """Runs a :class:`Router` on a daemon thread: ``feed`` chunks from any thread, ``cell`` from
+    the kernel's ``pre_run_cell``; each write goes to ``publish``."""
+
+    def __init__(self, publish: Publish) -> None:
+        self.publish = publish
+        self.router = Router()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="monarch-jupyter-actor-output", daemon=True).start()
+
+    def feed(self, record: Mapping[str, Any]) -> None:
+        self._queue.put(("chunk", record))
+
+    def cell(self, started: float, parent: Mapping[str, Any]) -> None:
+        self._queue.put(("cell", (started, parent)))
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=TICK if self.router.busy(time.monotonic()) else IDLE_TICK)
+            except queue.Empty:
+                item = None
+            writes = []
+            deadline = time.monotonic() + TICK
+            while item is not None:
+                kind, value = item
+                if kind == "cell":
+                    self.router.cell(*value)
+                else:
+                    writes.extend(self.router.add(value, time.monotonic()))
+                if time.monotonic() > deadline:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    item = None
+            writes.extend(self.router.flush(time.monotonic()))
+            for parent, text in writes:
+                with contextlib.suppress(Exception):  # a failed write must not stop the thread
+                    self.publish(parent, text)
+
+
+def kernel_publisher(shell: Any) -> Publish:
+    """Stream messages to the cell of ``parent`` (ipykernel), or plain stdout (terminal IPython)."""
+    kernel = getattr(shell, "kernel", None)
+    session = getattr(kernel, "session", None)
+    socket = getattr(kernel, "iopub_socket", None)
+    if session is None or socket is None:
+        import sys
+
+        def to_stdout(parent: Mapping[str, Any], text: str) -> None:
+            sys.__stdout__.write(text)  # type: ignore[union-attr]
+            sys.__stdout__.flush()  # type: ignore[union-attr]
+
+        return to_stdout
+
+    def to_cell(parent: Mapping[str, Any], text: str) -> None:
+        session.send(
+            socket, "stream", {"name": "stdout", "text": text}, parent=dict(parent), ident=b"stream.stdout"
+        )
+
+    return to_cell
