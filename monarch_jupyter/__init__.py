@@ -25,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from importlib.metadata import version
 
         return version("monarch_jupyter")
+    if name == "actors":  # monarch_jupyter.actors.live_output(False) without an import first
+        import importlib
+
+        return importlib.import_module(".actors", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -138,7 +138,9 @@ def test_prints_and_logging_arrive_live_in_the_cell_labelled_by_rank(shared):
 
 
 def test_output_after_a_kernel_restart_and_reattach(start_kernel, workdir):
-    kernel = start_kernel()
+    # and without the harness's PYTHONUNBUFFERED, as a user's kernel runs: a print needs no flush
+    kernel = start_kernel(env={"PYTHONUNBUFFERED": ""})
+    assert kernel.ok("import os; print(repr(os.environ['PYTHONUNBUFFERED']))").stream() == "''\n"
     kernel.ok("%load_ext monarch_jupyter")
     kernel.ok("%job apply --local hosts=2")
     kernel.restart()
@@ -156,3 +158,17 @@ def test_output_can_be_turned_off_for_procs_spawned_later(shared):
     )
     r = shared.ok("quiet.talk.call(0.1).get()")
     assert r.stream() == "", r.stream()
+
+
+def test_remote_and_monarchs_own_forwarding_still_work(shared):
+    r = shared.ok("%remote echo hi")
+    assert sorted(r.stream("stdout").splitlines()) == ["[hosts=0] hi", "[hosts=1] hi"], r.stream()
+    assert ":err]" not in r.stream()  # %%remote's own procs are not captured as actor output
+    # Monarch's forwarding dup2's the kernel's fds 1/2 onto its pipes: ours is not on fds
+    shared.ok("await procs.logging_option(stream_to_client=True, aggregate_window_sec=None)")
+    r = shared.ok("workers.talk.call(1.2).get()")
+    got = stamps(r)
+    assert got["[hosts=0] start 0"] < 1.0 and got["[hosts=1:err] logged 1"] < 1.0
+    r = shared.ok("%remote echo again")
+    assert "[hosts=0] again" in r.stream("stdout") and "[hosts=1] again" in r.stream("stdout")
+    shared.ok("await procs.logging_option(stream_to_client=False)")

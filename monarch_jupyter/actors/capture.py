@@ -4,7 +4,8 @@ Each fd is pointed at a pipe; a thread reads it, writes every byte to where the
 fd went before (Monarch's own forwarding and logs see what they always saw) and
 sends the decoded text, stamped with the wall-clock time it was read, to the
 kernel's port. That covers ``print``, ``logging`` (its handlers write to
-``sys.stderr``) and native code alike.
+``sys.stderr``) and native code alike; Monarch's proc bootstrap already makes
+``sys.stdout`` line-buffered, so a print needs no flush.
 """
 
 from __future__ import annotations
@@ -64,7 +65,3 @@ def start(send: Callable[[dict], None], who: dict[str, Any]) -> None:
                 name=f"monarch-jupyter-{stream}",
                 daemon=True,
             ).start()
-        # a print without flush must not wait for a full buffer: the pipe made stdout block-buffered
-        for stream_obj in (sys.stdout, sys.stderr):
-            with contextlib.suppress(AttributeError, ValueError):
-                stream_obj.reconfigure(line_buffering=True)  # type: ignore[union-attr]

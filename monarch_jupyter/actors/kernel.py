@@ -40,7 +40,6 @@ class Inbox:
         port, receiver = Channel.open()
         self.ref = port._port_ref
         self.on_output = on_output
-        self.output = True  # whether procs spawned from now on forward their output
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
@@ -92,7 +91,7 @@ class Inbox:
 
     def startup(self) -> Callable[[], None]:
         """Monarch's per-proc startup function: what each new proc runs (pickled by reference)."""
-        return functools.partial(worker.install, self.ref, self.output)
+        return functools.partial(worker.install, self.ref, _live_output)
 
 
 class _Kernel:
@@ -167,6 +166,7 @@ class _Kernel:
 
 _kernel: _Kernel | None = None
 _lock = threading.Lock()
+_live_output = True  # whether procs spawned from now on forward their output (live_output)
 
 
 def enable(shell: Any = None) -> None:
@@ -195,9 +195,8 @@ def live_output(enabled: bool) -> None:
     """Whether procs spawned from now on forward their stdout/stderr to the cell (on by default).
 
     Per mesh: ``live_output(False)`` before its ``spawn_procs()``, ``live_output(True)`` after."""
-    enable()
-    if _kernel is not None:
-        _kernel.sink.output = enabled
+    global _live_output
+    _live_output = bool(enabled)
 
 
 def failure(error: BaseException) -> CallFailure | None:
