@@ -172,3 +172,17 @@ def test_remote_and_monarchs_own_forwarding_still_work(shared):
     r = shared.ok("%remote echo again")
     assert "[hosts=0] again" in r.stream("stdout") and "[hosts=1] again" in r.stream("stdout")
     shared.ok("await procs.logging_option(stream_to_client=False)")
+
+
+def test_ssh_job_actor_output_and_errors_from_both_hosts(sshd, start_kernel, workdir):
+    from test_ssh import write_jobs
+
+    write_jobs(workdir, sshd)
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok("%job apply jobs.ssh2", timeout=120)
+    kernel.ok(ACTOR, timeout=120)
+    assert_live_output(kernel)
+    r = kernel.execute("workers.boom.call().get()")
+    assert "failed on 2 of 2 ranks (hosts=0-1): ValueError, KeyError" in r.traceback, r.traceback
+    kernel.execute("%job kill", timeout=60)

@@ -203,3 +203,21 @@ def test_writes_are_coalesced_and_a_left_cell_is_retired():
     text = routed(writes)["cell-1"]
     assert [line.split()[-1] for line in text.splitlines()] == [str(i) for i in range(500)]
     assert not router.busy(1.6 + RETIRE_AFTER + 0.2)
+
+
+def test_the_worker_module_runs_from_its_source_alone():
+    """Procs run worker.py's source (a worker may have no monarch_jupyter, or another version)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(worker))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and not (node.module or "").startswith("monarch_jupyter"), ast.dump(node)
+        if isinstance(node, ast.Import):
+            assert not any(a.name.startswith("monarch_jupyter") for a in node.names)
+    call = worker.bootstrap("a sink", False)
+    assert call.func is exec and call.args[0].endswith("\ninstall(SINK, OUTPUT)\n")
+    names = {"__name__": "somewhere_else"}
+    exec(call.args[0].rsplit("\ninstall(", 1)[0], names)
+    assert names["record"]("a", "m", {}, ValueError("x"))["chain"][0]["type"] == "ValueError"

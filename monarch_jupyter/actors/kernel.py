@@ -12,7 +12,6 @@ every proc spawned from now on. Failure records back an IPython handler for
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import threading
 import time
@@ -90,8 +89,8 @@ class Inbox:
             self._records = [(t, r) for t, r in self._records if t >= since]
 
     def startup(self) -> Callable[[], None]:
-        """Monarch's per-proc startup function: what each new proc runs (pickled by reference)."""
-        return functools.partial(worker.install, self.ref, _live_output)
+        """Monarch's per-proc startup function: what each new proc runs (see :func:`.worker.bootstrap`)."""
+        return worker.bootstrap(self.ref, _live_output)
 
 
 class _Kernel:

@@ -1,21 +1,39 @@
-"""Runs in every proc spawned from the kernel: failing endpoint calls (and output) go to the kernel.
+"""Runs in every proc spawned from the kernel: failing endpoint calls and output go to the kernel.
 
-Monarch's ``call()`` raises one rank's ``ActorError`` and drops the others. Its
-per-proc startup hook (``SetupActor.register_startup_function``) runs
-:func:`install` on each new proc, which wraps the endpoint error path so that,
-before the error goes back to the caller, a plain-data :func:`record` of it
-(rank, exception chain, frames) goes to the kernel's error sink port.
+Monarch's per-proc startup hook (``SetupActor.register_startup_function``) runs
+this module's *source* on each new proc (:func:`bootstrap`), so a worker needs
+no monarch_jupyter, nor the kernel's version of it: the module is self-contained
+(stdlib and Monarch only). :func:`install` then
+
+- wraps the endpoint error path (Monarch's ``call()`` raises one rank's
+  ``ActorError`` and drops the others) so that, before the error goes back to the
+  caller, a plain-data :func:`record` of it (rank, exception chain, frames) goes
+  to the kernel's port;
+- tees fds 1 and 2 through pipes (:func:`capture`): a thread writes every byte on
+  to where the fd went before (Monarch's own forwarding and logs see what they
+  always saw) and sends the text, stamped with the wall-clock time it was read,
+  to the kernel's port. That covers ``print``, ``logging`` (its handlers write to
+  ``sys.stderr``) and native code alike; Monarch's proc bootstrap already makes
+  ``sys.stdout`` line-buffered, so a print needs no flush.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import functools
+import inspect
 import linecache
 import os
+import sys
+import threading
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 _WRAPPED = "_monarch_jupyter_wrapped"
+_CAPTURED = "_monarch_jupyter_captured"  # set on sys once this process's fds are teed
 
 
 def frames(tb: TracebackType | None) -> list[tuple[str, int, str, str, str]]:
@@ -100,9 +118,7 @@ def install(sink: Any, output: bool = True) -> None:
     point = ctx.message_rank
     port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
     port.return_undeliverable = False  # a kernel that went away must not fail the proc
-    from . import capture
-
-    capture.start(port.send, {"pid": os.getpid(), "point": [(name, point[name]) for name in point]})
+    capture(port.send, {"pid": os.getpid(), "point": [(name, point[name]) for name in point]})
 
 
 def _wrap_errors(actor_mesh: Any, sink: Any) -> None:
@@ -120,3 +136,49 @@ def _wrap_errors(actor_mesh: Any, sink: Any) -> None:
 
     setattr(report, _WRAPPED, True)
     actor_mesh._Actor._report_exception = report
+
+
+def _pump(read_fd: int, out_fd: int, stream: str, send: Callable[[dict], None], who: dict) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    while True:
+        try:
+            data = os.read(read_fd, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        stamp = time.time()
+        with contextlib.suppress(OSError):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out_fd, view) :]
+        text = decoder.decode(data)
+        if text:
+            with contextlib.suppress(Exception):  # the kernel going away must not stop the proc
+                send({"kind": "output", "stream": stream, "text": text, "time": stamp, **who})
+
+
+def capture(send: Callable[[dict], None], who: dict[str, Any]) -> None:
+    """Tee fds 1 and 2 of this process to ``send`` (once per process)."""
+    if getattr(sys, _CAPTURED, False):
+        return
+    setattr(sys, _CAPTURED, True)
+    for fd, stream in ((1, "out"), (2, "err")):
+        with contextlib.suppress(OSError, ValueError):
+            (sys.stdout if fd == 1 else sys.stderr).flush()
+        saved = os.dup(fd)
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, fd)
+        os.close(write_fd)
+        thread = threading.Thread(target=_pump, args=(read_fd, saved, stream, send, who), daemon=True)
+        thread.name = f"monarch-jupyter-{stream}"
+        thread.start()
+
+
+def bootstrap(sink: Any, output: bool) -> Callable[[], None]:
+    """What Monarch runs on each new proc: this module's source, then :func:`install`."""
+    source = inspect.getsource(sys.modules[__name__]) + "\ninstall(SINK, OUTPUT)\n"
+    names = {"__name__": "monarch_jupyter_actor_worker", "SINK": sink, "OUTPUT": output}
+    return functools.partial(exec, source, names)
