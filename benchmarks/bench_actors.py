@@ -122,6 +122,12 @@ def flood(kernel, ranks: int) -> None:
     rss1 = ok(kernel, "print(open('/proc/self/status').read())").stream()
     _, order = latencies(r, sent_at)
     complete = sum(1 for lines in order.values() if lines == list(range(1000)))
+    for rank, lines in sorted(order.items()):
+        if lines != list(range(1000)):
+            missing = sorted(set(range(1000)) - set(lines))
+            print(
+                f"  rank {rank}: {len(lines)} lines, missing {missing[:5]}…, in order: {lines == sorted(lines)}"
+            )
     times = sorted(o.t for o in r.outputs if o.msg_type == "stream")
     rate = max((sum(1 for u in times if t <= u < t + 1.0) for t in times), default=0)
 

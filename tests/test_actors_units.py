@@ -167,11 +167,12 @@ def routed(writes: list) -> dict[str, str]:
 def test_output_goes_to_the_cell_running_when_it_was_produced():
     router = Router()
     router.cell(100.0, cell(1))
-    writes = router.add(chunk(11, 0, "one\n", 100.5), now=1.0)
+    router.add(chunk(11, 0, "one\n", 100.5), now=1.0)
+    writes = router.flush(now=1.0)
     router.cell(101.0, cell(2))
     # produced during cell 1, arriving after cell 2 started: still cell 1's
-    writes += router.add(chunk(12, 1, "late\n", 100.9, "err"), now=1.1)
-    writes += router.add(chunk(11, 0, "two\n", 101.2), now=1.2)
+    router.add(chunk(12, 1, "late\n", 100.9, "err"), now=1.1)
+    router.add(chunk(11, 0, "two\n", 101.2), now=1.2)
     writes += router.flush(now=1.3)
     got = routed(writes)
     assert got["cell-1"] == "[hosts=0] one\n[hosts=1:err] late\n"
@@ -193,15 +194,17 @@ def test_writes_are_coalesced_and_a_left_cell_is_retired():
     router = Router()
     router.cell(100.0, cell(1))
     writes = []
-    for i in range(500):  # 500 lines within 0.5 s: at most ~20 writes
-        writes += router.add(chunk(11, 0, f"line {i}\n", 100.0 + i / 1000), now=1.0 + i / 1000)
+    for i in range(500):  # 500 lines within 0.5 s from 8 ranks appearing one by one: ≤ ~12 writes
+        router.add(chunk(11 + i % 8, i % 8, f"line {i}\n", 100.0 + i / 1000), now=1.0 + i / 1000)
         writes += router.flush(now=1.0 + i / 1000)
     router.cell(101.0, cell(2))
     writes += router.flush(now=1.6)
     writes += router.flush(now=1.6 + RETIRE_AFTER + 0.1)  # cell 1, quiet, gets what is left
-    assert len(writes) <= 20
+    assert len(writes) <= 3 + 16 * 0.5 + 1 + 1, len(writes)  # burst, 0.5 s at the rate, one more, the tails
     text = routed(writes)["cell-1"]
     assert [line.split()[-1] for line in text.splitlines()] == [str(i) for i in range(500)]
+    for line in text.splitlines():  # none mislabelled
+        assert line.startswith(f"[hosts={int(line.split()[-1]) % 8}] "), line
     assert not router.busy(1.6 + RETIRE_AFTER + 0.2)
 
 
@@ -221,3 +224,24 @@ def test_the_worker_module_runs_from_its_source_alone():
     names = {"__name__": "somewhere_else"}
     exec(call.args[0].rsplit("\ninstall(", 1)[0], names)
     assert names["record"]("a", "m", {}, ValueError("x"))["chain"][0]["type"] == "ValueError"
+
+
+def test_install_never_fails_the_procs_start(capsys, monkeypatch):
+    def broken(sink: object, output: bool) -> None:
+        raise AttributeError("_Actor has no _report_exception")
+
+    monkeypatch.setattr(worker, "_install", broken)
+    worker.install("a sink", True)
+    assert "actor errors/output are not forwarded" in capsys.readouterr().err
+
+
+def test_a_forced_flush_at_the_cells_end_writes_what_the_rate_held_back():
+    router = Router()
+    router.cell(100.0, cell(1))
+    writes = []
+    for i in range(6):  # six lines at one instant: the burst (3 writes) then held back
+        router.add(chunk(11, 0, f"l{i}\n", 100.1), now=1.0)
+        writes += router.flush(now=1.0)
+    assert len(writes) == 3 and "l5" not in routed(writes)["cell-1"]
+    writes += router.flush(now=1.0, force=True)
+    assert routed(writes)["cell-1"].endswith("[hosts=0] l5\n")

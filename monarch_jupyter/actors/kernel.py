@@ -106,6 +106,9 @@ class _Kernel:
         self.sink.forget_before(self.cell_started)
         self.output.cell(time.time(), dict(getattr(self.shell, "parent_header", {}) or {}))
 
+    def post_run_cell(self, *_: Any) -> None:
+        self.output.settle()
+
     def failure(self, error: BaseException) -> CallFailure:
         cached = getattr(error, _ATTR, None)
         if isinstance(cached, CallFailure):
@@ -187,6 +190,7 @@ def enable(shell: Any = None) -> None:
         SetupActor.register_startup_function(kernel.sink.startup)
         shell.set_custom_exc((ActorError,), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)
+        shell.events.register("post_run_cell", kernel.post_run_cell)
         _kernel = kernel
 
 

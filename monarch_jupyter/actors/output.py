@@ -23,24 +23,60 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..remote.model import ERR, OUT, Output, RankState, RunState
-from ..remote.render import TextRenderer
+from ..remote.render import BURST, MAX_RATE, TextRenderer
 from .failures import label
 
 KEEP_CELLS = 64  # cells remembered for attributing late chunks
 RETIRE_AFTER = 2.0  # a cell no longer the newest, quiet this long, gets its final tails and is dropped
 TICK = 0.01  # the forwarder's step while output flows
 IDLE_TICK = 0.1  # and while it does not
+SETTLE_QUIET = 0.02  # at a cell's end, output paused this long is taken as all there is…
+SETTLE_MAX = 0.1  # …waiting at most this long for that
 
 Publish = Callable[[Mapping[str, Any], str], None]  # (the cell's parent header, text)
 
 
 @dataclass
 class _Target:
+    """One cell's output. Its write budget is kept here, not in the renderer, because a new
+    rank (the labels' width changes) means a new renderer, and each starts with a full burst."""
+
     parent: Mapping[str, Any]
     state: RunState
     renderer: TextRenderer
     index: dict[int, int] = field(default_factory=dict)  # proc pid → rank index
+    waiting: list[Mapping[str, Any]] = field(default_factory=list)  # chunks of ranks not in it yet
     fed_at: float = 0.0  # monotonic time of the last chunk
+    tokens: float = float(BURST)
+    filled: float | None = None
+
+    def due(self, now: float) -> bool:
+        if self.filled is not None:
+            self.tokens = min(float(BURST), self.tokens + (now - self.filled) * MAX_RATE)
+        self.filled = now
+        return self.tokens >= 1.0
+
+    def feed(self, record: Mapping[str, Any]) -> None:
+        stream = ERR if record.get("stream") == "err" else OUT
+        fed = self.state.apply(Output(self.index[int(record["pid"])], stream, str(record["text"])))
+        self.renderer.add(fed)
+
+    def take_waiting(self, now: float) -> str:
+        """Add the waiting ranks (one new renderer); returns what the old one still had queued."""
+        text = self.renderer.flush(now, force=True)
+        for record in self.waiting:
+            pid = int(record["pid"])
+            if pid not in self.index:
+                point = [(str(k), int(v)) for k, v in record["point"]]
+                self.index[pid] = len(self.state.ranks)
+                self.state.ranks.append(
+                    RankState(label(point), "actors", dict(point), self.index[pid], pid=pid)
+                )
+        self.renderer = TextRenderer(self.state)
+        for record in self.waiting:
+            self.feed(record)
+        self.waiting = []
+        return text
 
 
 def _new_state(ranks: list[RankState]) -> RunState:
@@ -67,44 +103,37 @@ class Router:
         at = bisect.bisect_right(self._starts, when) - 1
         return self._parents[max(at, 0)]  # before every known cell: the oldest one
 
-    def add(self, record: Mapping[str, Any], now: float) -> list[tuple[Mapping[str, Any], str]]:
-        """Route one chunk; returns writes owed before it (a renderer rebuilt for a new rank)."""
+    def add(self, record: Mapping[str, Any], now: float) -> None:
+        """Route one chunk to the cell that was running when it was produced."""
         parent = self._parent_at(float(record.get("time", 0.0)))
         if parent is None:
-            return []
+            return
         target = self._targets.get(_key(parent))
         if target is None:
             target = _Target(parent, state := _new_state([]), TextRenderer(state))
             self._targets[_key(parent)] = target
-        writes = []
-        pid = int(record["pid"])
-        if pid not in target.index:
-            # a new rank changes the labels' width: finish what is queued, then a new renderer
-            text = target.renderer.flush(now, force=True)
-            if text:
-                writes.append((parent, text))
-            point = [(str(k), int(v)) for k, v in record["point"]]
-            target.state.ranks.append(
-                RankState(label(point), "actors", dict(point), len(target.state.ranks), pid=pid)
-            )
-            target.index[pid] = len(target.state.ranks) - 1
-            target.renderer = TextRenderer(target.state)
-        stream = ERR if record.get("stream") == "err" else OUT
-        fed = target.state.apply(Output(target.index[pid], stream, str(record["text"])))
-        target.renderer.add(fed)
         target.fed_at = now
-        return writes
+        if int(record["pid"]) in target.index and not target.waiting:
+            target.feed(record)
+        else:
+            target.waiting.append(record)  # in order behind the first chunk of a new rank
 
-    def flush(self, now: float) -> list[tuple[Mapping[str, Any], str]]:
-        """The writes due now; cells left behind get their final tails and are forgotten."""
+    def flush(self, now: float, force: bool = False) -> list[tuple[Mapping[str, Any], str]]:
+        """The writes due now (≤ MAX_RATE a second per cell, BURST back to back; everything with
+        ``force``, as at a cell's end); cells left behind get their final tails and are forgotten."""
         writes = []
         newest = _key(self._parents[-1]) if self._parents else None
         for key, target in list(self._targets.items()):
-            text = target.renderer.flush(now)
-            if key != newest and now - target.fed_at > RETIRE_AFTER:
+            retire = key != newest and now - target.fed_at > RETIRE_AFTER
+            if not target.due(now) and not (retire or force):
+                continue
+            text = target.take_waiting(now) if target.waiting else ""
+            text += target.renderer.flush(now, force=True)
+            if retire:
                 text += target.renderer.finish()
                 del self._targets[key]
             if text:
+                target.tokens -= 1.0
                 writes.append((target.parent, text))
         return writes
 
@@ -119,19 +148,35 @@ def _key(parent: Mapping[str, Any]) -> str:
 
 class Forwarder:
     """Runs a :class:`Router` on a daemon thread: ``feed`` chunks from any thread, ``cell`` from
-    the kernel's ``pre_run_cell``; each write goes to ``publish``."""
+    the kernel's ``pre_run_cell``, ``settle`` from its ``post_run_cell``; each write goes to
+    ``publish``."""
 
     def __init__(self, publish: Publish) -> None:
         self.publish = publish
         self.router = Router()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._fed_at = 0.0  # monotonic time of the last chunk fed
         threading.Thread(target=self._run, name="monarch-jupyter-actor-output", daemon=True).start()
 
     def feed(self, record: Mapping[str, Any]) -> None:
+        self._fed_at = time.monotonic()
         self._queue.put(("chunk", record))
 
     def cell(self, started: float, parent: Mapping[str, Any]) -> None:
         self._queue.put(("cell", (started, parent)))
+
+    def settle(self) -> None:
+        """At a cell's end: when actors printed lately, wait for their output to pause (at most
+        SETTLE_MAX) and write all of it now, so that it comes before the cell's end."""
+        now = time.monotonic()
+        if now - self._fed_at > 1.0:
+            return
+        deadline = now + SETTLE_MAX
+        while time.monotonic() < deadline and time.monotonic() - self._fed_at < SETTLE_QUIET:
+            time.sleep(SETTLE_QUIET / 4)
+        done = threading.Event()
+        self._queue.put(("settle", done))
+        done.wait(SETTLE_MAX)
 
     def _run(self) -> None:
         while True:
@@ -139,24 +184,27 @@ class Forwarder:
                 item = self._queue.get(timeout=TICK if self.router.busy(time.monotonic()) else IDLE_TICK)
             except queue.Empty:
                 item = None
-            writes = []
+            settled: list[threading.Event] = []
             deadline = time.monotonic() + TICK
             while item is not None:
                 kind, value = item
                 if kind == "cell":
                     self.router.cell(*value)
+                elif kind == "settle":
+                    settled.append(value)
                 else:
-                    writes.extend(self.router.add(value, time.monotonic()))
+                    self.router.add(value, time.monotonic())
                 if time.monotonic() > deadline:
                     break
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     item = None
-            writes.extend(self.router.flush(time.monotonic()))
-            for parent, text in writes:
+            for parent, text in self.router.flush(time.monotonic(), force=bool(settled)):
                 with contextlib.suppress(Exception):  # a failed write must not stop the thread
                     self.publish(parent, text)
+            for done in settled:
+                done.set()
 
 
 def kernel_publisher(shell: Any) -> Publish:

@@ -105,7 +105,17 @@ _NOT_CAPTURED = ("remote_",)
 
 def install(sink: Any, output: bool = True) -> None:
     """On this proc: failing endpoint calls also go to ``sink`` (a PortRef); with ``output``,
-    so do fds 1 and 2 (see :mod:`.capture`). Runs inside Monarch's per-proc setup call."""
+    so do fds 1 and 2 (:func:`capture`). Runs inside Monarch's per-proc setup call, which must
+    not fail because of it: a Monarch this does not know gets one line on stderr instead."""
+    try:
+        _install(sink, output)
+    except Exception as error:
+        print(
+            f"monarch_jupyter: this proc's actor errors/output are not forwarded: {error!r}", file=sys.stderr
+        )
+
+
+def _install(sink: Any, output: bool) -> None:
     from monarch._src.actor import actor_mesh
 
     _wrap_errors(actor_mesh, sink)
