@@ -6,6 +6,7 @@ One kernel and job are shared by the module's tests (spawning is the slow part).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -127,8 +128,11 @@ def assert_live_output(kernel, handle: str = "workers") -> None:
         assert got[f"[hosts={rank}:err] to stderr {rank}"] < 1.2
     text = r.stream("stdout")
     assert "similar log lines" not in text and "[vm " not in text
+    log = kernel.ok("print(monarch_jupyter.actors.log_path())").stream().strip()
+    logged = Path(log).read_text()
+    assert "[hosts=0] start 0\n" in logged and "[hosts=1:err] to stderr 1\n" in logged
     # the unfinished last line of each rank is shown by the end of the cell or the next moment
-    nxt = kernel.ok("import time; time.sleep(0.5); print('next cell')")
+    nxt = kernel.ok("time.sleep(0.5); print('next cell')")
     assert nxt.stream() == "next cell\n", nxt.stream()
     return r
 

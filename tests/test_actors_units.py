@@ -15,7 +15,7 @@ from monarch_jupyter.actors.failures import (
     render,
     strip_ansi,
 )
-from monarch_jupyter.actors.output import RETIRE_AFTER, Router
+from monarch_jupyter.actors.output import RETIRE_AFTER, Log, Router
 
 MONARCH = "/venv/lib/python3.11/site-packages/monarch/_src/actor/actor_mesh.py"
 
@@ -245,3 +245,20 @@ def test_a_forced_flush_at_the_cells_end_writes_what_the_rate_held_back():
     assert len(writes) == 3 and "l5" not in routed(writes)["cell-1"]
     writes += router.flush(now=1.0, force=True)
     assert routed(writes)["cell-1"].endswith("[hosts=0] l5\n")
+
+
+def test_the_log_has_every_complete_line_labelled(tmp_path):
+    log = Log(str(tmp_path / "actors.log"))
+    log.add(chunk(11, 0, "one\ntw", 1.0))
+    log.add(chunk(12, 1, "oops\n", 1.0, "err"))
+    log.add(chunk(11, 0, "o\n", 1.0))
+    log.flush()
+    assert (tmp_path / "actors.log").read_text() == "[hosts=0] one\n[hosts=1:err] oops\n[hosts=0] two\n"
+
+
+def test_lines_a_cell_cannot_show_point_to_the_log():
+    router = Router(log_path=".monarch/default/actors/x.log")
+    router.cell(100.0, cell(1))
+    router.add(chunk(11, 0, "".join(f"{i}\n" for i in range(1500)), 100.1), now=1.0)
+    text = routed(router.flush(now=1.0))["cell-1"]
+    assert "(full log: .monarch/default/actors/x.log)" in text

@@ -8,11 +8,12 @@ failing on several ranks shows one error naming every failing rank, identical
 tracebacks grouped, notebook frames as ``cell [N] line L``.
 
 ``failure(err)`` gives every failing rank of the call that raised the ``ActorError``
-``err``; ``live_output(False)`` stops output forwarding for procs spawned after it.
+``err``; ``live_output(False)`` stops output forwarding for procs spawned after it;
+``log_path()`` is the file with every line (a cell shows at most 1000 a rank).
 """
 
 from __future__ import annotations
 
-from .kernel import enable, failure, live_output
+from .kernel import enable, failure, live_output, log_path
 
-__all__ = ["enable", "failure", "live_output"]
+__all__ = ["enable", "failure", "live_output", "log_path"]

@@ -12,6 +12,7 @@ every proc spawned from now on. Failure records back an IPython handler for
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 from . import cells, worker
 from .failures import CallFailure, Frame, from_record, render, strip_ansi
-from .output import Forwarder, kernel_publisher
+from .output import Forwarder, Log, kernel_publisher
 
 SETTLE = 0.05  # a record arriving within this of the previous one belongs to the same burst
 SETTLE_MAX = 0.3  # the longest the handler waits for other ranks' records after the error
@@ -96,7 +97,8 @@ class Inbox:
 class _Kernel:
     def __init__(self, shell: Any) -> None:
         self.shell = shell
-        self.output = Forwarder(kernel_publisher(shell))
+        log, shown = _open_log()
+        self.output = Forwarder(kernel_publisher(shell), log, shown)
         self.sink = Inbox(self.output.feed)
         self.cell_started = time.monotonic()
         self.output.cell(time.time(), dict(getattr(shell, "parent_header", {}) or {}))
@@ -166,6 +168,28 @@ class _Kernel:
         return stb
 
 
+KEEP_LOGS = 20  # actor output logs kept per context (one per kernel that used actors)
+
+
+def _open_log() -> tuple[Log | None, str | None]:
+    """This kernel's actor output log, ``.monarch/<context>/actors/<utc>-<pid>.log``, and its
+    path as shown (relative to the notebook's folder); (None, None) when it cannot be made."""
+    try:
+        import monarch_jupyter
+
+        from ..remote.runner import prune_logs
+
+        session = monarch_jupyter.current_session()
+        folder = session.layout.context_dir(session.context) / "actors"
+        folder.mkdir(parents=True, exist_ok=True)
+        prune_logs(str(folder), KEEP_LOGS - 1)
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        log = Log(str(folder / f"{stamp}-{os.getpid()}.log"))
+        return log, os.path.relpath(log.path, session.root)
+    except (OSError, ValueError, AttributeError):
+        return None, None
+
+
 _kernel: _Kernel | None = None
 _lock = threading.Lock()
 _live_output = True  # whether procs spawned from now on forward their output (live_output)
@@ -200,6 +224,12 @@ def live_output(enabled: bool) -> None:
     Per mesh: ``live_output(False)`` before its ``spawn_procs()``, ``live_output(True)`` after."""
     global _live_output
     _live_output = bool(enabled)
+
+
+def log_path() -> str | None:
+    """The file every line of this kernel's actors goes to (None before :func:`enable`)."""
+    log = _kernel.output.log if _kernel is not None else None
+    return log.path if log is not None else None
 
 
 def failure(error: BaseException) -> CallFailure | None:

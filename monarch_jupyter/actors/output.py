@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..remote.model import ERR, OUT, Output, RankState, RunState
-from ..remote.render import BURST, MAX_RATE, TextRenderer
+from ..remote.render import BURST, MAX_RATE, TextRenderer, prefix
 from .failures import label
 
 KEEP_CELLS = 64  # cells remembered for attributing late chunks
@@ -34,6 +34,27 @@ SETTLE_QUIET = 0.02  # at a cell's end, output paused this long is taken as all 
 SETTLE_MAX = 0.1  # …waiting at most this long for that
 
 Publish = Callable[[Mapping[str, Any], str], None]  # (the cell's parent header, text)
+
+
+class Log:
+    """Every line of every proc, labelled, appended to one file per kernel: what a cell could not
+    show live (a rank's LIVE_LINES cap, a write's budget) is there."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 (kept open)
+        self._pending: dict[tuple[int, str], str] = {}  # (pid, stream) → its unfinished line
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        key = (int(record["pid"]), ERR if record.get("stream") == "err" else OUT)
+        *lines, self._pending[key] = (self._pending.get(key, "") + str(record["text"])).split("\n")
+        if lines:
+            tag = prefix(label((str(k), int(v)) for k, v in record["point"]), key[1])
+            self._file.write("".join(tag + line + "\n" for line in lines))
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._file.flush()
 
 
 @dataclass
@@ -79,14 +100,17 @@ class _Target:
         return text
 
 
-def _new_state(ranks: list[RankState]) -> RunState:
-    return RunState(command="", mode="actors", target="actors", ranks=ranks, started=time.time())
+def _new_state(log_path: str | None) -> RunState:
+    return RunState(
+        command="", mode="actors", target="actors", ranks=[], started=time.time(), log_path=log_path
+    )
 
 
 class Router:
     """Chunks → per-cell renderers → writes. Call :meth:`cell` when a cell starts."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_path: str | None = None) -> None:
+        self.log_path = log_path  # shown where a cell could not show every line
         self._starts: list[float] = []  # wall-clock start of each remembered cell, ascending
         self._parents: list[Mapping[str, Any]] = []
         self._targets: dict[str, _Target] = {}  # the cell's msg_id → its output
@@ -110,7 +134,7 @@ class Router:
             return
         target = self._targets.get(_key(parent))
         if target is None:
-            target = _Target(parent, state := _new_state([]), TextRenderer(state))
+            target = _Target(parent, state := _new_state(self.log_path), TextRenderer(state))
             self._targets[_key(parent)] = target
         target.fed_at = now
         if int(record["pid"]) in target.index and not target.waiting:
@@ -151,9 +175,10 @@ class Forwarder:
     the kernel's ``pre_run_cell``, ``settle`` from its ``post_run_cell``; each write goes to
     ``publish``."""
 
-    def __init__(self, publish: Publish) -> None:
+    def __init__(self, publish: Publish, log: Log | None = None, shown_log: str | None = None) -> None:
         self.publish = publish
-        self.router = Router()
+        self.log = log
+        self.router = Router(shown_log if log is not None else None)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._fed_at = 0.0  # monotonic time of the last chunk fed
         threading.Thread(target=self._run, name="monarch-jupyter-actor-output", daemon=True).start()
@@ -193,6 +218,8 @@ class Forwarder:
                 elif kind == "settle":
                     settled.append(value)
                 else:
+                    if self.log is not None:
+                        self.log.add(value)
                     self.router.add(value, time.monotonic())
                 if time.monotonic() > deadline:
                     break
@@ -203,6 +230,8 @@ class Forwarder:
             for parent, text in self.router.flush(time.monotonic(), force=bool(settled)):
                 with contextlib.suppress(Exception):  # a failed write must not stop the thread
                     self.publish(parent, text)
+            if self.log is not None:
+                self.log.flush()
             for done in settled:
                 done.set()
 
