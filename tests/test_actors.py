@@ -190,3 +190,11 @@ def test_ssh_job_actor_output_and_errors_from_both_hosts(sshd, start_kernel, wor
     r = kernel.execute("workers.boom.call().get()")
     assert "failed on 2 of 2 ranks (hosts=0-1): ValueError, KeyError" in r.traceback, r.traceback
     kernel.execute("%job kill", timeout=60)
+
+
+def test_a_call_failing_again_in_the_same_cell_shows_each_rank_once(shared):
+    r = shared.execute(
+        "try:\n    workers.boom.call().get()\nexcept ActorError:\n    pass\nworkers.boom.call().get()"
+    )
+    assert "failed on 2 of 2 ranks (hosts=0-1): ValueError, KeyError" in r.traceback, r.traceback
+    assert r.traceback.count("── rank hosts=0:") == 1 and r.traceback.count("── rank hosts=1:") == 1

@@ -12,6 +12,7 @@ every proc spawned from now on. Failure records back an IPython handler for
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import re
 import threading
@@ -43,7 +44,7 @@ class Inbox:
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
-            target=self._loop, args=(receiver,), name="monarch-jupyter-errors", daemon=True
+            target=self._loop, args=(receiver,), name="monarch-jupyter-inbox", daemon=True
         ).start()
 
     def _loop(self, receiver: Any) -> None:
@@ -99,13 +100,13 @@ class _Kernel:
         self.shell = shell
         log, shown = _open_log()
         self.output = Forwarder(kernel_publisher(shell), log, shown)
-        self.sink = Inbox(self.output.feed)
+        self.inbox = Inbox(self.output.feed)
         self.cell_started = time.monotonic()
         self.output.cell(time.time(), dict(getattr(shell, "parent_header", {}) or {}))
 
     def pre_run_cell(self, *_: Any) -> None:
         self.cell_started = time.monotonic()
-        self.sink.forget_before(self.cell_started)
+        self.inbox.forget_before(self.cell_started)
         self.output.cell(time.time(), dict(getattr(self.shell, "parent_header", {}) or {}))
 
     def post_run_cell(self, *_: Any) -> None:
@@ -117,7 +118,10 @@ class _Kernel:
             return cached
         match = _CALL.search(getattr(error, "message", "") or "")
         mesh, method = (match["mesh"], match["method"]) if match else ("actor", "call")
-        records = self.sink.take(mesh, method, self.cell_started)
+        # one record a rank, its latest: calls of mesh.method that failed earlier in this cell and
+        # were caught (and not asked about) left theirs too
+        latest = {tuple(map(tuple, r["point"])): r for r in self.inbox.take(mesh, method, self.cell_started)}
+        records = list(latest.values())
         result = CallFailure(mesh, method, [from_record(r) for r in records])
         result.size = max((int(r.get("size", 0)) for r in records), default=0)
         result.ranks.sort(key=lambda r: tuple(v for _, v in r.point))
@@ -136,8 +140,6 @@ class _Kernel:
         while tb is not None:
             code = tb.tb_frame.f_code
             if code.co_filename in names:
-                import linecache
-
                 line = linecache.getline(code.co_filename, tb.tb_lineno).strip()
                 out.append(f"  called from cell [{names[code.co_filename]}] line {tb.tb_lineno}: {line}")
             tb = tb.tb_next
@@ -211,7 +213,7 @@ def enable(shell: Any = None) -> None:
         if shell is None:
             return
         kernel = _Kernel(shell)
-        SetupActor.register_startup_function(kernel.sink.startup)
+        SetupActor.register_startup_function(kernel.inbox.startup)
         shell.set_custom_exc((ActorError,), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)
         shell.events.register("post_run_cell", kernel.post_run_cell)
