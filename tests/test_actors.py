@@ -117,11 +117,11 @@ def stamps(result) -> dict[str, float]:
     return found
 
 
-def assert_live_output(kernel, handle: str = "workers") -> None:
+def assert_live_output(kernel, handle: str = "workers", ranks: int = 2) -> None:
     r = kernel.ok(f"{handle}.talk.call(1.5).get()")
     got = stamps(r)
     assert r.duration > 1.5
-    for rank in (0, 1):
+    for rank in range(ranks):
         start = got[f"[hosts={rank}] start {rank}"]
         assert start < 1.2, (start, r.duration)  # while the call still ran (it sleeps 1.5 s)
         assert got[f"[hosts={rank}:err] logged {rank}"] < 1.2
@@ -130,7 +130,7 @@ def assert_live_output(kernel, handle: str = "workers") -> None:
     assert "similar log lines" not in text and "[vm " not in text
     log = kernel.ok("print(monarch_jupyter.actors.log_path())").stream().strip()
     logged = Path(log).read_text()
-    assert "[hosts=0] start 0\n" in logged and "[hosts=1:err] to stderr 1\n" in logged
+    assert "[hosts=0] start 0\n" in logged and f"[hosts={ranks - 1}:err] to stderr {ranks - 1}\n" in logged
     # the unfinished last line of each rank is shown by the end of the cell or the next moment
     nxt = kernel.ok("time.sleep(0.5); print('next cell')")
     assert nxt.stream() == "next cell\n", nxt.stream()
@@ -198,3 +198,18 @@ def test_a_call_failing_again_in_the_same_cell_shows_each_rank_once(shared):
     )
     assert "failed on 2 of 2 ranks (hosts=0-1): ValueError, KeyError" in r.traceback, r.traceback
     assert r.traceback.count("── rank hosts=0:") == 1 and r.traceback.count("── rank hosts=1:") == 1
+
+
+def test_slurm_job_actor_output_and_errors(slurm, start_kernel, workdir):
+    from daemons import free_port
+    from test_slurm import write_jobs
+
+    write_jobs(workdir, free_port())
+    kernel = start_kernel(env=slurm.env)
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok("%job apply sjobs.one", timeout=180)
+    kernel.ok(ACTOR, timeout=120)
+    assert_live_output(kernel, ranks=1)
+    r = kernel.execute("workers.boom.call().get()")
+    assert "failed on 1 of 1 ranks (hosts=0): ValueError" in r.traceback, r.traceback
+    kernel.execute("%job kill", timeout=60)
