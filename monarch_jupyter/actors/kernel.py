@@ -90,9 +90,13 @@ class Inbox:
         with self._cond:
             self._records = [(t, r) for t, r in self._records if t >= since]
 
-    def startup(self) -> Callable[[], None]:
-        """Monarch's per-proc startup function: what each new proc runs (see :func:`.worker.bootstrap`)."""
-        return worker.bootstrap(self.ref, _live_output)
+    def startup(self) -> Callable[[], None] | None:
+        """Monarch's per-proc startup function, called in the kernel at each spawn: what each new
+        proc runs (see :func:`.worker.bootstrap`); None (nothing) rather than a failed spawn."""
+        try:
+            return worker.bootstrap(self.ref, _live_output)
+        except Exception:  # e.g. no source to send (an install without .py files)
+            return None
 
 
 class _Kernel:
