@@ -85,6 +85,8 @@ def test_two_ranks_raising_different_errors_show_both_with_the_cells_lines(share
 
 def test_identical_errors_are_grouped_once(shared):
     r = shared.execute("workers.same.call().get()")
+    # IPython's own tools still see the error
+    assert "ActorError" in shared.ok("import sys; print(sys.last_type.__name__)").stream()
     text = r.traceback
     assert (
         text.splitlines()[0] == "ActorError: workers.same() failed on 2 of 2 ranks (hosts=0-1): RuntimeError"

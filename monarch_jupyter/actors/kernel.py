@@ -15,6 +15,7 @@ import contextlib
 import linecache
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -170,6 +171,7 @@ class _Kernel:
             shown = lines[0]  # the error message's evalue: the one-sentence headline
         except Exception:  # never lose the error itself to a bug in showing it
             stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+        sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # %debug, %tb still work
         shell._showtraceback(etype, shown, stb)
         return stb
 
