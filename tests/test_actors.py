@@ -125,22 +125,17 @@ def assert_live_output(kernel, handle: str = "workers", ranks: int = 2) -> None:
     assert r.duration > 1.5
     for rank in range(ranks):  # each came while the call still ran: it sleeps 1.5 s after them
         # (a first call also waits for its procs to start: measured from the cell's end)
-        labels = (f"[hosts={rank}]", f"[hosts={rank}:err]", f"[hosts={rank}:err]")
-        for line in (
-            f"{labels[0]} start {rank}",
-            f"{labels[1]} logged {rank}",
-            f"{labels[2]} to stderr {rank}",
-        ):
+        out, err = f"[hosts={rank}]", f"[hosts={rank}:err]"
+        for line in (f"{out} start {rank}", f"{err} logged {rank}", f"{err} to stderr {rank}"):
             assert r.duration - got[line] > 1.0, (line, got[line], r.duration)
     text = r.stream("stdout")
     assert "similar log lines" not in text and "[vm " not in text
     log = kernel.ok("print(monarch_jupyter.actors.log_path())").stream().strip()
     logged = Path(log).read_text()
     assert "[hosts=0] start 0\n" in logged and f"[hosts={ranks - 1}:err] to stderr {ranks - 1}\n" in logged
-    # the unfinished last line of each rank is shown by the end of the cell or the next moment
+    # nothing lands in the next cells, not even each rank's unfinished last line ("end N")
     nxt = kernel.ok("time.sleep(0.5); print('next cell')")
     assert nxt.stream() == "next cell\n", nxt.stream()
-    return r
 
 
 def test_prints_and_logging_arrive_live_in_the_cell_labelled_by_rank(shared):
