@@ -25,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from importlib.metadata import version
 
         return version("monarch_jupyter")
+    if name == "actors":  # monarch_jupyter.actors.live_output(False) without an import first
+        import importlib
+
+        return importlib.import_module(".actors", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -40,12 +44,23 @@ def current_session() -> Any:
 
 def job() -> Any:
     """The running JobTrait of the current context (re-attached if needed)."""
-    return current_session().job()
+    found = current_session().job()
+    _actors_hook()
+    return found
 
 
 def state() -> Any:
     """The JobState of the current context's running job: ``state().hosts`` is a HostMesh."""
-    return current_session().state()
+    found = current_session().state()
+    _actors_hook()
+    return found
+
+
+def _actors_hook() -> None:
+    # procs spawned on the meshes handed out report their output and every rank's errors (#17)
+    from .actors import enable
+
+    enable()
 
 
 def load_ipython_extension(ipython: Any) -> None:

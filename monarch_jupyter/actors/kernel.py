@@ -1,0 +1,246 @@
+"""The kernel's side of the user's actors: every rank's errors, and their output in the cell.
+
+:func:`enable` (called when the extension hands out the job's host meshes) opens a
+port the procs report to (see :mod:`.worker`) and asks Monarch to set that up on
+every proc spawned from now on. Failure records back an IPython handler for
+``ActorError`` that shows :func:`.failures.render` instead of Monarch's text (the
+``ActorError`` itself still propagates: code that catches it is unchanged, and
+:func:`failure` gives its per-rank view); output chunks go to :mod:`.output`.
+:func:`live_output` turns output forwarding off or on for procs spawned later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from . import cells, worker
+from .failures import CallFailure, Frame, from_record, render, strip_ansi
+from .output import Forwarder, Log, kernel_publisher
+
+SETTLE = 0.05  # a record arriving within this of the previous one belongs to the same burst
+SETTLE_MAX = 0.3  # the longest the handler waits for other ranks' records after the error
+_CALL = re.compile(r"Actor call (?P<mesh>.+)\.(?P<method>[^.\s]+) failed")
+_ATTR = "_monarch_jupyter_failure"
+
+
+class Inbox:
+    """A port in the kernel that procs send records to, read by a daemon thread: output chunks go
+    to ``on_output``, failure records are kept for :meth:`take`."""
+
+    def __init__(self, on_output: Callable[[dict], None]) -> None:
+        from monarch._src.actor.actor_mesh import Channel
+
+        port, receiver = Channel.open()
+        self.ref = port._port_ref
+        self.on_output = on_output
+        self._cond = threading.Condition()
+        self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
+        threading.Thread(
+            target=self._loop, args=(receiver,), name="monarch-jupyter-inbox", daemon=True
+        ).start()
+
+    def _loop(self, receiver: Any) -> None:
+        failures = 0
+        while failures < 10:  # a closed receiver fails every recv: stop instead of spinning
+            try:
+                data = receiver.recv().get()
+            except Exception:
+                failures += 1
+                time.sleep(0.1)
+                continue
+            failures = 0
+            if not isinstance(data, dict):
+                continue
+            if data.get("kind") == "output":
+                self.on_output(data)
+                continue
+            if data.get("kind") == "failure":
+                with self._cond:
+                    self._records.append((time.monotonic(), data))
+                    self._cond.notify_all()
+
+    def take(self, mesh: str, method: str, since: float) -> list[dict]:
+        """Remove and return the records of ``mesh.method`` that arrived after ``since``, first
+        waiting for a burst still arriving to end."""
+        deadline = time.monotonic() + SETTLE_MAX
+        with self._cond:
+            while True:
+                mine = [
+                    r for t, r in self._records if t >= since and (r["mesh"], r["method"]) == (mesh, method)
+                ]
+                last = max((t for t, _ in self._records), default=0.0)
+                now = time.monotonic()
+                if (mine and now - last >= SETTLE) or now >= deadline:
+                    break
+                self._cond.wait(min(SETTLE, max(0.0, deadline - now)))
+            self._records = [
+                (t, r) for t, r in self._records if t >= since and (r["mesh"], r["method"]) != (mesh, method)
+            ]
+        return mine
+
+    def forget_before(self, since: float) -> None:
+        with self._cond:
+            self._records = [(t, r) for t, r in self._records if t >= since]
+
+    def startup(self) -> Callable[[], None] | None:
+        """Monarch's per-proc startup function, called in the kernel at each spawn: what each new
+        proc runs (see :func:`.worker.bootstrap`); None (nothing) rather than a failed spawn."""
+        try:
+            return worker.bootstrap(self.ref, _live_output)
+        except Exception:  # e.g. no source to send (an install without .py files)
+            return None
+
+
+class _Kernel:
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        log, shown = _open_log()
+        self.output = Forwarder(kernel_publisher(shell), log, shown)
+        self.inbox = Inbox(self.output.feed)
+        self.cell_started = time.monotonic()
+        self.output.cell(time.time(), dict(getattr(shell, "parent_header", {}) or {}))
+
+    def pre_run_cell(self, *_: Any) -> None:
+        self.cell_started = time.monotonic()
+        self.inbox.forget_before(self.cell_started)
+        self.output.cell(time.time(), dict(getattr(self.shell, "parent_header", {}) or {}))
+
+    def post_run_cell(self, *_: Any) -> None:
+        self.output.settle()
+
+    def failure(self, error: BaseException) -> CallFailure:
+        cached = getattr(error, _ATTR, None)
+        if isinstance(cached, CallFailure):
+            return cached
+        match = _CALL.search(getattr(error, "message", "") or "")
+        mesh, method = (match["mesh"], match["method"]) if match else ("actor", "call")
+        # one record a rank, its latest: calls of mesh.method that failed earlier in this cell and
+        # were caught (and not asked about) left theirs too
+        latest = {tuple(map(tuple, r["point"])): r for r in self.inbox.take(mesh, method, self.cell_started)}
+        records = list(latest.values())
+        result = CallFailure(mesh, method, [from_record(r) for r in records])
+        result.size = max((int(r.get("size", 0)) for r in records), default=0)
+        result.ranks.sort(key=lambda r: tuple(v for _, v in r.point))
+        result.original = error
+        with contextlib.suppress(Exception):
+            setattr(error, _ATTR, result)
+        return result
+
+    def locate(self, frame: Frame) -> tuple[int, str] | None:
+        return cells.find(cells.kernel_cells(self.shell), frame)
+
+    def called_from(self, tb: TracebackType | None) -> list[str]:
+        """``called from cell [6] line 1: a.boom.call(1).get()`` for the cell frames of ``tb``."""
+        names = getattr(self.shell.compile, "_filename_map", {})
+        out = []
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename in names:
+                line = linecache.getline(code.co_filename, tb.tb_lineno).strip()
+                out.append(f"  called from cell [{names[code.co_filename]}] line {tb.tb_lineno}: {line}")
+            tb = tb.tb_next
+        return out
+
+    def text(self, error: BaseException, tb: TracebackType | None) -> str:
+        failure = self.failure(error)
+        if failure.ranks:
+            return render(failure, self.locate, self.called_from(tb))
+        # a proc spawned before enable() (or a failure outside an endpoint): Monarch's own text
+        head = f"{failure.mesh}.{failure.method}() failed (which ranks: not known)"
+        body = strip_ansi(getattr(error, "exception_formatted", "") or str(error))
+        return "\n".join([head, *self.called_from(tb), "", body.rstrip()]) + "\n"
+
+    def handler(
+        self, shell: Any, etype: type, value: BaseException, tb: TracebackType | None, tb_offset: Any = None
+    ) -> list[str]:
+        """IPython's custom-exception hook: it ignores the return value, so this shows the error
+        itself (``_showtraceback``: ipykernel sends it as the cell's ``error`` message)."""
+        shown: object = value
+        try:
+            lines = self.text(value, tb).rstrip("\n").split("\n")
+            stb = [f"{etype.__name__}: {lines[0]}", *lines[1:]]
+            shown = lines[0]  # the error message's evalue: the one-sentence headline
+        except Exception:  # never lose the error itself to a bug in showing it
+            stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+        sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # %debug, %tb still work
+        shell._showtraceback(etype, shown, stb)
+        return stb
+
+
+KEEP_LOGS = 20  # actor output logs kept per context (one per kernel that used actors)
+
+
+def _open_log() -> tuple[Log | None, str | None]:
+    """This kernel's actor output log, ``.monarch/<context>/actors/<utc>-<pid>.log``, and its
+    path as shown (relative to the notebook's folder); (None, None) when it cannot be made."""
+    try:
+        import monarch_jupyter
+
+        from ..remote.runner import prune_logs
+
+        session = monarch_jupyter.current_session()
+        folder = session.layout.context_dir(session.context) / "actors"
+        folder.mkdir(parents=True, exist_ok=True)
+        prune_logs(str(folder), KEEP_LOGS - 1)
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        log = Log(str(folder / f"{stamp}-{os.getpid()}.log"))
+        return log, os.path.relpath(log.path, session.root)
+    except (OSError, ValueError, AttributeError):
+        return None, None
+
+
+_kernel: _Kernel | None = None
+_lock = threading.Lock()
+_live_output = True  # whether procs spawned from now on forward their output (live_output)
+
+
+def enable(shell: Any = None) -> None:
+    """Start collecting every rank's errors for procs spawned from now on (idempotent)."""
+    global _kernel
+    with _lock:
+        if _kernel is not None:
+            return
+        from monarch._src.actor.actor_mesh import ActorError
+        from monarch._src.actor.proc_mesh import SetupActor
+
+        if shell is None:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        if shell is None:
+            return
+        kernel = _Kernel(shell)
+        SetupActor.register_startup_function(kernel.inbox.startup)
+        shell.set_custom_exc((ActorError,), kernel.handler)
+        shell.events.register("pre_run_cell", kernel.pre_run_cell)
+        shell.events.register("post_run_cell", kernel.post_run_cell)
+        _kernel = kernel
+
+
+def live_output(enabled: bool) -> None:
+    """Whether procs spawned from now on forward their stdout/stderr to the cell (on by default).
+
+    Per mesh: ``live_output(False)`` before its ``spawn_procs()``, ``live_output(True)`` after."""
+    global _live_output
+    _live_output = bool(enabled)
+
+
+def log_path() -> str | None:
+    """The file every line of this kernel's actors goes to (None before :func:`enable`)."""
+    log = _kernel.output.log if _kernel is not None else None
+    return log.path if log is not None else None
+
+
+def failure(error: BaseException) -> CallFailure | None:
+    """Every failing rank of the call that raised ``error`` (an ``ActorError``), or None when
+    errors are not being collected."""
+    return _kernel.failure(error) if _kernel is not None else None

@@ -1,0 +1,194 @@
+"""Runs in every proc spawned from the kernel: failing endpoint calls and output go to the kernel.
+
+Monarch's per-proc startup hook (``SetupActor.register_startup_function``) runs
+this module's *source* on each new proc (:func:`bootstrap`), so a worker needs
+no monarch_jupyter, nor the kernel's version of it: the module is self-contained
+(stdlib and Monarch only). :func:`install` then
+
+- wraps the endpoint error path (Monarch's ``call()`` raises one rank's
+  ``ActorError`` and drops the others) so that, before the error goes back to the
+  caller, a plain-data :func:`record` of it (rank, exception chain, frames) goes
+  to the kernel's port;
+- tees fds 1 and 2 through pipes (:func:`capture`): a thread writes every byte on
+  to where the fd went before (Monarch's own forwarding and logs see what they
+  always saw) and sends the text, stamped with the wall-clock time it was read,
+  to the kernel's port. That covers ``print``, ``logging`` (its handlers write to
+  ``sys.stderr``) and native code alike; Monarch's proc bootstrap already makes
+  ``sys.stdout`` line-buffered, so a print needs no flush.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import functools
+import inspect
+import linecache
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+_WRAPPED = "_monarch_jupyter_wrapped"
+_CAPTURED = "_monarch_jupyter_captured"  # set on sys once this process's fds are teed
+
+
+def frames(tb: TracebackType | None) -> list[tuple[str, int, str, str, str]]:
+    """(filename, line, name, qualified name, source line) of each frame, outermost first."""
+    out = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        lineno = tb.tb_lineno
+        line = linecache.getline(code.co_filename, lineno) if not code.co_filename.startswith("<") else ""
+        out.append((code.co_filename, lineno, code.co_name, getattr(code, "co_qualname", code.co_name), line))
+        tb = tb.tb_next
+    return out
+
+
+def chain(error: BaseException) -> list[dict[str, Any]]:
+    """The exception and what led to it, oldest first, as Python prints them."""
+    seen: list[tuple[BaseException, str]] = []
+    current: BaseException | None = error
+    relation = ""
+    while current is not None and all(current is not e for e, _ in seen) and len(seen) < 10:
+        seen.append((current, relation))
+        if current.__cause__ is not None:
+            current, relation = current.__cause__, "cause"
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, relation = current.__context__, "context"
+        else:
+            current = None
+    # ``relation`` (how the newer exception links to this one) is printed after this one
+    return [
+        {
+            "type": _type_name(exc),
+            "message": str(exc),
+            "frames": frames(exc.__traceback__),
+            "relation": relation,
+        }
+        for exc, relation in reversed(seen)
+    ]
+
+
+def _type_name(exc: BaseException) -> str:
+    kind = type(exc)
+    return (
+        kind.__qualname__
+        if kind.__module__ in ("builtins", "__main__")
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+
+
+def record(mesh: str, method: str, point: Any, error: BaseException) -> dict[str, Any]:
+    """What the kernel needs to show one rank's failure, in plain picklable data."""
+    names = list(point)
+    size = 1
+    for name in names:
+        size *= point.size(name)
+    return {
+        "kind": "failure",
+        "mesh": mesh,
+        "method": method,
+        "point": [(name, point[name]) for name in names],
+        "size": size,
+        "chain": chain(error),
+        "pid": os.getpid(),
+    }
+
+
+# %%remote's own procs (remote/runner.py names them remote_<mesh>): their output is not the user's
+_NOT_CAPTURED = ("remote_",)
+
+
+def install(sink: Any, output: bool = True) -> None:
+    """On this proc: failing endpoint calls also go to ``sink`` (a PortRef); with ``output``,
+    so do fds 1 and 2 (:func:`capture`). Runs inside Monarch's per-proc setup call, which must
+    not fail because of it: a Monarch this does not know gets one line on stderr instead."""
+    try:
+        _install(sink, output)
+    except Exception as error:
+        print(
+            f"monarch_jupyter: this proc's actor errors/output are not forwarded: {error!r}", file=sys.stderr
+        )
+
+
+def _install(sink: Any, output: bool) -> None:
+    from monarch._src.actor import actor_mesh
+
+    _wrap_errors(actor_mesh, sink)
+    if not output:
+        return
+    ctx = actor_mesh.context()
+    proc = str(getattr(ctx.actor_instance, "proc_id", ""))
+    if proc.startswith(_NOT_CAPTURED):
+        return
+    point = ctx.message_rank
+    port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
+    port.return_undeliverable = False  # a kernel that went away must not fail the proc
+    capture(port.send, {"pid": os.getpid(), "point": [(name, point[name]) for name in point]})
+
+
+def _wrap_errors(actor_mesh: Any, sink: Any) -> None:
+    original = actor_mesh._Actor._report_exception
+    if getattr(original, _WRAPPED, False):
+        return
+
+    def report(self: Any, e: Exception, ctx: Any, method_name: str, response_port: Any) -> None:
+        with contextlib.suppress(Exception):  # telling the kernel must never change the call
+            data = record(ctx.actor_instance.name, method_name, ctx.message_rank, e)
+            port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
+            port.return_undeliverable = False
+            port.send(data)
+        original(self, e, ctx, method_name, response_port)
+
+    setattr(report, _WRAPPED, True)
+    actor_mesh._Actor._report_exception = report
+
+
+def _pump(read_fd: int, out_fd: int, stream: str, send: Callable[[dict], None], who: dict) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    while True:
+        try:
+            data = os.read(read_fd, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        stamp = time.time()
+        with contextlib.suppress(OSError):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out_fd, view) :]
+        text = decoder.decode(data)
+        if text:
+            with contextlib.suppress(Exception):  # the kernel going away must not stop the proc
+                send({"kind": "output", "stream": stream, "text": text, "time": stamp, **who})
+
+
+def capture(send: Callable[[dict], None], who: dict[str, Any]) -> None:
+    """Tee fds 1 and 2 of this process to ``send`` (once per process)."""
+    if getattr(sys, _CAPTURED, False):
+        return
+    setattr(sys, _CAPTURED, True)
+    for fd, stream in ((1, "out"), (2, "err")):
+        with contextlib.suppress(OSError, ValueError):
+            (sys.stdout if fd == 1 else sys.stderr).flush()
+        saved = os.dup(fd)
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, fd)
+        os.close(write_fd)
+        thread = threading.Thread(target=_pump, args=(read_fd, saved, stream, send, who), daemon=True)
+        thread.name = f"monarch-jupyter-{stream}"
+        thread.start()
+
+
+def bootstrap(sink: Any, output: bool) -> Callable[[], None]:
+    """What Monarch runs on each new proc: this module's source, then :func:`install`."""
+    source = inspect.getsource(sys.modules[__name__]) + "\ninstall(SINK, OUTPUT)\n"
+    names = {"__name__": "monarch_jupyter_actor_worker", "SINK": sink, "OUTPUT": output}
+    return functools.partial(exec, source, names)
