@@ -6,7 +6,8 @@ meshes a ``ProcessJob`` was built with (``_meshes``, ``_env``), the host meshes 
 a ``JobState`` as a mapping (``_hosts``), the allocation behind a cached job
 (``_running``) or whether it still answers (``_is_running``), an SSHJob's ssh
 arguments, Python, port and transport, or the classes ``monarch.job`` does not
-export. We read those here and degrade to "unknown" (None / {}) for job classes
+export, the PortRef behind a Port a proc can send to, and the per-proc setup hook
+(``SetupActor``) actors/ installs its collection with. We read those here and degrade to "unknown" (None / {}) for job classes
 that lack them. What to make of these facts per kind of job is ``engines/``'s part.
 ``tests/integration/test_introspect_pins.py`` pins every field against the installed
 torchmonarch, so an upgrade that renames one fails there, by name.
@@ -216,3 +217,21 @@ class PortReader:
 
     def value(self, raw: Any) -> Any:
         return raw if self._fast is None else self._receiver._process(raw)
+
+
+def open_kernel_port() -> tuple[Any, Any]:
+    """A channel into this process: (the ``PortRef`` procs send to, its receiver). Monarch's
+    public ``Channel.open`` gives a Port; procs build their own Port from the ref
+    (``Port._port_ref``, read here)."""
+    from monarch.actor import Channel
+
+    port, receiver = Channel.open()
+    return port._port_ref, receiver
+
+
+def register_proc_startup(function: Callable[[], Any]) -> None:
+    """Have ``function`` called in the kernel at every proc mesh spawn; what it returns is run on
+    each new proc (``SetupActor.register_startup_function``; monarch.actor does not export it)."""
+    from monarch._src.actor.proc_mesh import SetupActor
+
+    SetupActor.register_startup_function(function)

@@ -58,6 +58,6 @@ def kernel_cells(shell: Any) -> list[tuple[int, str]]:
     out = []
     for filename, number in names.items():
         entry = linecache.cache.get(filename)
-        if entry and isinstance(number, int):
+        if entry and len(entry) == 4 and isinstance(number, int):  # (size, mtime, lines, name)
             out.append((number, "".join(entry[2])))
     return out

@@ -96,9 +96,9 @@ def rank_set(points: Iterable[tuple[tuple[str, int], ...]]) -> str:
         *head, (last, value) = point
         rows.setdefault(tuple(head), (last, []))[1].append(value)
     parts = []
-    for head, (last, values) in rows.items():
+    for prefix, (last, values) in rows.items():
         tail = f"{last}={_ranges(values)}" if values else "the only rank"
-        parts.append(f"{label(head)},{tail}" if head else tail)
+        parts.append(f"{label(prefix)},{tail}" if prefix else tail)
     return "; ".join(parts)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from .. import _introspect, _timefmt
 from . import cells, worker
 from .failures import CallFailure, Frame, from_record, render, strip_ansi
 from .output import Forwarder, Log, kernel_publisher
@@ -37,10 +38,7 @@ class Inbox:
     to ``on_output``, failure records are kept for :meth:`take`."""
 
     def __init__(self, on_output: Callable[[dict], None]) -> None:
-        from monarch._src.actor.actor_mesh import Channel
-
-        port, receiver = Channel.open()
-        self.ref = port._port_ref
+        self.ref, receiver = _introspect.open_kernel_port()
         self.on_output = on_output
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
@@ -172,7 +170,7 @@ class _Kernel:
         except Exception:  # never lose the error itself to a bug in showing it
             stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
         sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # %debug, %tb still work
-        shell._showtraceback(etype, shown, stb)
+        shell._showtraceback(etype, shown, stb)  # noqa: SLF001 (ipykernel's hook that sends the error; pinned)
         return stb
 
 
@@ -183,6 +181,7 @@ def _open_log() -> tuple[Log | None, str | None]:
     """This kernel's actor output log, ``.monarch/<context>/actors/<utc>-<pid>.log``, and its
     path as shown (relative to the notebook's folder); (None, None) when it cannot be made."""
     try:
+        # imported here, on the first spawn, for start-up cost (the runner pulls in all of remote/)
         import monarch_jupyter
 
         from ..remote.runner import prune_logs
@@ -191,7 +190,7 @@ def _open_log() -> tuple[Log | None, str | None]:
         folder = session.layout.context_dir(session.context) / "actors"
         folder.mkdir(parents=True, exist_ok=True)
         prune_logs(str(folder), KEEP_LOGS - 1)
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        stamp = _timefmt.utc_stamp()
         log = Log(str(folder / f"{stamp}-{os.getpid()}.log"))
         return log, os.path.relpath(log.path, session.root)
     except (OSError, ValueError, AttributeError):
@@ -209,8 +208,7 @@ def enable(shell: Any = None) -> None:
     with _lock:
         if _kernel is not None:
             return
-        from monarch._src.actor.actor_mesh import ActorError
-        from monarch._src.actor.proc_mesh import SetupActor
+        from monarch.actor import ActorError
 
         if shell is None:
             from IPython import get_ipython
@@ -219,7 +217,7 @@ def enable(shell: Any = None) -> None:
         if shell is None:
             return
         kernel = _Kernel(shell)
-        SetupActor.register_startup_function(kernel.inbox.startup)
+        _introspect.register_proc_startup(kernel.inbox.startup)
         shell.set_custom_exc((ActorError,), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)
         shell.events.register("post_run_cell", kernel.post_run_cell)

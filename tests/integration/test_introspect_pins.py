@@ -241,7 +241,11 @@ def test_no_other_module_reads_monarch_private_fields():
     )
     access = re.compile(rf"\.{private}\b|[\"']{private}[\"']|(from|import) monarch\._src")
     # batch._SUBMIT is a script that runs where only the spec is imported (pinned above)
-    allowed = {("batch.py", 'python = getattr(job, "_python_exe", sys.executable)')}
+    # actors/worker.py runs on the procs as source (test_actor_collection_members pins what it uses)
+    allowed = {
+        ("batch.py", 'python = getattr(job, "_python_exe", sys.executable)'),
+        ("worker.py", "from monarch._src.actor import actor_mesh"),
+    }
     package = Path(monarch_jupyter.__file__).parent
     offenders = [
         f"{path.relative_to(package)}:{number}: {line.strip()}"
@@ -272,3 +276,30 @@ def test_port_reader_reads_the_rust_receiver():
             assert reader.value(await reader.next()) == value
 
     asyncio.run(check())
+
+
+def test_actor_collection_members():
+    """actors/: the kernel's port and per-proc setup (through _introspect), and what actors/worker.py
+    (the proc-side reader, shipped as source) overrides and calls on each proc."""
+    from monarch._src.actor import actor_mesh
+    from monarch._src.actor.proc_mesh import SetupActor
+
+    assert callable(getattr(SetupActor, "register_startup_function", None)), (
+        f"{MONARCH}: SetupActor.register_startup_function is gone; update _introspect.register_proc_startup"
+    )
+    params = list(inspect.signature(actor_mesh._Actor._report_exception).parameters)
+    assert params == ["self", "e", "ctx", "method_name", "response_port"], (
+        f"{MONARCH}: _Actor._report_exception{params} changed; update actors/worker._wrap_errors"
+    )
+    assert list(inspect.signature(actor_mesh.Port.__init__).parameters) == [
+        "self",
+        "port_ref",
+        "instance",
+        "rank",
+    ], f"{MONARCH}: Port(port_ref, instance, rank) changed; update actors/worker"
+    source = inspect.getsource(actor_mesh)
+    assert "self._port_ref" in source and "def _as_rust" in source, (
+        f"{MONARCH}: Port._port_ref / Instance._as_rust changed; update _introspect and actors/worker"
+    )
+    ref, _receiver = _introspect.open_kernel_port()
+    assert type(ref).__name__ in ("PortRef", "OncePortRef"), type(ref)
