@@ -60,7 +60,7 @@ def _actors_hook() -> None:
     # procs spawned on the meshes handed out report their output and every rank's errors (#17)
     from .actors import enable
 
-    enable()
+    enable(current_session())
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -82,7 +82,7 @@ def load_ipython_extension(ipython: Any) -> None:
     print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)
     from .magics import _runs_note
 
-    _runs_note(current)  # issue #10: runs a previous kernel left running (no Monarch import)
+    _runs_note(current)  # the runs a previous kernel left running (no Monarch import)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

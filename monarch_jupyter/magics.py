@@ -92,7 +92,8 @@ class JobMagics(Magics):
             run = batch.kill(self._context_dir(), command.context)
             print(f"batch run {run.id}: {run.state}")
             return
-        if not command.context or command.context == self.session.context:  # its runs first (issue #10)
+        # the context's runs are stopped first, not left running unseen
+        if not command.context or command.context == self.session.context:
             from .remote import verbs
             from .remote.runner import runner_for
 

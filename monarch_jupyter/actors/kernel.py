@@ -99,9 +99,9 @@ class Inbox:
 
 
 class _Kernel:
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: Any, session: Any) -> None:
         self.shell = shell
-        log, shown = _open_log()
+        log, shown = _open_log(session)
         self.output = Forwarder(kernel_publisher(shell), log, shown)
         self.inbox = Inbox(self.output.feed)
         self.cell_started = time.monotonic()
@@ -177,16 +177,14 @@ class _Kernel:
 KEEP_LOGS = 20  # actor output logs kept per context (one per kernel that used actors)
 
 
-def _open_log() -> tuple[Log | None, str | None]:
-    """This kernel's actor output log, ``.monarch/<context>/actors/<utc>-<pid>.log``, and its
-    path as shown (relative to the notebook's folder); (None, None) when it cannot be made."""
+def _open_log(session: Any) -> tuple[Log | None, str | None]:
+    """This kernel's actor output log, ``.monarch/<context>/actors/<utc>-<pid>.log`` of
+    ``session``'s context (a JobSession), and its path as shown (relative to the notebook's
+    folder); (None, None) when it cannot be made."""
     try:
         # imported here, on the first spawn, for start-up cost (the runner pulls in all of remote/)
-        import monarch_jupyter
-
         from ..remote.runner import prune_logs
 
-        session = monarch_jupyter.current_session()
         folder = session.layout.context_dir(session.context) / "actors"
         folder.mkdir(parents=True, exist_ok=True)
         prune_logs(str(folder), KEEP_LOGS - 1)
@@ -202,8 +200,9 @@ _lock = threading.Lock()
 _live_output = True  # whether procs spawned from now on forward their output (live_output)
 
 
-def enable(shell: Any = None) -> None:
-    """Start collecting every rank's errors for procs spawned from now on (idempotent)."""
+def enable(session: Any, shell: Any = None) -> None:
+    """Start collecting every rank's errors (and output, into ``session``'s context's log) for
+    procs spawned from now on (idempotent). ``session``: the JobSession."""
     global _kernel
     with _lock:
         if _kernel is not None:
@@ -216,7 +215,7 @@ def enable(shell: Any = None) -> None:
             shell = get_ipython()
         if shell is None:
             return
-        kernel = _Kernel(shell)
+        kernel = _Kernel(shell, session)
         _introspect.register_proc_startup(kernel.inbox.startup)
         shell.set_custom_exc((ActorError,), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)

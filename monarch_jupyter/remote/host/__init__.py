@@ -11,7 +11,7 @@ only
   ``monarch_jupyter.errors``, stdlib-only too) and ``monarch_jupyter.remote.protocol`` (the
   messages both sides share, stdlib-only).
 
-``tests/test_host_rule.py`` parses every one of them and fails on any other import. Nothing of
+``tests/unit/test_host_rule.py`` parses every one of them and fails on any other import. Nothing of
 the kernel side (runner, runs index, magics, session) may be imported here; the kernel side
 imports :mod:`.layout` (the on-host run layout) and :mod:`.runs` (what a host knows about runs).
 
