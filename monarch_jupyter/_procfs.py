@@ -139,22 +139,22 @@ def pids_with_env(name: str, values: Iterable[str] | None = None) -> dict[str, l
     return found
 
 
-def killpg(group: int, sig: int) -> bool:
-    """Signal a process group; False when it is gone (or not ours)."""
+def _send(signal_: Callable[[int, int], None], target: int, sig: int) -> bool:
     try:
-        os.killpg(group, sig)
+        signal_(target, sig)
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def killpg(group: int, sig: int) -> bool:
+    """Signal a process group; False when it is gone (or not ours)."""
+    return _send(os.killpg, group, sig)
 
 
 def kill(pid: int, sig: int) -> bool:
     """Signal a process; False when it is gone (or not ours)."""
-    try:
-        os.kill(pid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+    return _send(os.kill, pid, sig)
 
 
 def open_pidfd(pid: int) -> int | None:

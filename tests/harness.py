@@ -205,3 +205,24 @@ def scratch_kernel(
             reap(tag)
             if made:
                 shutil.rmtree(where, ignore_errors=True)
+
+
+def poll(predicate, timeout: float = 20.0, step: float = 0.05):
+    """Call ``predicate`` every ``step`` s until it returns something true or ``timeout`` passes;
+    its last value (falsy on a timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
+def usage_error(result: Result) -> str:
+    """The single UsageError line a bad magic line produces (never a traceback)."""
+    text = result.text
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("UsageError: "), text
+    return lines[0]

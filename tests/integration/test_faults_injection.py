@@ -18,33 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import Kernel, tagged_pids, worker_pids
+from harness import Kernel, tagged_pids, usage_error, worker_pids
+from harness import poll as wait_for
 from test_server_ext import TOKEN, _get, server  # noqa: F401 - the server fixture, on our tree
-
-
-def usage_error(result) -> str:
-    """The single UsageError line (never a traceback)."""
-    text = result.text
-    assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("UsageError: "), text
-    return lines[0]
 
 
 def one_line(result) -> str:
     text = result.text.strip()
     assert len(text.splitlines()) == 1, text
     return text
-
-
-def wait_for(predicate, timeout: float = 30.0, step: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return predicate()
 
 
 def shutdown_and_assert_nothing_left(tag: str, *kernels: Kernel) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import TAG_VAR, worker_pids
+from harness import TAG_VAR, usage_error, worker_pids
 
 MONARCH_CLI = str(Path(sys.executable).with_name("monarch"))
 NOISE = ("Future.get()", "Monarch internal logs", "UserWarning", "Traceback", "Found cached job")
@@ -35,15 +35,6 @@ def status_of(kernel):
 def assert_quiet(result):
     for noise in NOISE:
         assert noise not in result.text, result.text
-
-
-def usage_error(result) -> str:
-    """The single UsageError line a bad %job produces (never a traceback)."""
-    text = result.text
-    assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("UsageError: "), text
-    return lines[0]
 
 
 def cli(folder: Path, tag: str, *args: str) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Kernel, tagged_pids, worker_pids
+from harness import Kernel, poll, tagged_pids, worker_pids
 
 TICKS = "for i in $(seq 1 {n}); do echo tick $i; sleep {pause}; done"
 
@@ -53,14 +53,10 @@ def send(k: Kernel, code: str) -> str:
     return k.kc.execute(code)
 
 
-def wait_for(predicate, timeout: float = 20.0, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("condition not met in time")
+def wait_for(predicate, timeout: float = 20.0):
+    value = poll(predicate, timeout, 0.1)
+    assert value, "condition not met in time"
+    return value
 
 
 @pytest.fixture

@@ -18,34 +18,35 @@ from pathlib import Path
 import pytest
 
 from daemons import free_port
-from harness import tagged_pids
+from harness import poll, tagged_pids
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 
 
-def remote_workers(tag: str) -> list[int]:
-    """Worker Pythons started over ssh (not the local ssh clients): their cmdline starts with python."""
+def _argv_pids(tag: str, match) -> list[int]:
+    """Tagged processes whose argv (a list of bytes) satisfies ``match``."""
     found = []
     for pid in tagged_pids(tag):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"run_worker_loop_forever" in b" ".join(argv) and b"python" in argv[0]:
+        if argv and match(argv):
             found.append(pid)
     return found
+
+
+def remote_workers(tag: str) -> list[int]:
+    """Worker Pythons started over ssh (not the local ssh clients): their cmdline starts with python."""
+    return _argv_pids(
+        tag, lambda argv: b"run_worker_loop_forever" in b" ".join(argv) and b"python" in argv[0]
+    )
 
 
 def ssh_clients(tag: str) -> list[int]:
-    found = []
-    for pid in tagged_pids(tag):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"ssh") and b"run_worker_loop_forever" in b" ".join(argv):
-            found.append(pid)
-    return found
+    return _argv_pids(
+        tag, lambda argv: argv[0].endswith(b"ssh") and b"run_worker_loop_forever" in b" ".join(argv)
+    )
 
 
 def write_jobs(
@@ -69,12 +70,7 @@ def write_jobs(
 
 
 def wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
+    return bool(poll(predicate, timeout, 0.1))
 
 
 def test_ssh_job_end_to_end(sshd, start_kernel, tag, workdir):
