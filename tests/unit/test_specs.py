@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 
 from monarch_jupyter.errors import SpecError
@@ -188,8 +191,16 @@ def test_persisted_import_paths_resolve():
         return getattr(importlib.import_module(module), attr)
 
     assert isinstance(resolve("monarch_jupyter.local_jobs.hosts_2"), ProcessJob)
-    ssh = resolve("monarch_jupyter.ssh_jobs.ssh__py_python3__port_22222__m_hosts_h1_h2")
-    assert type(ssh).__name__ == "SSHJob" and ssh._meshes == {"hosts": ["h1", "h2"]}
+    # an SSHJob enables Monarch's transport when built, which must come before any other Monarch
+    # call of the process: built in a fresh one
+    probe = (
+        "import importlib\n"
+        "m = importlib.import_module('monarch_jupyter.ssh_jobs')\n"
+        "ssh = getattr(m, 'ssh__py_python3__port_22222__m_hosts_h1_h2')\n"
+        "print(type(ssh).__name__, ssh._meshes)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split(None, 1) == ["SSHJob", "{'hosts': ['h1', 'h2']}\n"], out.stderr
     slurm_class = resolve("monarch_jupyter.slurm.SlurmJob")
     assert slurm_class.__module__ == "monarch_jupyter.slurm" and slurm_class.__qualname__ == "SlurmJob"
 
