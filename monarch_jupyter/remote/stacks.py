@@ -1,8 +1,9 @@
 """``%remote stacks``: the hosts' answers (plain data, :mod:`.host.dumps`) as text, identical
 stacks folded across ranks in clush's notation (pure: no Monarch, no threads).
 
-Each rank's text is its processes, one line each (``pid 123 S hrtimer_nanosleep: sleep 30``;
-a Python process's line is followed by its py-spy dump). Ranks fold when their texts are equal
+Each rank's text is its command's processes, one line each (``pid 123 S hrtimer_nanosleep:
+sleep 30``; a Python process's line is followed by its py-spy dump); the run's wrapper shell
+is left out while anything else runs. Ranks fold when their texts are equal
 once what differs between identical code paths is dropped (:func:`normalise`: pids, thread ids,
 thread states, addresses, the rank's own folder); the largest group comes first::
 
@@ -57,6 +58,8 @@ def process_text(proc: Answer) -> str:
 def rank_text(rank: Answer) -> str:
     """A rank's processes, or what became of them."""
     processes = rank.get("processes") or []
+    commands = [p for p in processes if not p.get("wrapper")]
+    processes = commands or processes  # the wrapper shell only when nothing else runs
     if processes:
         return "\n".join(process_text(p) for p in processes)
     if rank.get("state") == "exited":

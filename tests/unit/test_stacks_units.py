@@ -205,6 +205,7 @@ def test_the_host_dumps_a_ranks_group_and_its_strays(tmp_path, monkeypatch):
         cmds = {p["pid"]: p for p in answer["processes"]}
         assert leader.pid in cmds and stray.pid in cmds and cmds[stray.pid]["cmd"] == "sleep 61"
         assert cmds[stray.pid]["wchan"] not in ("", None) and cmds[stray.pid]["state"] in "SR"
+        assert cmds[leader.pid]["wrapper"] and not cmds[stray.pid]["wrapper"]
         python = [p for p in answer["processes"] if p["python"]]
         assert len(python) == 1 and "sleeping_in_rank_one (<string>:3)" in python[0]["stack"], python
         text = stacks.render("r1", "x", [answer])
@@ -222,5 +223,24 @@ def test_a_dump_is_bounded():
     body = dumps.dump_body(text)
     assert body.splitlines()[0] == "f0" and body.splitlines()[-1] == "… 100 more lines"
     assert len(body.splitlines()) == dumps.MAX_LINES + 1
-    assert dumps.command_text(["python", "-c", "a\nb"]) == "python -c a⏎ b"
+    assert dumps.command_text(["python", "-c", "a\nb", "x"]) == "python -c a⏎… x"
     assert asyncio.run(dumps.dump(1, False, None))[1].startswith("no py-spy")
+
+
+def test_the_wrapper_shell_is_shown_only_when_nothing_else_runs():
+    shell = {
+        "pid": 4,
+        "state": "S",
+        "wchan": "do_wait",
+        "cmd": "bash -c trap …",
+        "python": False,
+        "wrapper": True,
+    }
+    sleep = {"pid": 5, "state": "S", "wchan": "hrtimer_nanosleep", "cmd": "sleep 30", "python": False}
+    assert stacks.rank_text(rank(0, shell, sleep)) == "pid 5 S hrtimer_nanosleep: sleep 30"
+    assert stacks.rank_text(rank(0, shell)) == "pid 4 S do_wait: bash -c trap …"
+
+
+def test_colours_are_dropped_from_a_dump():
+    text = "Python v3.11\n\nThread \x1b[33m\x1b[1m11\x1b[0m (idle)\n    \x1b[32mf\x1b[0m (\x1b[36m<string>\x1b[0m:\x1b[2m3\x1b[0m)"
+    assert dumps.dump_body(text) == "Thread 11 (idle)\n    f (<string>:3)"

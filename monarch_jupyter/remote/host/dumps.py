@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ from .runs import leader_alive, marked_pids
 DUMP_TIMEOUT = 5.0  # seconds one py-spy dump may take
 MAX_LINES = 200  # lines kept of one dump
 CMD_WIDTH = 160  # characters kept of a command line
+PLAIN = {"NO_COLOR": "1", "CLICOLOR": "0", "CLICOLOR_FORCE": "0", "TERM": "dumb"}  # py-spy without colours
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 Answer = dict[str, Any]  # one rank's stacks, plain data (see rank_stacks)
 
@@ -40,15 +43,16 @@ def _is_python(pid: int) -> bool:
 
 
 def command_text(argv: list[str] | None) -> str:
-    """A command line on one line, at most ``CMD_WIDTH`` characters."""
-    text = " ".join(argv or []).replace("\n", "⏎ ")
+    """A command line on one line (an argument of several lines: its first, then ``⏎…``), at
+    most ``CMD_WIDTH`` characters."""
+    text = " ".join(a.partition("\n")[0] + ("⏎…" if "\n" in a else "") for a in argv or [])
     return text if len(text) <= CMD_WIDTH else text[: CMD_WIDTH - 1] + "…"
 
 
 def dump_body(text: str) -> str:
     """py-spy's dump without its header (the process line and the Python version), at most
     ``MAX_LINES`` lines."""
-    lines = text.rstrip("\n").splitlines()
+    lines = _ANSI.sub("", text).rstrip("\n").splitlines()
     for i, line in enumerate(lines):
         if line.startswith("Python v"):
             lines = lines[i + 1 :]
@@ -68,6 +72,7 @@ async def dump(pid: int, native: bool, binary: str | None) -> tuple[str | None, 
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
+            env={**os.environ, **PLAIN},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -142,7 +147,8 @@ async def run_stacks(
     mine: dict[str, int] | None = None,
 ) -> list[Answer]:
     """Each chosen rank of run ``run_id`` on this host: ``{"key", "rank", "point", "folder",
-    "state", "returncode", "processes": [process…]}`` (see :func:`process`)."""
+    "state", "returncode", "processes": [process…]}`` (see :func:`process`); a process's
+    ``wrapper`` says it is the run's wrapper shell (the leader, or a subshell of it)."""
     chosen = _folders(run_id, ranks, point, mine)
     leaders = {folder.name: int(meta["pid"]) for folder, meta in chosen if leader_alive(meta)}
     members = _procfs.group_members(set(leaders.values())) if leaders else {}
@@ -177,4 +183,8 @@ async def run_stacks(
     found = await asyncio.gather(*(job for _, job in jobs))
     for (answer, _), proc in zip(jobs, found, strict=True):
         answer["processes"].append(proc)
+    for answer, (folder, _) in zip(answers, chosen, strict=True):
+        shell = next((p["cmd"] for p in answer["processes"] if p["pid"] == leaders.get(folder.name)), None)
+        for proc in answer["processes"]:  # the run's wrapper shell: the leader and its subshells
+            proc["wrapper"] = shell is not None and proc["cmd"] == shell
     return answers
