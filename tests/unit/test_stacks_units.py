@@ -199,8 +199,12 @@ def test_the_host_dumps_a_ranks_group_and_its_strays(tmp_path, monkeypatch):
         (folder / META).write_text(
             json.dumps({"key": "hosts", "rank": 1, "point": {"hosts": 1}, "pid": leader.pid})
         )
-        time.sleep(0.5)
-        [answer] = asyncio.run(dumps.run_stacks("r1", None, None, False, mine={"hosts": 1}))
+        deadline = time.monotonic() + 20  # until the Python child sleeps in its function (a loaded CPU)
+        while True:
+            [answer] = asyncio.run(dumps.run_stacks("r1", None, None, False, mine={"hosts": 1}))
+            if "sleeping_in_rank_one" in str(answer) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert (answer["rank"], answer["state"], answer["point"]) == (1, "running", {"hosts": 1})
         cmds = {p["pid"]: p for p in answer["processes"]}
         assert leader.pid in cmds and stray.pid in cmds and cmds[stray.pid]["cmd"] == "sleep 61"
