@@ -106,6 +106,50 @@ def group_alive(group: int) -> bool:
     return False
 
 
+def group_members(groups: set[int]) -> dict[int, list[int]]:
+    """The live (not zombie) members of these process groups, by group, in pid order."""
+    found: dict[int, list[int]] = {}
+    for pid in pids():
+        fields = stat_fields(pid)
+        if fields and fields[_STATE] not in DEAD_STATES:
+            with contextlib.suppress(IndexError, ValueError):
+                if int(fields[_PGRP]) in groups:
+                    found.setdefault(int(fields[_PGRP]), []).append(pid)
+    return {group: sorted(members) for group, members in found.items()}
+
+
+def _read(path: str, limit: int = 65536) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def wchan(pid: int) -> str | None:
+    """The kernel function the process sleeps in (``/proc/<pid>/wchan``; ``0``: running), or None."""
+    raw = _read(f"/proc/{pid}/wchan", 256)
+    if raw is None:
+        return None
+    return raw.decode(errors="replace").strip() or None
+
+
+def cmdline(pid: int) -> list[str] | None:
+    """The process's argument vector, or None (gone, a kernel thread or a zombie: empty)."""
+    raw = _read(f"/proc/{pid}/cmdline")
+    if not raw:
+        return None
+    return raw.rstrip(b"\0").decode(errors="replace").split("\0")
+
+
+def exe(pid: int) -> str | None:
+    """The path of the process's executable, or None (gone, or not ours)."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
 def env_value(pid: int, name: str) -> str | None:
     """The value of ``name`` in the environment ``pid`` started with, or None (absent, or not ours)."""
     try:

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..rank_sets import label, rank_set
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 DYNAMIC = "<dynamic-code>"  # cloudpickle's co_filename for code pickled by value
 _MONARCH_PARTS = ("/monarch/_src/", "/monarch/_rust_bindings/", "/monarch/actor/")
@@ -67,39 +69,6 @@ Locate = Callable[[Frame], "tuple[int, str] | None"]
 
 def strip_ansi(text: str) -> str:
     return ANSI.sub("", text)
-
-
-def label(point: Iterable[tuple[str, int]]) -> str:
-    """``hosts=1,gpus=0``: the rank labels of ``%%remote``."""
-    return ",".join(f"{k}={v}" for k, v in point)
-
-
-def _ranges(values: list[int]) -> str:
-    """``[0, 2, 3, 4, 7]`` (sorted) → ``0,2-4,7``."""
-    runs: list[list[int]] = []
-    for v in values:
-        if runs and v == runs[-1][-1] + 1:
-            runs[-1].append(v)
-        else:
-            runs.append([v])
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
-
-
-def rank_set(points: Iterable[tuple[tuple[str, int], ...]]) -> str:
-    """Ranks in short form: ``hosts=0,2-7``; with two dimensions ``hosts=0,gpus=0-3; hosts=1,gpus=1``
-    (runs along the last dimension)."""
-    rows: dict[tuple[tuple[str, int], ...], tuple[str, list[int]]] = {}
-    for point in sorted(set(points), key=lambda p: tuple(v for _, v in p)):
-        if not point:
-            rows[()] = ("", [])
-            continue
-        *head, (last, value) = point
-        rows.setdefault(tuple(head), (last, []))[1].append(value)
-    parts = []
-    for prefix, (last, values) in rows.items():
-        tail = f"{last}={_ranges(values)}" if values else "the only rank"
-        parts.append(f"{label(prefix)},{tail}" if prefix else tail)
-    return "; ".join(parts)
 
 
 def internal(frame: Frame) -> bool:

@@ -81,8 +81,8 @@ VERBS: dict[str, MagicParser] = {}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _dims(minimum: int) -> Callable[[str], tuple[tuple[str, int], ...]]:
-    def dims(text: str) -> tuple[tuple[str, int], ...]:
+def dims(minimum: int) -> Callable[[str], tuple[tuple[str, int], ...]]:
+    def parse(text: str) -> tuple[tuple[str, int], ...]:
         pairs: dict[str, int] = {}
         for part in text.split(","):
             name, sep, number = (s.strip() for s in part.partition("="))
@@ -99,10 +99,10 @@ def _dims(minimum: int) -> Callable[[str], tuple[tuple[str, int], ...]]:
             pairs[name] = value
         return tuple(pairs.items())
 
-    return dims
+    return parse
 
 
-def _ranks(text: str) -> tuple[int, ...]:
+def flat_ranks(text: str) -> tuple[int, ...]:
     ranks: dict[int, None] = {}
     for part in text.split(","):
         try:
@@ -166,9 +166,9 @@ def _add_flags(parser: MagicParser) -> None:
     meshes, ranks = targets.add_mutually_exclusive_group(), targets.add_mutually_exclusive_group()
     meshes.add_argument("--mesh", action=_Once, metavar="NAME", help="run on this host mesh (default: the job's first mesh)")
     meshes.add_argument("--all", dest="all_meshes", action="store_true", help="run on every mesh of the job")
-    ranks.add_argument("--point", action=_Once, type=_dims(0), metavar="DIM=N,…", help="only the ranks at this point (e.g. --point hosts=1)")
-    ranks.add_argument("--rank", dest="ranks", action=_Once, type=_ranks, metavar="N[,M…]", help="only these flat ranks")
-    targets.add_argument("--per-host", action=_Once, type=_dims(1), metavar="DIM=N", help="N processes per host (e.g. --per-host gpu=4); every process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM> for every dimension")
+    ranks.add_argument("--point", action=_Once, type=dims(0), metavar="DIM=N,…", help="only the ranks at this point (e.g. --point hosts=1)")
+    ranks.add_argument("--rank", dest="ranks", action=_Once, type=flat_ranks, metavar="N[,M…]", help="only these flat ranks")
+    targets.add_argument("--per-host", action=_Once, type=dims(1), metavar="DIM=N", help="N processes per host (e.g. --per-host gpu=4); every process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM> for every dimension")
 
     environment = parser.add_argument_group("environment")
     environment.add_argument("-e", "--env", action="append", type=_env, metavar="KEY=VALUE", help="set a variable (repeatable)")
@@ -212,11 +212,18 @@ def help_text() -> str:
     """The forms and flags part of ``%%remote?``, from the definitions that parse."""
     text = PARSERS[CELL].format_help().rstrip()
     if VERBS:
-        verbs = (f"  {parser.synopsis:<30} {parser.description or ''}".rstrip() for parser in VERBS.values())
+        verbs = (_verb_line(parser.synopsis, parser.description or "") for parser in VERBS.values())
         text += "\n\nverbs (the first word of %remote; `%remote -- VERB` runs a command VERB):\n" + "\n".join(
             verbs
         )
     return text
+
+
+def _verb_line(synopsis: str, description: str, width: int = 30) -> str:
+    """A verb's synopsis and description on one line, or on two when the synopsis is long."""
+    if len(synopsis) > width:
+        return f"  {synopsis}\n  {'':<{width}} {description}".rstrip()
+    return f"  {synopsis:<{width}} {description}".rstrip()
 
 
 PARSERS = {CELL: _parser(CELL), LINE: _parser(LINE)}

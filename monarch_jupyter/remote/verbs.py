@@ -18,7 +18,8 @@ actor and one entry here::
 
 Today's verbs are about runs that outlive their kernel (``%%remote --detach``, a restart):
 ``runs`` lists the context's runs (:mod:`.index`), asking their hosts which still run;
-``attach`` follows one (the kept tail per rank, then live); ``stop`` stops runs on every host.
+``attach`` follows one (the kept tail per rank, then live); ``stop`` stops runs on every host;
+``stacks`` shows what a run's processes are doing, identical stacks folded (:mod:`.stacks`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from .. import _timefmt
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
 from . import index
-from .args import add_verb
+from . import stacks as stack_text
+from .args import add_verb, dims, flat_ranks
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
 from .index import FINISHED, STOPPED, RunEntry
@@ -314,3 +316,42 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
     counts = cell.runner.stop_runs(chosen)
     for entry in chosen:
         cell.write(f"stopped run {entry.id} ({counts.get(entry.id, 0)} processes signalled)\n")
+
+
+@verb(
+    "stacks",
+    "each rank's stacks (py-spy; else state, wchan), folded",
+    arg(
+        "run", nargs="?", metavar="RUN", help="any unique part of the run's id (default: the newest running)"
+    ),
+    arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="only these flat ranks"),
+    arg("--point", type=dims(0), metavar="DIM=N,…", help="only the ranks at this point"),
+    arg("--native", action="store_true", help="native (C/C++) frames too"),
+)
+def stacks(
+    cell: Cell,
+    run: str | None,
+    ranks: tuple[int, ...] | None,
+    point: tuple[tuple[str, int], ...] | None,
+    native: bool,
+) -> None:
+    if ranks is not None and point is not None:
+        raise ArgumentsError("%remote stacks: --rank and --point exclude each other")
+    if run is None:
+        running = running_entries(cell.session, cell.runner)
+        if not running:
+            cell.write(
+                "no run is running in this context: %remote runs lists them, %remote stacks RUN picks one\n"
+            )
+            return
+        entry = running[0]
+    else:
+        entry = index.find(_entries(cell.session), run)
+    answers = cell.runner.call_all(
+        "stacks",
+        entry.id,
+        None if ranks is None else list(ranks),
+        None if point is None else dict(point),
+        native,
+    )
+    cell.write(stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers)))

@@ -184,7 +184,7 @@ def test_a_verb_is_dispatched_before_the_command(monkeypatch):
         ArgumentsError, match=r"^%remote stop: the following arguments are required: RUN \(see"
     ):
         parse_line("stop")
-    assert help_text().endswith("\n  %remote stop RUN               stop a detached run")
+    assert "\n  %remote stop RUN               stop a detached run\n" in help_text() + "\n"
 
 
 # ── model ──
@@ -846,7 +846,7 @@ def test_each_verb_has_its_parser_and_a_handler_taking_its_options():
 
     from monarch_jupyter.remote import verbs
 
-    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop"]
+    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks"]
     for name, verb in verbs.REGISTRY.items():
         assert verb.parser is VERBS[name] and verb.parser.prog == f"%remote {name}"
         dests = {a.dest for a in verb.parser._actions if a.dest != "help"}
@@ -873,25 +873,23 @@ def test_a_new_verb_is_one_entry(monkeypatch):
     monkeypatch.setattr(args, "VERBS", dict(args.VERBS))
     monkeypatch.setattr(verbs, "REGISTRY", dict(verbs.REGISTRY))
 
-    @verbs.verb(
-        "stacks", "each rank's Python stacks", verbs.arg("--native", action="store_true", help="C too")
-    )
-    def stacks(cell, native):
-        for text in cell.runner.call_all("stacks", native):
+    @verbs.verb("threads", "each rank's threads", verbs.arg("--native", action="store_true", help="C too"))
+    def threads(cell, native):
+        for text in cell.runner.call_all("threads", native):
             cell.write(text)
 
     class Runner:
         def call_all(self, endpoint, *call_args):
             return [f"{endpoint}{call_args} from rank {rank}\n" for rank in range(2)]
 
-    line = parse_line("stacks --native")
-    assert line == RemoteVerb("stacks", {"native": True})
+    line = parse_line("threads --native")
+    assert line == RemoteVerb("threads", {"native": True})
     cell = _Cell(Runner())
     verbs.dispatch(cell, line.verb, line.options)
-    assert cell.written == ["stacks(True,) from rank 0\n", "stacks(True,) from rank 1\n"]
-    assert "%remote stacks [--native]" in help_text() and "each rank's Python stacks" in help_text()
+    assert cell.written == ["threads(True,) from rank 0\n", "threads(True,) from rank 1\n"]
+    assert "%remote threads [--native]" in help_text() and "each rank's threads" in help_text()
     with pytest.raises(ValueError, match="defined twice"):
-        verbs.verb("stacks", "again")(stacks)
+        verbs.verb("threads", "again")(threads)
 
 
 def test_stop_wants_runs_or_all_not_both():

@@ -21,5 +21,6 @@ imports :mod:`.layout` (the on-host run layout) and :mod:`.runs` (what a host kn
 - :mod:`.capture`: a command we started, its output read from its rank folder.
 - :mod:`.tail`: inotify, hole punching, tailing a rank's files.
 - :mod:`.runs`: what a host knows about runs: state, strays, stop, prune, following.
+- :mod:`.dumps`: what a run's processes are doing (py-spy stacks, process lines).
 - :mod:`.actor`: the Monarch actor, endpoints over the above.
 """

@@ -15,7 +15,8 @@ SIGKILL on the group and stops the run's processes that left it (:func:`.runs.st
 ``start`` runs a command detached (nobody streams it); ``follow`` streams any run's rank folder
 from the kept tail, live, to its exit (a fresh actor after a kernel restart finds the run by its
 folder); ``unfollow`` stops following; ``runs_state`` and ``stop_runs`` read and stop runs on this
-host. ``__cleanup__`` stops following but leaves runs running: ``%remote stop`` and ``%job kill``
+host; ``stacks`` says what a run's processes are doing (:mod:`.dumps`). ``__cleanup__`` stops
+following but leaves runs running: ``%remote stop`` and ``%job kill``
 stop them.
 """
 
@@ -33,7 +34,7 @@ from monarch.actor import Actor, context, endpoint
 
 from ... import _procfs
 from ..protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, WireSpec, encode, spec_from_wire
-from . import layout, runs, tail
+from . import dumps, layout, runs, tail
 from .capture import CapturedProcess
 from .shell import ShellKeeper
 
@@ -364,6 +365,20 @@ class RemoteActor(Actor):
     async def stop_runs(self, run_ids: list[str], grace: float = _procfs.GRACE) -> dict[str, int]:
         """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``."""
         return await runs.stop_runs(run_ids, grace)
+
+    @endpoint
+    async def stacks(
+        self, run_id: str, ranks: list[int] | None, point: dict[str, int] | None, native: bool
+    ) -> list[dumps.Answer]:
+        """What the processes of run ``run_id``'s ranks on this host (of this actor's host, when
+        hosts share a machine) are doing: :func:`.dumps.run_stacks`."""
+        try:
+            if self._rank is None:
+                self._rank = _rank_env()
+            mine: dict[str, int] | None = self._rank[1]
+        except Exception:  # no rank: every rank folder of the run on this machine
+            mine = None
+        return await dumps.run_stacks(run_id, ranks, point, native, mine)
 
     async def __cleanup__(self, exc: Any) -> None:
         self._shells.close()

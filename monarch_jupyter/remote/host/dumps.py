@@ -1,0 +1,190 @@
+"""What the processes of a run's ranks on this host are doing: Python stacks by py-spy, a
+process line (state, wchan, command) for the others. Plain data for ``%remote stacks``.
+
+A rank's processes are its process group (the leader's pid, from ``meta.json``) and the
+processes carrying the run's marker outside every group (strays), given to the rank whose
+``MONARCH_RANK_<dim>`` variables they carry. py-spy ships with torchmonarch, next to the
+worker's Python; each dump is bounded in time (``DUMP_TIMEOUT``) and length (``MAX_LINES``),
+so one stuck process never hangs the verb.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from ... import _procfs
+from .layout import META, check_run_id, read_json, read_status, runs_root
+from .runs import leader_alive, marked_pids
+
+DUMP_TIMEOUT = 5.0  # seconds one py-spy dump may take
+MAX_LINES = 200  # lines kept of one dump
+CMD_WIDTH = 160  # characters kept of a command line
+PLAIN = {"NO_COLOR": "1", "CLICOLOR": "0", "CLICOLOR_FORCE": "0", "TERM": "dumb"}  # py-spy without colours
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+Answer = dict[str, Any]  # one rank's stacks, plain data (see rank_stacks)
+
+
+def py_spy() -> str | None:
+    """The py-spy binary: next to this Python (torchmonarch's), else on the PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
+
+
+def _is_python(pid: int) -> bool:
+    return "python" in os.path.basename(_procfs.exe(pid) or "")
+
+
+def command_text(argv: list[str] | None) -> str:
+    """A command line on one line (an argument of several lines: its first, then ``⏎…``), at
+    most ``CMD_WIDTH`` characters."""
+    text = " ".join(a.partition("\n")[0] + ("⏎…" if "\n" in a else "") for a in argv or [])
+    return text if len(text) <= CMD_WIDTH else text[: CMD_WIDTH - 1] + "…"
+
+
+def dump_body(text: str) -> str:
+    """py-spy's dump without its header (the process line and the Python version), at most
+    ``MAX_LINES`` lines."""
+    lines = _ANSI.sub("", text).rstrip("\n").splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Python v"):
+            lines = lines[i + 1 :]
+            break
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if len(lines) > MAX_LINES:
+        lines = [*lines[:MAX_LINES], f"… {len(lines) - MAX_LINES} more lines"]
+    return "\n".join(lines)
+
+
+async def dump(pid: int, native: bool, binary: str | None) -> tuple[str | None, str | None]:
+    """``(stack text, None)`` from py-spy, or ``(None, why not)``."""
+    if binary is None:
+        return None, f"no py-spy next to {sys.executable} or on the PATH"
+    argv = [binary, "dump", "--pid", str(pid)] + (["--native"] if native else [])
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            env={**os.environ, **PLAIN},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as error:
+        return None, f"py-spy: {error}"
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), DUMP_TIMEOUT)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return None, f"py-spy took over {DUMP_TIMEOUT:g} s"
+    if proc.returncode != 0:
+        why = (err or out).decode(errors="replace").strip().splitlines()
+        return None, f"py-spy failed: {why[-1] if why else f'rc {proc.returncode}'}"
+    return dump_body(out.decode(errors="replace")), None
+
+
+async def process(pid: int, native: bool, binary: str | None) -> dict[str, Any]:
+    """One process: pid, state, wchan, command line, and for Python its dump (or why none)."""
+    python = _is_python(pid)
+    line = {  # read before py-spy, which pauses the process while it reads it
+        "pid": pid,
+        "state": _procfs.state(pid) or "?",
+        "wchan": _procfs.wchan(pid) or "-",
+        "cmd": command_text(_procfs.cmdline(pid)),
+        "python": python,
+    }
+    stack, error = await dump(pid, native, binary) if python else (None, None)
+    return {**line, "stack": stack, "error": error}
+
+
+def _owner(pid: int, points: dict[str, dict[str, int]]) -> str | None:
+    """The rank folder whose point the stray's ``MONARCH_RANK_<dim>`` variables name."""
+    for name, point in points.items():
+        if point and all(_procfs.env_value(pid, f"MONARCH_RANK_{d}") == str(v) for d, v in point.items()):
+            return name
+    return None
+
+
+def _folders(
+    run_id: str, ranks: list[int] | None, point: dict[str, int] | None, mine: dict[str, int] | None
+) -> list[tuple[Path, dict[str, Any]]]:
+    """This host's rank folders of the run (with their meta), filtered: flat ``ranks``, ranks
+    at ``point``, and those of this actor's host (``mine``: where hosts share one machine)."""
+    try:
+        folders = sorted(p for p in (runs_root() / check_run_id(run_id)).iterdir() if p.is_dir())
+    except (OSError, ValueError):
+        return []
+    chosen = []
+    for folder in folders:
+        meta = read_json(folder / META)
+        if meta is None:
+            continue
+        at = meta.get("point") or {}
+        if ranks is not None and meta.get("rank") not in ranks:
+            continue
+        if any(at.get(d) != v for d, v in (point or {}).items()):
+            continue
+        if any(d in at and at[d] != v for d, v in (mine or {}).items()):  # another actor's host
+            continue
+        chosen.append((folder, meta))
+    return chosen
+
+
+async def run_stacks(
+    run_id: str,
+    ranks: list[int] | None,
+    point: dict[str, int] | None,
+    native: bool,
+    mine: dict[str, int] | None = None,
+) -> list[Answer]:
+    """Each chosen rank of run ``run_id`` on this host: ``{"key", "rank", "point", "folder",
+    "state", "returncode", "processes": [process…]}`` (see :func:`process`); a process's
+    ``wrapper`` says it is the run's wrapper shell (the leader, or a subshell of it)."""
+    chosen = _folders(run_id, ranks, point, mine)
+    leaders = {folder.name: int(meta["pid"]) for folder, meta in chosen if leader_alive(meta)}
+    members = _procfs.group_members(set(leaders.values())) if leaders else {}
+    pids = {name: list(members.get(leader, [])) for name, leader in leaders.items()}
+    points = {folder.name: meta.get("point") or {} for folder, meta in chosen}
+    for stray in marked_pids({run_id}).get(run_id, []):
+        if _procfs.pgid(stray) not in members:
+            owner = _owner(stray, points)
+            if owner is not None:
+                pids.setdefault(owner, []).append(stray)
+    binary = py_spy()
+    answers: list[Answer] = []
+    for folder, meta in chosen:
+        status = read_status(folder)
+        state = "exited" if status is not None else "running" if folder.name in leaders else "lost"
+        answers.append(
+            {
+                "key": meta.get("key"),
+                "rank": meta.get("rank"),
+                "point": points[folder.name],
+                "folder": str(folder),
+                "state": state,
+                "returncode": status[0] if status is not None else None,
+                "processes": [],
+            }
+        )
+    jobs = [
+        (answer, process(pid, native, binary))
+        for answer, (folder, _) in zip(answers, chosen, strict=True)
+        for pid in pids.get(folder.name, [])
+    ]
+    found = await asyncio.gather(*(job for _, job in jobs))
+    for (answer, _), proc in zip(jobs, found, strict=True):
+        answer["processes"].append(proc)
+    for answer, (folder, _) in zip(answers, chosen, strict=True):
+        shell = next((p["cmd"] for p in answer["processes"] if p["pid"] == leaders.get(folder.name)), None)
+        for proc in answer["processes"]:  # the run's wrapper shell: the leader and its subshells
+            proc["wrapper"] = shell is not None and proc["cmd"] == shell
+    return answers
