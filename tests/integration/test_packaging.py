@@ -5,6 +5,7 @@ labextension, the server config) and no tests, caches or node_modules."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -12,6 +13,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from harness import TAG_VAR
 
 # each `jupyter … list` boots the Jupyter application and loads every installed extension (~3 s)
 pytestmark = pytest.mark.daemon
@@ -174,3 +177,62 @@ def test_the_sdist_carries_the_sources_and_the_prebuilt_labextension(built):
     ]
     assert leftovers == []
     assert not any(n.startswith("labextension/lib/") for n in names)
+
+
+# ── the wheel installed alone into a fresh venv, with no Node.js on PATH ──
+CLEAN_CHECK = """\
+%load_ext monarch_jupyter
+%job apply --local hosts=2
+%remote echo hi-from-$MONARCH_RANK_hosts
+import monarch_jupyter, shutil
+print("NODE", shutil.which("node"), "FROM", monarch_jupyter.__file__)
+%job kill
+"""
+
+
+@pytest.mark.timeout(900)
+def test_the_wheel_alone_in_a_clean_venv(built, tmp_path, tag):
+    """What a user gets from `pip install monarch_jupyter.whl` (dependencies from the package
+    registry; ~50 s here): both extensions found, and %load_ext, %job and a %%remote run in
+    IPython of that venv, the code coming from the venv, not from this checkout."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    tools = tmp_path / "bin"  # bash for %%remote on the workers; no node, npm or jlpm
+    tools.mkdir()
+    for name in ("bash", "sh"):
+        (tools / name).symlink_to(shutil.which(name) or f"/bin/{name}")
+    env = {"HOME": os.environ.get("HOME", str(tmp_path)), "PATH": f"{venv / 'bin'}:{tools}", TAG_VAR: tag}
+
+    def run(*command: str, cwd: Path = tmp_path, timeout: float = 120) -> str:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    run(
+        str(venv / "bin/python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        str(built["wheel"]),
+        timeout=600,
+    )
+    labext = [
+        line
+        for line in run(str(venv / "bin/jupyter"), "labextension", "list").splitlines()
+        if "monarch_jupyter" in line
+    ]
+    assert labext and "enabled" in labext[0] and "OK" in labext[0], labext
+    assert "(python, monarch_jupyter)" in labext[0], labext  # read from install.json
+    server = run(str(venv / "bin/jupyter"), "server", "extension", "list")
+    assert re.search(r"monarch_jupyter\._server\s+\S*enabled", server), server
+
+    notebook = tmp_path / "nb"
+    notebook.mkdir()
+    (notebook / "check.ipy").write_text(CLEAN_CHECK)
+    out = run(str(venv / "bin/ipython"), "--no-banner", "--colors=NoColor", "check.ipy", cwd=notebook)
+    assert "applied: context 'default': ProcessJob hosts×2 (2 live)" in out, out
+    assert "[hosts=0] hi-from-0" in out and "[hosts=1] hi-from-1" in out, out
+    assert f"NODE None FROM {venv}/lib/" in out, out
+    assert "killed the job of context 'default'" in out, out
