@@ -8,14 +8,36 @@ running job is also reachable from Python::
     monarch_jupyter.job()      # the JobTrait
     monarch_jupyter.state()    # its JobState; .hosts etc. are HostMeshes
 
+    try:
+        %remote false
+    except monarch_jupyter.RemoteError: ...   # a failing rank (the base: MonarchJupyterError)
+
 This module stays cheap to import: Monarch loads on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_session: Any = None
+if TYPE_CHECKING:  # the real names, for checkers; at run time __getattr__ imports them on first use
+    from monarch.job import JobState, JobTrait
+
+    from . import actors as actors
+    from .errors import MonarchJupyterError as MonarchJupyterError
+    from .remote.errors import RemoteError as RemoteError
+    from .session import JobSession
+
+__all__ = [
+    "MonarchJupyterError",
+    "RemoteError",
+    "current_session",
+    "job",
+    "load_ipython_extension",
+    "state",
+    "unload_ipython_extension",
+]
+
+_session: JobSession | None = None
 
 
 def __getattr__(name: str) -> Any:
@@ -29,10 +51,22 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module(".actors", __name__)
+    if name == "RemoteError":
+        from .remote.errors import RemoteError
+
+        return RemoteError
+    if name == "MonarchJupyterError":
+        from .errors import MonarchJupyterError
+
+        return MonarchJupyterError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def current_session() -> Any:
+def __dir__() -> list[str]:  # the public names (lazy ones too), for completion
+    return sorted({*__all__, "actors", "__version__", *(name for name in globals() if name.startswith("__"))})
+
+
+def current_session() -> JobSession:
     """The process-wide :class:`~monarch_jupyter.session.JobSession`."""
     global _session
     if _session is None:
@@ -42,14 +76,14 @@ def current_session() -> Any:
     return _session
 
 
-def job() -> Any:
+def job() -> JobTrait:
     """The running JobTrait of the current context (re-attached if needed)."""
     found = current_session().job()
     _actors_hook()
     return found
 
 
-def state() -> Any:
+def state() -> JobState:
     """The JobState of the current context's running job: ``state().hosts`` is a HostMesh."""
     found = current_session().state()
     _actors_hook()

@@ -147,6 +147,12 @@ def status_html(status: JobStatus, now: float | None = None) -> str:
     )
 
 
+def created_context_line(name: str, others: list[str]) -> str:
+    """``%job context use NAME`` of a context that did not exist (the CLI creates it too)."""
+    listed = f"contexts: {', '.join(others)}" if others else "no other context"
+    return f"created context '{name}' (no job yet; {listed})"
+
+
 def contexts_text(infos: list) -> str:
     """``%job context ls``: one line per context, active one starred."""
     if not infos:

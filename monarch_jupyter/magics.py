@@ -144,9 +144,16 @@ class JobMagics(Magics):
         print(f"created context '{command.name}'" if made else f"context '{command.name}' already exists")
 
     def _do_context_use(self, command: job_args.JobCommand) -> None:
-        status = self.session.use(_given(command.name, command))
-        print(f"switched to context '{command.name}'")
-        print(formatting.attach_line(status))
+        # As `monarch context use`, a new name creates the context; said, so a typo shows.
+        name = _given(command.name, command)
+        created = not self.session.layout.exists(name)
+        status = self.session.use(name)
+        if created:
+            others = [other for other in self.session.layout.names() if other != name]
+            print(formatting.created_context_line(name, others))
+        print(f"switched to context '{name}'")
+        if not created:
+            print(formatting.attach_line(status))
 
     def _do_context_rm(self, command: job_args.JobCommand) -> None:
         killed = self.session.remove(_given(command.name, command))

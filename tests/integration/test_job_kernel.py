@@ -289,6 +289,12 @@ def test_help_and_contexts(kernel, workdir):
     assert "removed context 'exp2' (killed ProcessJob" in removed.text
     assert os.readlink(workdir / ".monarch/job_state.pkl") == "default/state.pkl"
     assert "exp2" not in kernel.ok("%job context ls").text
+    # a typo still creates and switches, as `monarch context use` does, but says so
+    typo = kernel.ok("%job context use nope").text
+    assert "created context 'nope' (no job yet; contexts: default)" in typo, typo
+    assert os.readlink(workdir / ".monarch/job_state.pkl") == "nope/state.pkl"
+    assert "created context" not in kernel.ok("%job context use default").text
+    kernel.ok("%job context rm nope")
 
 
 def test_load_ext_is_cheap_and_silent_without_a_job(start_kernel):
