@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _introspect, _procfs, _quiet, _timefmt, engines
+from .. import _files, _introspect, _procfs, _quiet, _timefmt, engines
 from ..contexts import Layout
 from ..errors import MonarchJupyterError
 from .args import RemoteArgs
@@ -369,7 +369,7 @@ class RemoteRunner:
         folder = ((plan and plan.where) or where(self.session)).runs_dir
         self._runs_made += 1
         if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
+            _files.private_dir(folder)
         if self._runs_made % 50 == 1:  # now and then, off the path of the run
             threading.Thread(
                 target=prune_old_runs, args=(folder,), daemon=True, name="monarch-jupyter-prune"

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._files import private_opener
 from .model import OUT
 
 HEADER = "==> [{}] <=="
@@ -40,7 +41,7 @@ class Spool:
     (no joining with the previous partial line, no cut copies)."""
 
     def __init__(self, path: str | os.PathLike[str], labels: list[str]) -> None:
-        self.file = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - held for the run, closed by close()
+        self.file = open(path, "wb", buffering=1 << 20, opener=private_opener)  # noqa: SIM115 - held for the run, closed by close()
         self.headers = [
             (
                 (HEADER.format(label) + "\n").encode("utf-8", "replace"),
