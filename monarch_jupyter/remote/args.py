@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import functools
 import io
+import keyword
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -138,9 +139,22 @@ def _seconds(text: str) -> float:
     return seconds
 
 
+#: Names IPython keeps in the user namespace: overwriting one breaks every later magic or its history.
+IPYTHON_NAMES = frozenset(
+    {"get_ipython", "In", "Out", "exit", "quit", "_", "__", "___", "_i", "_ii", "_iii", "_oh", "_dh", "_ih"}
+)
+_IPYTHON_HISTORY = re.compile(r"_i?[0-9]+", re.ASCII)
+
+
 def _variable(text: str) -> str:
-    if not _IDENT.match(text):
+    if not _IDENT.fullmatch(text):
         raise argparse.ArgumentTypeError(f"wants a Python variable name, got {text!r}")
+    if keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(f"wants a Python variable name, got {text!r} (a keyword)")
+    if text in IPYTHON_NAMES or _IPYTHON_HISTORY.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text} belongs to IPython (its history and helpers); choose another name"
+        )
     return text
 
 

@@ -398,3 +398,14 @@ def test_every_file_under_dot_monarch_is_private_whatever_the_umask(shared):
     shared.ok("%remote --detach sleep 0.2")
     shared.ok("%remote runs")
     assert "LOOSE []" in shared.ok(WALK_MODES).stream(), shared.ok(WALK_MODES).stream()
+
+
+@pytest.mark.parametrize("name", ["get_ipython", "In", "Out", "exit", "_", "_i2"])
+def test_save_refuses_a_name_ipython_owns_and_later_magics_still_work(shared, name):
+    r = shared.execute(f"%remote --save {name} true")
+    assert r.text.strip() == (
+        f"UsageError: %remote: argument --save: {name} belongs to IPython (its history and helpers); "
+        "choose another name (see %%remote?)"
+    ), r.text
+    assert "[hosts=0]" in shared.ok("%remote --rank 0 echo still").text
+    assert "ok" in shared.ok("print('ok' if callable(get_ipython) else 'broken')").text

@@ -98,6 +98,68 @@ def test_line_keeps_the_command_verbatim():
         ("--timeout 0", "argument --timeout: must be > 0 seconds, got '0'"),
         ("--timeout soon", "argument --timeout: wants seconds, got 'soon'"),
         ("--save 1x", "argument --save: wants a Python variable name, got '1x'"),
+        ("--save class", "argument --save: wants a Python variable name, got 'class' (a keyword)"),
+        (
+            "--save get_ipython",
+            "argument --save: get_ipython belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save In",
+            "argument --save: In belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save Out",
+            "argument --save: Out belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save exit",
+            "argument --save: exit belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save quit",
+            "argument --save: quit belongs to IPython (its history and helpers); choose another name",
+        ),
+        ("--save _", "argument --save: _ belongs to IPython (its history and helpers); choose another name"),
+        (
+            "--save __",
+            "argument --save: __ belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save ___",
+            "argument --save: ___ belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _i",
+            "argument --save: _i belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _ii",
+            "argument --save: _ii belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _iii",
+            "argument --save: _iii belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _oh",
+            "argument --save: _oh belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _dh",
+            "argument --save: _dh belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _ih",
+            "argument --save: _ih belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _12",
+            "argument --save: _12 belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _i3",
+            "argument --save: _i3 belongs to IPython (its history and helpers); choose another name",
+        ),
         ("bash python", "unexpected 'python'; the mode is bash or python, given once"),
         ("perl", "unexpected 'perl'; the mode is bash or python, given once"),
         ("--mesh a --mesh b", "argument --mesh: given twice; give it once"),
