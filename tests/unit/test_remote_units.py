@@ -1012,3 +1012,30 @@ def test_call_all_asks_every_mesh_once_per_host_with_the_warm_actors(tmp_path):
     state._hosts = {}
     with pytest.raises(RemoteError, match="no host meshes"):
         runner.call_all("runs_state", ["r1"])
+
+
+# ── --per-host is bounded like --local ──
+def test_per_host_alone_beyond_the_bound_is_refused_when_parsed():
+    with pytest.raises(ArgumentsError) as info:
+        parse_cell("--per-host gpu=100000", "x")
+    assert str(info.value) == (
+        "%%remote: argument --per-host: gpu=100000 is 100000 procs on each host, more than the bound of "
+        "64 procs a run; to raise it deliberately: %env MONARCH_JUPYTER_MAX_PROCS=100000 (see %%remote?)"
+    )
+
+
+def test_hosts_times_per_host_beyond_the_bound_is_refused_before_anything_starts(monkeypatch):
+    from monarch_jupyter.remote.args import check_procs
+    from monarch_jupyter.remote.errors import RemoteError
+
+    monkeypatch.delenv("MONARCH_JUPYTER_MAX_PROCS", raising=False)
+    check_procs({"hosts": 2}, (("gpu", 4), ("cpu", 8)))  # 64: at the bound
+    with pytest.raises(RemoteError) as info:
+        check_procs({"hosts": 2, "aux": 1}, (("gpu", 4), ("cpu", 8)))
+    assert str(info.value) == (
+        "--per-host gpu=4,cpu=8 on 3 hosts would start 96 procs, more than the bound of 64 procs a run; "
+        "to raise it deliberately: %env MONARCH_JUPYTER_MAX_PROCS=96"
+    )
+    monkeypatch.setenv("MONARCH_JUPYTER_MAX_PROCS", "96")
+    check_procs({"hosts": 2, "aux": 1}, (("gpu", 4), ("cpu", 8)))
+    check_procs({"hosts": None}, (("gpu", 96),))  # a mesh of unknown size counts as one host
