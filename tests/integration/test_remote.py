@@ -409,3 +409,13 @@ def test_save_refuses_a_name_ipython_owns_and_later_magics_still_work(shared, na
     ), r.text
     assert "[hosts=0]" in shared.ok("%remote --rank 0 echo still").text
     assert "ok" in shared.ok("print('ok' if callable(get_ipython) else 'broken')").text
+
+
+def test_per_host_beyond_the_bound_is_refused_before_any_proc_starts(shared):
+    before = len(tagged_pids(shared.tag))
+    r = shared.execute("%remote --per-host gpu=40 true")
+    assert r.text.strip() == (
+        "UsageError: %remote: --per-host gpu=40 on 2 hosts would start 80 procs, more than the bound of 64 "
+        "procs a run; to raise it deliberately: %env MONARCH_JUPYTER_MAX_PROCS=80"
+    ), r.text
+    assert len(tagged_pids(shared.tag)) <= before
