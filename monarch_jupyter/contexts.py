@@ -28,6 +28,8 @@ STATUS_FILE = "status.json"
 DEFAULT_CONTEXT = "default"
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: Longest context name: a folder name, well under every file system's NAME_MAX.
+MAX_NAME = 100
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ def check_name(name: str) -> str:
     """Return ``name`` if it can be a context folder name, else raise."""
     if not _NAME.match(name or "") or name in (".", ".."):
         raise MonarchJupyterError(f"invalid context name {name!r}: use letters, digits, '_', '-' or '.'")
+    if len(name) > MAX_NAME:
+        raise MonarchJupyterError(
+            f"invalid context name {name[:30] + '…'!r}: {len(name)} characters; use at most {MAX_NAME}"
+        )
     return name
 
 

@@ -94,7 +94,7 @@ def _dims(minimum: int) -> Callable[[str], tuple[tuple[str, int], ...]]:
             if not sep or not _IDENT.match(name):
                 raise argparse.ArgumentTypeError(f"wants DIM=N[,DIM=N…], got {text!r}")
             try:
-                value = int(number)
+                value = int(number) if number.isascii() else int("x")
             except ValueError:
                 raise argparse.ArgumentTypeError(f"{number!r} is not an integer (in {text!r})") from None
             if value < minimum:
@@ -171,9 +171,11 @@ def _directory(text: str) -> str:
 
 def _seconds(text: str) -> float:
     try:
-        seconds = float(text)
+        seconds = float(text) if text.isascii() else float("x")
     except ValueError:
         raise argparse.ArgumentTypeError(f"wants seconds, got {text!r}") from None
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"wants a finite number of seconds, got {text!r}")
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
     return seconds

@@ -97,6 +97,11 @@ def test_line_keeps_the_command_verbatim():
         ("--workdir ''", "argument --workdir: needs a directory, got ''"),
         ("--timeout 0", "argument --timeout: must be > 0 seconds, got '0'"),
         ("--timeout soon", "argument --timeout: wants seconds, got 'soon'"),
+        ("--timeout inf", "argument --timeout: wants a finite number of seconds, got 'inf'"),
+        ("--timeout 1e309", "argument --timeout: wants a finite number of seconds, got '1e309'"),
+        ("--timeout nan", "argument --timeout: wants a finite number of seconds, got 'nan'"),
+        ("--timeout -5", "argument --timeout: must be > 0 seconds, got '-5'"),
+        ("--point hosts=\uff11", "argument --point: '\uff11' is not an integer (in 'hosts=\uff11')"),
         ("--save 1x", "argument --save: wants a Python variable name, got '1x'"),
         ("--save class", "argument --save: wants a Python variable name, got 'class' (a keyword)"),
         (
@@ -962,6 +967,39 @@ def test_stop_wants_runs_or_all_not_both():
     for options in ({"runs": [], "all_runs": False}, {"runs": ["abc"], "all_runs": True}):
         with pytest.raises(ArgumentsError, match=r"^%remote stop RUN… \| --all \(%remote runs lists them\)$"):
             verbs.dispatch(_Cell(), "stop", options)
+
+
+def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
+    from monarch_jupyter.remote import index, verbs
+
+    def entry(run_id, state):
+        return index.RunEntry(
+            run_id, f"/x/{run_id}.json", "sleep 9", "cmd", "mesh hosts", 0.0, "/h", [], state=state
+        )
+
+    done, stopped, live = (
+        entry("r-done", index.FINISHED),
+        entry("r-stopped", index.STOPPED),
+        entry("r-live", index.RUNNING),
+    )
+    monkeypatch.setattr(verbs, "_entries", lambda session: [done, stopped, live])
+    monkeypatch.setattr(verbs, "survey", lambda runner, entries: entries)
+
+    class Runner:
+        asked = None
+
+        def stop_runs(self, entries):
+            Runner.asked = [e.id for e in entries]
+            return {e.id: 3 for e in entries}
+
+    cell = _Cell(Runner())
+    verbs.dispatch(cell, "stop", {"runs": ["r-done", "r-stopped", "r-live"], "all_runs": False})
+    assert Runner.asked == ["r-live"]
+    assert cell.written == [
+        "run r-done had already finished (ok); nothing to stop\n",
+        "run r-stopped had already been stopped (stopped); nothing to stop\n",
+        "stopped run r-live (3 processes signalled)\n",
+    ]
 
 
 # ── the runner: ask every rank ──
