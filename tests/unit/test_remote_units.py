@@ -493,6 +493,29 @@ def test_spool_frames_ranks_and_keeps_lines_whole(tmp_path):
     assert path.read_text().startswith("==> [#] <==\n%%remote bash")
 
 
+def test_spool_keeps_the_head_and_the_tail_of_each_rank_and_says_what_it_skipped(tmp_path):
+    from monarch_jupyter.remote.spool import Spool, read_log
+
+    path = tmp_path / "run.log"
+    spool = Spool(path, ["hosts=0", "hosts=1"], head=100, tail=60)
+    for i in range(1000):  # "line 000\n": 9 bytes each
+        spool.write(0, OUT, f"line {i:03}\n")
+        if i < 3:
+            spool.write(1, OUT, f"small {i}\n")
+    spool.close()
+    log = read_log(path)
+    kept = log["hosts=0"]
+    assert kept[:11] == [f"line {i:03}" for i in range(11)]  # the head: whole lines up to 100 bytes
+    assert kept[11:] == [f"line {i:03}" for i in range(994, 1000)]  # the tail: whole lines, <= 60 bytes
+    assert log["hosts=1"] == ["small 0", "small 1", "small 2"]  # a rank within the bound is whole
+    skipped = 9000 - 9 * len(kept)
+    assert log["#"] == [
+        f"hosts=0: {skipped} bytes of stdout skipped here (the log keeps the first 100 and the last 60 "
+        "bytes per rank and stream)"
+    ]
+    assert path.stat().st_size < 600  # 9,000+ unbounded
+
+
 def test_help_documents_every_flag():
     from monarch_jupyter.remote.magic import RemoteMagics
 
