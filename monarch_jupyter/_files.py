@@ -9,11 +9,16 @@ larger than the bound. For files that lead to code being run (the pickle, the
 spec) :func:`check_trusted` first checks, like ssh's StrictModes, the file and
 every folder from ``.monarch/`` down: ours, not writable by group or others.
 
+Everything we create under ``.monarch/`` is private whatever the umask: folders through
+:func:`private_dir` (0700), files through :func:`private_opener` or :func:`write_atomic` (0600),
+because run logs and status may hold what a run printed (a token, a path).
+
 Pure file operations: no Monarch import, no threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -25,6 +30,8 @@ from .errors import MonarchJupyterError
 MONARCH_DIR = ".monarch"
 #: Bound for small text files (spec, status.json).
 SMALL_BYTES = 1 << 20
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
 #: Bound for a pickled job (a ProcessJob pickle is a few KB).
 PICKLE_BYTES = 64 << 20
 
@@ -157,9 +164,9 @@ def check_trusted(path: str | os.PathLike[str], what: str = "file") -> None:
             )
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` through a unique temporary file and a rename:
-    a reader sees the old or the new content, never half of it."""
+def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = PRIVATE_FILE) -> None:
+    """Write ``data`` to ``path`` (0600 unless told) through a unique temporary file and a
+    rename: a reader sees the old or the new content, never half of it."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -170,3 +177,60 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def private_dir(path: str | os.PathLike[str]) -> Path:
+    """Folder ``path``, made if missing; it and every folder from the nearest ``.monarch/``
+    down to it are 0700 whatever the umask. An existing folder of ours is tightened to 0700
+    unless group or others can write it: that one is left for :func:`check_trusted` to report."""
+    path = Path(os.path.abspath(path))
+    chain = _private_chain(path)
+    chain[0].parent.mkdir(parents=True, exist_ok=True)
+    for folder in chain:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, PRIVATE_DIR)
+        _tighten(folder, PRIVATE_DIR)
+    return path
+
+
+def private_opener(path: str | os.PathLike[str], flags: int) -> int:
+    """An ``opener`` for :func:`open`: a new file is 0600 whatever the umask, an existing one of
+    ours is made 0600, a symlink in the last component is refused (ELOOP)."""
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), PRIVATE_FILE)
+    try:
+        info = os.fstat(fd)
+        if (
+            stat.S_ISREG(info.st_mode)
+            and info.st_uid == os.getuid()
+            and stat.S_IMODE(info.st_mode) != PRIVATE_FILE
+        ):
+            os.fchmod(fd, PRIVATE_FILE)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _private_chain(path: Path) -> list[Path]:
+    """The folders from the nearest ``.monarch/`` down to ``path``, top first (just ``path``
+    outside one)."""
+    chain = [path]
+    if path.name != MONARCH_DIR:
+        for parent in path.parents:
+            chain.append(parent)
+            if parent.name == MONARCH_DIR:
+                break
+        else:
+            chain = [path]
+    return chain[::-1]
+
+
+def _tighten(folder: Path, mode: int) -> None:
+    info = os.lstat(folder)
+    if (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and stat.S_IMODE(info.st_mode) != mode
+        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    ):
+        os.chmod(folder, mode)

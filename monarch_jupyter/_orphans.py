@@ -55,9 +55,10 @@ class ApplyGuard:
         from monarch.job import ProcessJob
 
         if isinstance(self.job, ProcessJob):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _files.private_dir(self.path.parent)
             me = _procfs.start_ticks(os.getpid())
-            self.path.write_text(f"owner {os.getpid()} {me}\ntoken {self.token} -\n")
+            with open(self.path, "w", opener=_files.private_opener) as out:
+                out.write(f"owner {os.getpid()} {me}\ntoken {self.token} -\n")
             # ProcessJob passes its extra environment to every worker: the token marks
             # them all, even one whose PID the kernel died before recording.
             self._saved_env = _introspect.worker_env(self.job)
@@ -78,7 +79,7 @@ class ApplyGuard:
             _introspect.set_worker_env(self.job, self._saved_env)
 
     def record(self, pid: int) -> None:
-        with self._lock, open(self.path, "a") as out:
+        with self._lock, open(self.path, "a", opener=_files.private_opener) as out:
             out.write(f"worker {pid} {_procfs.start_ticks(pid) if _procfs.alive(pid) else None}\n")
 
     def done(self) -> None:

@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _introspect, _procfs, _timefmt, cache
-from ._files import read_small, write_atomic
+from ._files import private_dir, private_opener, read_small, write_atomic
 from .errors import MonarchJupyterError
 
 BATCH_DIR = "batch"
 _ID = re.compile(r"^b[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
 TAIL_BYTES = 200_000
 # The wrapper shell is the process-group leader; it records the script's exit code.
-_WRAPPER = '"$0" "$1"; echo $? > "$2"'
+_WRAPPER = '"$0" "$1"; rc=$?; umask 077; echo $rc > "$2"'
 
 
 @dataclass
@@ -100,7 +100,8 @@ def start(
         raise MonarchJupyterError(f"no script {script!r} here ({path})")
     run_id = f"b{_timefmt.utc_stamp()}-{uuid.uuid4().hex[:4]}"
     folder = _folder(context_dir) / run_id
-    (folder / ".monarch").mkdir(parents=True)
+    private_dir(folder)
+    private_dir(folder / ".monarch")
     if spec is not None:
         return _submit(folder, run_id, path, root, spec)
     from monarch.job import LocalJob
@@ -109,7 +110,7 @@ def start(
 
     cache.dump_job(BatchJob(LocalJob(hosts)), folder / ".monarch" / "job_state.pkl")
     env = {**os.environ, "MONARCH_BATCH_JOB": "1", "MONARCH_JUPYTER_NOTEBOOK_DIR": str(root)}
-    with open(folder / "output.log", "wb") as out:
+    with open(folder / "output.log", "wb", opener=private_opener) as out:
         proc = subprocess.Popen(
             ["bash", "-c", _WRAPPER, sys.executable, str(path), str(folder / "rc")],
             cwd=folder,
@@ -126,7 +127,7 @@ def start(
 
 def _write_meta(folder: Path, meta: Mapping[str, object]) -> None:
     """``run.json``, whole or not at all: ``load`` may read it while it is written."""
-    write_atomic(folder / "run.json", json.dumps(meta).encode(), 0o644)
+    write_atomic(folder / "run.json", json.dumps(meta).encode())
 
 
 def _submit(folder: Path, run_id: str, path: Path, root: Path, spec: str) -> BatchRun:
@@ -142,7 +143,7 @@ def _submit(folder: Path, run_id: str, path: Path, root: Path, spec: str) -> Bat
         )
     except subprocess.TimeoutExpired:
         raise MonarchJupyterError(f"submitting {spec} did not finish in 120 s") from None
-    (folder / "submit.log").write_text(done.stdout + done.stderr)
+    write_atomic(folder / "submit.log", (done.stdout + done.stderr).encode())
     found = [line for line in done.stdout.splitlines() if line.startswith("MJ-SUBMITTED ")]
     job_id = json.loads(found[-1].split(" ", 1)[1]).get("slurm_job_id") if found else None
     if done.returncode != 0 or not job_id:
@@ -231,13 +232,13 @@ def kill(context_dir: Path, run_id: str, grace: float = 1.0) -> BatchRun:
     run = load(context_dir, run_id)
     if run.slurm_job_id:
         if run.state not in ("ended", "killed"):
-            (run.folder / "killed").write_text(str(time.time()))
+            write_atomic(run.folder / "killed", str(time.time()).encode())
             subprocess.run(["scancel", run.slurm_job_id], capture_output=True, text=True, timeout=20)
             run.state = "killed"
         return run
     if run.state != "running" or run.pid is None:
         return run
-    (run.folder / "killed").write_text(str(time.time()))
+    write_atomic(run.folder / "killed", str(time.time()).encode())
     pid = run.pid
     _procfs.escalate(
         lambda sig: _procfs.killpg(pid, sig),

@@ -91,7 +91,7 @@ def dump_job(job: Any, path: Path) -> None:
     """Pickle ``job`` to ``path`` (following the context symlink), 0600, atomically."""
     path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
-    real.parent.mkdir(parents=True, exist_ok=True)
+    _files.private_dir(real.parent)
     _files.write_atomic(real, pickle.dumps(job), 0o600)
 
 
@@ -127,7 +127,7 @@ def locked(monarch_dir: Path, create: bool = True) -> Iterator[None]:
             finally:
                 _held[key] -= 1
             return
-        monarch_dir.mkdir(parents=True, exist_ok=True)
+        _files.private_dir(monarch_dir)
         lock_path = monarch_dir / LOCK_FILE
         flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
         try:

@@ -28,6 +28,8 @@ STATUS_FILE = "status.json"
 DEFAULT_CONTEXT = "default"
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: Longest context name: a folder name, well under every file system's NAME_MAX.
+MAX_NAME = 100
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ def check_name(name: str) -> str:
     """Return ``name`` if it can be a context folder name, else raise."""
     if not _NAME.match(name or "") or name in (".", ".."):
         raise MonarchJupyterError(f"invalid context name {name!r}: use letters, digits, '_', '-' or '.'")
+    if len(name) > MAX_NAME:
+        raise MonarchJupyterError(
+            f"invalid context name {name[:30] + '…'!r}: {len(name)} characters; use at most {MAX_NAME}"
+        )
     return name
 
 
@@ -94,10 +100,9 @@ class Layout:
 
     def ensure(self) -> None:
         """Create ``.monarch/`` and the symlink as the CLI does (migrating a plain file)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        _files.private_dir(self.dir)
         if not self.link.is_symlink():
-            default_dir = self.dir / DEFAULT_CONTEXT
-            default_dir.mkdir(parents=True, exist_ok=True)
+            default_dir = _files.private_dir(self.dir / DEFAULT_CONTEXT)
             if self.link.exists():
                 self.link.rename(default_dir / STATE_FILE)
             self.link.symlink_to(Path(DEFAULT_CONTEXT) / STATE_FILE)
@@ -114,14 +119,13 @@ class Layout:
         """Create context ``name``; False if it already existed."""
         path = self.context_dir(name)
         existed = path.is_dir()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path.mkdir(exist_ok=True)
+        _files.private_dir(path)
         return not existed
 
     def use(self, name: str) -> None:
         """Point the symlink at ``name`` (created if missing), as ``monarch context use``."""
         self.ensure()
-        self.context_dir(name).mkdir(exist_ok=True)
+        _files.private_dir(self.context_dir(name))
         tmp = self.dir / f".{LINK_NAME}.{os.getpid()}.tmp"
         if tmp.is_symlink() or tmp.exists():
             tmp.unlink()
@@ -157,8 +161,8 @@ class Layout:
         if spec is None:
             path.unlink(missing_ok=True)
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _files.write_atomic(path, spec.encode(), 0o644)
+        _files.private_dir(path.parent)
+        _files.write_atomic(path, spec.encode())
 
     def read_status(self, name: str) -> dict | None:
         try:
@@ -170,8 +174,8 @@ class Layout:
     def write_status(self, name: str, status: dict) -> None:
         """Write ``status.json`` atomically (the sidebar polls it)."""
         path = self.context_dir(name) / STATUS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _files.write_atomic(path, json.dumps(status, indent=1, sort_keys=True).encode(), 0o644)
+        _files.private_dir(path.parent)
+        _files.write_atomic(path, json.dumps(status, indent=1, sort_keys=True).encode())
 
     def infos(self) -> list[ContextInfo]:
         current = self.current()

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from .. import _introspect, _timefmt
+from .._files import private_dir
 from . import cells, worker
 from .failures import CallFailure, Frame, from_record, render, strip_ansi
 from .output import Forwarder, Log, kernel_publisher
@@ -185,8 +186,7 @@ def _open_log(session: Any) -> tuple[Log | None, str | None]:
         # imported here, on the first spawn, for start-up cost (the runner pulls in all of remote/)
         from ..remote.runner import prune_logs
 
-        folder = session.layout.context_dir(session.context) / "actors"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = private_dir(session.layout.context_dir(session.context) / "actors")
         prune_logs(str(folder), KEEP_LOGS - 1)
         stamp = _timefmt.utc_stamp()
         log = Log(str(folder / f"{stamp}-{os.getpid()}.log"))

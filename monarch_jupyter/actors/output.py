@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._files import private_opener
 from ..rank_sets import label
 from ..remote.model import ERR, OUT, Output, RankState, RunState
 from ..remote.render import BURST, MAX_RATE, TextRenderer, prefix
@@ -42,7 +43,7 @@ class Log:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._file = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 (kept open)
+        self._file = open(path, "a", encoding="utf-8", errors="replace", opener=private_opener)  # noqa: SIM115 (kept open)
         self._pending: dict[tuple[int, str], str] = {}  # (pid, stream) → its unfinished line
 
     def add(self, record: Mapping[str, Any]) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _introspect, _procfs
+from .._files import private_dir
 from . import ssh_checks, transport
 from .base import Engine, Sizes, fds_to, progress
 from .ssh_checks import ApplyFailed
@@ -162,7 +163,7 @@ class SSHEngine(Engine):
 
     def before_start(self, job: Any, log: Path) -> None:
         self.cancel.clear()
-        log.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(log.parent)
         self.check_addresses(job)
         choose_transport(job)
         ssh_checks.preflight(

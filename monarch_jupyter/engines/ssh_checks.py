@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import _procfs
+from .._files import private_dir, private_opener
 from ..errors import MonarchJupyterError
 
 PREFLIGHT_TIMEOUT = 30.0
@@ -54,7 +55,7 @@ def shown(path: Path) -> str:
 
 
 def append_log(log: Path, text: str) -> None:
-    with open(log, "a", encoding="utf-8") as out:
+    with open(log, "a", encoding="utf-8", opener=private_opener) as out:
         out.write(text.rstrip("\n") + "\n")
 
 
@@ -102,7 +103,7 @@ def _start_probes(
     for host in hosts:
         out = log.with_name(f"{log.stem}.{host}.probe")
         outputs[host] = out
-        with open(out, "wb") as sink:
+        with open(out, "wb", opener=private_opener) as sink:
             probes[host] = subprocess.Popen(
                 ["ssh", *ssh_args, host, "-n", command],
                 stdin=subprocess.DEVNULL,
@@ -152,7 +153,7 @@ def preflight(
 
         expect_version = version("torchmonarch")
     command = f"{shlex.quote(python)} -c {shlex.quote(_PROBE)}"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log.parent)
     probes: dict[str, subprocess.Popen[bytes]] = {}
     outputs: dict[str, Path] = {}
     try:

@@ -21,13 +21,18 @@ import argparse
 import dataclasses
 import functools
 import io
+import keyword
+import math
+import os
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..magic_parser import ArgumentsError, MagicParser
+from ..specs.local import MAX_LOCAL_WORKERS
+from .errors import RemoteError
 
 MODES = ("bash", "python")
 CELL, LINE = "%%remote", "%remote"
@@ -89,7 +94,7 @@ def dims(minimum: int) -> Callable[[str], tuple[tuple[str, int], ...]]:
             if not sep or not _IDENT.match(name):
                 raise argparse.ArgumentTypeError(f"wants DIM=N[,DIM=N…], got {text!r}")
             try:
-                value = int(number)
+                value = int(number) if number.isascii() else int("x")
             except ValueError:
                 raise argparse.ArgumentTypeError(f"{number!r} is not an integer (in {text!r})") from None
             if value < minimum:
@@ -100,6 +105,42 @@ def dims(minimum: int) -> Callable[[str], tuple[tuple[str, int], ...]]:
         return tuple(pairs.items())
 
     return parse
+
+
+#: Procs one run may start (hosts × the product of the --per-host sizes, all meshes together):
+#: the bound of ``--local``, since every proc is a process with its actor on a host.
+MAX_PROCS = MAX_LOCAL_WORKERS
+MAX_PROCS_VAR = "MONARCH_JUPYTER_MAX_PROCS"
+
+
+def max_procs() -> int:
+    """The bound: ``$MONARCH_JUPYTER_MAX_PROCS`` if set to a positive number, else :data:`MAX_PROCS`."""
+    value = os.environ.get(MAX_PROCS_VAR, "").strip()
+    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else MAX_PROCS
+
+
+def _raise_it(total: int) -> str:
+    return f"more than the bound of {max_procs()} procs a run; to raise it deliberately: %env {MAX_PROCS_VAR}={total}"
+
+
+def _per_host(text: str) -> tuple[tuple[str, int], ...]:
+    pairs = dims(1)(text)
+    each = math.prod(v for _, v in pairs)
+    if each > max_procs():
+        raise argparse.ArgumentTypeError(f"{text} is {each} procs on each host, {_raise_it(each)}")
+    return pairs
+
+
+def check_procs(hosts: Mapping[str, int | None], per_host: tuple[tuple[str, int], ...]) -> None:
+    """Raise RemoteError when ``--per-host`` on meshes of ``hosts`` (name → host count, None:
+    unknown, counted as one) would start more procs than :func:`max_procs`."""
+    count = sum(n or 1 for n in hosts.values())
+    total = count * math.prod(v for _, v in per_host)
+    if total > max_procs():
+        shape = ",".join(f"{k}={v}" for k, v in per_host)
+        raise RemoteError(
+            f"--per-host {shape} on {count} hosts would start {total} procs, {_raise_it(total)}"
+        )
 
 
 def flat_ranks(text: str) -> tuple[int, ...]:
@@ -130,17 +171,32 @@ def _directory(text: str) -> str:
 
 def _seconds(text: str) -> float:
     try:
-        seconds = float(text)
+        seconds = float(text) if text.isascii() else float("x")
     except ValueError:
         raise argparse.ArgumentTypeError(f"wants seconds, got {text!r}") from None
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"wants a finite number of seconds, got {text!r}")
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
     return seconds
 
 
+#: Names IPython keeps in the user namespace: overwriting one breaks every later magic or its history.
+IPYTHON_NAMES = frozenset(
+    {"get_ipython", "In", "Out", "exit", "quit", "_", "__", "___", "_i", "_ii", "_iii", "_oh", "_dh", "_ih"}
+)
+_IPYTHON_HISTORY = re.compile(r"_i?[0-9]+", re.ASCII)
+
+
 def _variable(text: str) -> str:
-    if not _IDENT.match(text):
+    if not _IDENT.fullmatch(text):
         raise argparse.ArgumentTypeError(f"wants a Python variable name, got {text!r}")
+    if keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(f"wants a Python variable name, got {text!r} (a keyword)")
+    if text in IPYTHON_NAMES or _IPYTHON_HISTORY.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text} belongs to IPython (its history and helpers); choose another name"
+        )
     return text
 
 
@@ -168,7 +224,7 @@ def _add_flags(parser: MagicParser) -> None:
     meshes.add_argument("--all", dest="all_meshes", action="store_true", help="run on every mesh of the job")
     ranks.add_argument("--point", action=_Once, type=dims(0), metavar="DIM=N,…", help="only the ranks at this point (e.g. --point hosts=1)")
     ranks.add_argument("--rank", dest="ranks", action=_Once, type=flat_ranks, metavar="N[,M…]", help="only these flat ranks")
-    targets.add_argument("--per-host", action=_Once, type=dims(1), metavar="DIM=N", help="N processes per host (e.g. --per-host gpu=4); every process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM> for every dimension")
+    targets.add_argument("--per-host", action=_Once, type=_per_host, metavar="DIM=N", help="N processes per host (e.g. --per-host gpu=4); every process gets MONARCH_RANK_<DIM> / MONARCH_SIZE_<DIM> for every dimension")
 
     environment = parser.add_argument_group("environment")
     environment.add_argument("-e", "--env", action="append", type=_env, metavar="KEY=VALUE", help="set a variable (repeatable)")

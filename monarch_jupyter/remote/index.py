@@ -156,8 +156,8 @@ class RunEntry:
         """Write the entry atomically (another kernel may be reading it)."""
         path = Path(self.path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _files.write_atomic(path, json.dumps(self.to_json()).encode(), mode=0o644)
+            _files.private_dir(path.parent)
+            _files.write_atomic(path, json.dumps(self.to_json()).encode())
         except OSError:  # the index is a convenience: a full disk must not fail the run
             pass
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _introspect, _procfs, _quiet, _timefmt, engines
+from .. import _files, _introspect, _procfs, _quiet, _timefmt, engines
 from ..contexts import Layout
 from ..errors import MonarchJupyterError
-from .args import RemoteArgs
+from .args import RemoteArgs, check_procs
 from .drive import Drive, Plan, RunHandle, Sink, Target
 from .errors import RemoteError, RunsError
 from .host import runs as host_runs
@@ -116,6 +116,9 @@ class RemoteRunner:
         # the rank → worker pid map (and killpg on loss) is for workers on this machine only
         job = running.job
         pids = _introspect.worker_pids(job) if engines.engine_for(job).workers_are_local else {}
+        if per_host:
+            sizes = _introspect.mesh_sizes(job, running.meshes)
+            check_procs({name: sizes.get(name) for name in names}, per_host)
         plan = Plan([], [], "", {}, running.where, running.apply_id)
         for name in names:
             self._add_mesh(plan, args, self._warm_for(running, name, per_host), name, len(names) > 1, pids)
@@ -369,7 +372,7 @@ class RemoteRunner:
         folder = ((plan and plan.where) or where(self.session)).runs_dir
         self._runs_made += 1
         if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
+            _files.private_dir(folder)
         if self._runs_made % 50 == 1:  # now and then, off the path of the run
             threading.Thread(
                 target=prune_old_runs, args=(folder,), daemon=True, name="monarch-jupyter-prune"

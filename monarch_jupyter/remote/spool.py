@@ -18,6 +18,11 @@ stream) whenever the source changes, followed by that rank's raw lines::
 
 Only complete lines are written (a rank's unfinished line waits for its
 newline or the end of the run), so ranks never interleave inside a line.
+
+Bounded per rank and stream: the first ``HEAD_BYTES`` are written as they come; after
+them only the last ``TAIL_BYTES`` are kept (in memory, whole lines) and written at the
+end after a note of how many bytes were skipped. The host keeps its own last 64 MiB
+(``%remote attach`` replays them).
 :func:`read_log` parses it back. Pure file I/O: no Monarch, no threads.
 """
 
@@ -25,22 +30,60 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
+from .._files import private_opener
 from .model import OUT
 
 HEADER = "==> [{}] <=="
 NOTE = (-1, "#")
 FLUSH_EVERY = 0.5  # seconds: keep `tail -f` on the log useful
+HEAD_BYTES = 16 << 20  # written live per rank and stream
+TAIL_BYTES = 1 << 20  # then only the last ones, written when the run ends
+
+
+class _Tail:
+    """A rank stream's bytes past the head: the newest ones, at most about ``TAIL_BYTES``."""
+
+    def __init__(self) -> None:
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.skipped = 0
+
+    def add(self, block: bytes, keep: int) -> None:
+        self.chunks.append(block)
+        self.size += len(block)
+        while len(self.chunks) > 1 and self.size - len(self.chunks[0]) >= keep:
+            dropped = self.chunks.popleft()
+            self.size -= len(dropped)
+            self.skipped += len(dropped)
+
+    def kept(self, keep: int) -> bytes:
+        """The last ``keep`` bytes or fewer, from a line's start; what is cut is counted as skipped."""
+        data = b"".join(self.chunks)
+        if len(data) > keep:
+            cut = data[-keep:]
+            start = cut.find(b"\n")
+            cut = cut[start + 1 :] if 0 <= start < len(cut) - 1 else cut
+            self.skipped += len(data) - len(cut)
+            data = cut
+        return data
 
 
 class Spool:
     """Writes bytes: each chunk is encoded once and its complete lines written as a slice
     (no joining with the previous partial line, no cut copies)."""
 
-    def __init__(self, path: str | os.PathLike[str], labels: list[str]) -> None:
-        self.file = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - held for the run, closed by close()
+    def __init__(
+        self, path: str | os.PathLike[str], labels: list[str], head: int = HEAD_BYTES, tail: int = TAIL_BYTES
+    ) -> None:
+        self.labels = labels
+        self.head, self.tail = head, tail
+        self.sizes: dict[tuple[int, str], int] = {}  # bytes written live per rank stream
+        self.tails: dict[tuple[int, str], _Tail] = {}  # rank streams past their head
+        self.file = open(path, "wb", buffering=1 << 20, opener=private_opener)  # noqa: SIM115 - held for the run, closed by close()
         self.headers = [
             (
                 (HEADER.format(label) + "\n").encode("utf-8", "replace"),
@@ -69,6 +112,18 @@ class Spool:
             self.partial[key] = bytes(view[cut + 1 :])
 
     def _emit(self, key: tuple[int, str], *blocks: Any) -> None:
+        size = sum(len(b) for b in blocks)
+        written = self.sizes.get(key, 0)
+        if key in self.tails or written + size > self.head:
+            tail = self.tails.setdefault(key, _Tail())
+            for block in blocks:
+                if block:
+                    tail.add(bytes(block), self.tail)
+            return
+        self.sizes[key] = written + size
+        self._write(key, *blocks)
+
+    def _write(self, key: tuple[int, str], *blocks: Any) -> None:
         if key != self.current:
             self.current = key
             self.file.write(self.headers[key[0]][0 if key[1] == OUT else 1])
@@ -93,6 +148,15 @@ class Spool:
         for key, rest in sorted(self.partial.items()):
             self._emit(key, rest, b"\n")
         self.partial.clear()
+        for key, tail in sorted(self.tails.items()):
+            data = tail.kept(self.tail)
+            stream = "stdout" if key[1] == OUT else "stderr"
+            self.note(
+                f"{self.labels[key[0]]}: {tail.skipped} bytes of {stream} skipped here (the log keeps the "
+                f"first {self.head} and the last {self.tail} bytes per rank and stream)"
+            )
+            self._write(key, data)
+        self.tails.clear()
         self.file.close()
 
 

@@ -312,10 +312,20 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
             return
     else:
         entries = _entries(cell.session)
-        chosen = [index.find(entries, token) for token in runs]
-    counts = cell.runner.stop_runs(chosen)
+        chosen = survey(cell.runner, [index.find(entries, token) for token in runs])
+    live = [e for e in chosen if e.is_running]
+    live_ids = {e.id for e in live}
+    counts = cell.runner.stop_runs(live)
     for entry in chosen:
-        cell.write(f"stopped run {entry.id} ({counts.get(entry.id, 0)} processes signalled)\n")
+        if entry.id in live_ids:
+            cell.write(f"stopped run {entry.id} ({counts.get(entry.id, 0)} processes signalled)\n")
+        else:
+            ended = (
+                f"been stopped ({entry.stop_reason or 'stopped'})"
+                if entry.state == STOPPED
+                else f"finished ({state_text(entry).removeprefix('finished: ')})"
+            )
+            cell.write(f"run {entry.id} had already {ended}; nothing to stop\n")
 
 
 @verb(

@@ -32,6 +32,11 @@ IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
+def is_count(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` alone takes full-width digits and superscripts."""
+    return text.isascii() and text.isdigit()
+
+
 def is_mesh_name(name: str) -> bool:
     """Starts with a letter; letters, digits and single ``_`` between them."""
     return bool(_MESH.match(name))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ..errors import SpecError
-from .base import LocalSpec, check_mesh_name, is_mesh_name
+from .base import LocalSpec, check_mesh_name, is_count, is_mesh_name
 
 MAX_LOCAL_HOSTS = 256
 #: Total worker processes one ``--local`` spec may start (all meshes together);
@@ -20,7 +20,7 @@ MAX_LOCAL_WORKERS_VAR = "MONARCH_JUPYTER_MAX_LOCAL_WORKERS"
 def max_local_workers() -> int:
     """The total bound: ``$MONARCH_JUPYTER_MAX_LOCAL_WORKERS`` if set to a number, else 64."""
     value = os.environ.get(MAX_LOCAL_WORKERS_VAR, "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else MAX_LOCAL_WORKERS
+    return int(value) if is_count(value) and int(value) > 0 else MAX_LOCAL_WORKERS
 
 
 def check_total(meshes: dict[str, int]) -> None:
@@ -48,7 +48,7 @@ def parse_meshes(text: str) -> LocalSpec:
         if not sep or not count:
             raise SpecError(f"--local wants MESH=N, got {item!r} (e.g. --local hosts=2)")
         check_mesh_name(name)
-        if not count.isdigit() or not 1 <= int(count) <= MAX_LOCAL_HOSTS:
+        if not is_count(count) or not 1 <= int(count) <= MAX_LOCAL_HOSTS:
             raise SpecError(f"host count for {name!r} must be 1..{MAX_LOCAL_HOSTS}, got {count!r}")
         if name in meshes:
             raise SpecError(f"mesh {name!r} is given twice")
@@ -65,7 +65,7 @@ def parse_local_attr(attr: str, bounded: bool = True) -> dict[str, int]:
     meshes: dict[str, int] = {}
     for part in attr.split("__"):
         name, _, count = part.rpartition("_")
-        if not name or not is_mesh_name(name) or not count.isdigit():
+        if not name or not is_mesh_name(name) or not is_count(count):
             raise AttributeError(attr)
         meshes[name] = int(count)
     if not meshes or any(not 1 <= n <= MAX_LOCAL_HOSTS for n in meshes.values()):

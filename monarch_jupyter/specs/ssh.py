@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from .base import ModuleSpec, check_mesh_name, is_mesh_name
+from .base import ModuleSpec, check_mesh_name, is_count, is_mesh_name
 
 SSH_JOBS_MODULE = "monarch_jupyter.ssh_jobs"
 DEFAULT_PYTHON = "python3"
@@ -127,7 +127,7 @@ def parse(words: list[str]) -> SSHSpec:
         elif flag == "--python":
             python = value
         elif flag == "--port":
-            if not value.isdigit() or not 1 <= int(value) <= 65535:
+            if not is_count(value) or not 1 <= int(value) <= 65535:
                 raise SpecError(f"--port wants 1..65535, got {value!r}")
             port = int(value)
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import stat
 import time
 from pathlib import Path
 
@@ -73,6 +74,12 @@ def test_batch_run_logs_follow_and_kill(kernel, tag, workdir):
     short_id = re.search(r"batch run (\S+) started", short.text).group(1)
     done = kernel.ok(f"%job logs {short_id} --follow", timeout=60)
     assert "short done" in done.text and "exited 0" in done.text, done.text
+    # private whatever the umask (issue 18 item 6): the folders 0700, what we write 0600
+    batch = workdir / ".monarch/default/batch"
+    for folder in (batch, batch / run_id, batch / short_id, batch / short_id / ".monarch"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    for name in (f"{run_id}/killed", f"{short_id}/output.log", f"{short_id}/run.json", f"{short_id}/rc"):
+        assert stat.S_IMODE((batch / name).stat().st_mode) == 0o600, name
 
     bad = kernel.execute("%job logs b20990101-000000-ffff")
     assert "no batch run" in bad.text and "Traceback" not in bad.text, bad.text

@@ -378,3 +378,42 @@ def test_memory_returns_after_a_giant_line(start_kernel):
     after = _rss_mb(pid)
     print(f"kernel RSS {before:.0f} MB before, {after:.0f} MB after a 50 MB line on 2 ranks")
     assert after - before < 60, (before, after)
+
+
+WALK_MODES = (
+    "import os, stat\n"
+    "_loose = []\n"
+    "for _d, _subs, _names in os.walk('.monarch'):\n"
+    "    for _p, _want in [(_d, 0o700)] + [(os.path.join(_d, n), 0o600) for n in _names]:\n"
+    "        _m = os.lstat(_p).st_mode\n"
+    "        if not stat.S_ISLNK(_m) and stat.S_IMODE(_m) != _want:\n"
+    "            _loose.append(f'{_p} {stat.S_IMODE(_m):o}')\n"
+    "print('LOOSE', sorted(_loose))"
+)
+
+
+def test_every_file_under_dot_monarch_is_private_whatever_the_umask(shared):
+    shared.ok("import os; os.umask(0o022)")
+    shared.ok("%%remote\necho a-token")
+    shared.ok("%remote --detach sleep 0.2")
+    shared.ok("%remote runs")
+    assert "LOOSE []" in shared.ok(WALK_MODES).stream(), shared.ok(WALK_MODES).stream()
+
+
+@pytest.mark.parametrize("name", ["get_ipython", "In", "Out", "exit", "_", "_i2"])
+def test_save_refuses_a_name_ipython_owns_and_later_magics_still_work(shared, name):
+    r = shared.execute(f"%remote --save {name} true")
+    assert r.text.strip() == (
+        f"UsageError: %remote: argument --save: {name} belongs to IPython (its history and helpers); "
+        "choose another name (see %%remote?)"
+    ), r.text
+    assert "[hosts=0]" in shared.ok("%remote --rank 0 echo still").text
+    assert "ok" in shared.ok("print('ok' if callable(get_ipython) else 'broken')").text
+
+
+def test_per_host_beyond_the_bound_is_refused_before_any_proc_starts(shared):
+    r = shared.execute("%remote --per-host gpu=40 true")
+    assert r.text.strip() == (
+        "UsageError: %remote: --per-host gpu=40 on 2 hosts would start 80 procs, more than the bound of 64 "
+        "procs a run; to raise it deliberately: %env MONARCH_JUPYTER_MAX_PROCS=80"
+    ), r.text

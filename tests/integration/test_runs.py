@@ -131,6 +131,16 @@ def test_detach_then_stop_from_another_kernel(job_kernel, start_kernel, tag):
     assert "stopped" in a.ok("%remote runs").text
     r = a.execute(f"%remote attach {run_id}", timeout=30)  # a stopped run replays its output
     assert "[hosts=0] begun" in r.stream()
+    r = b.ok(f"%remote stop {run_id}")  # again: it had already been stopped
+    assert r.stream().strip() == f"run {run_id} had already been stopped (stopped); nothing to stop", r.text
+
+
+def test_stop_of_a_finished_run_says_it_had_already_finished(job_kernel):
+    r = job_kernel.ok("%%remote --detach\necho quick")
+    run_id = run_id_of(r.text)
+    wait_for(lambda: "finished: ok" in job_kernel.ok("%remote runs").text)
+    r = job_kernel.ok(f"%remote stop {run_id}")
+    assert r.stream().strip() == f"run {run_id} had already finished (ok); nothing to stop", r.text
 
 
 def test_worker_killed_while_detached_is_reported_on_attach(job_kernel, tag):

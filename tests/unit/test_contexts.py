@@ -67,6 +67,15 @@ def test_bad_names(name):
         check_name(name)
 
 
+def test_a_very_long_name_is_one_line_not_enametoolong(tmp_path):
+    with pytest.raises(MonarchJupyterError) as info:
+        Layout(tmp_path).create("x" * 300)
+    assert str(info.value) == (
+        "invalid context name 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…': 300 characters; use at most 100"
+    )
+    assert not (tmp_path / ".monarch").exists()
+
+
 def test_layout_matches_the_monarch_cli(tmp_path):
     """Contexts made by either side are seen by the other."""
     cli(tmp_path, "context", "create", "from_cli")

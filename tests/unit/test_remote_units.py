@@ -97,7 +97,74 @@ def test_line_keeps_the_command_verbatim():
         ("--workdir ''", "argument --workdir: needs a directory, got ''"),
         ("--timeout 0", "argument --timeout: must be > 0 seconds, got '0'"),
         ("--timeout soon", "argument --timeout: wants seconds, got 'soon'"),
+        ("--timeout inf", "argument --timeout: wants a finite number of seconds, got 'inf'"),
+        ("--timeout 1e309", "argument --timeout: wants a finite number of seconds, got '1e309'"),
+        ("--timeout nan", "argument --timeout: wants a finite number of seconds, got 'nan'"),
+        ("--timeout -5", "argument --timeout: must be > 0 seconds, got '-5'"),
+        ("--point hosts=\uff11", "argument --point: '\uff11' is not an integer (in 'hosts=\uff11')"),
         ("--save 1x", "argument --save: wants a Python variable name, got '1x'"),
+        ("--save class", "argument --save: wants a Python variable name, got 'class' (a keyword)"),
+        (
+            "--save get_ipython",
+            "argument --save: get_ipython belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save In",
+            "argument --save: In belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save Out",
+            "argument --save: Out belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save exit",
+            "argument --save: exit belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save quit",
+            "argument --save: quit belongs to IPython (its history and helpers); choose another name",
+        ),
+        ("--save _", "argument --save: _ belongs to IPython (its history and helpers); choose another name"),
+        (
+            "--save __",
+            "argument --save: __ belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save ___",
+            "argument --save: ___ belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _i",
+            "argument --save: _i belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _ii",
+            "argument --save: _ii belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _iii",
+            "argument --save: _iii belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _oh",
+            "argument --save: _oh belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _dh",
+            "argument --save: _dh belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _ih",
+            "argument --save: _ih belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _12",
+            "argument --save: _12 belongs to IPython (its history and helpers); choose another name",
+        ),
+        (
+            "--save _i3",
+            "argument --save: _i3 belongs to IPython (its history and helpers); choose another name",
+        ),
         ("bash python", "unexpected 'python'; the mode is bash or python, given once"),
         ("perl", "unexpected 'perl'; the mode is bash or python, given once"),
         ("--mesh a --mesh b", "argument --mesh: given twice; give it once"),
@@ -424,6 +491,29 @@ def test_spool_frames_ranks_and_keeps_lines_whole(tmp_path):
         "hosts=1": ["tail without newline"],
     }
     assert path.read_text().startswith("==> [#] <==\n%%remote bash")
+
+
+def test_spool_keeps_the_head_and_the_tail_of_each_rank_and_says_what_it_skipped(tmp_path):
+    from monarch_jupyter.remote.spool import Spool, read_log
+
+    path = tmp_path / "run.log"
+    spool = Spool(path, ["hosts=0", "hosts=1"], head=100, tail=60)
+    for i in range(1000):  # "line 000\n": 9 bytes each
+        spool.write(0, OUT, f"line {i:03}\n")
+        if i < 3:
+            spool.write(1, OUT, f"small {i}\n")
+    spool.close()
+    log = read_log(path)
+    kept = log["hosts=0"]
+    assert kept[:11] == [f"line {i:03}" for i in range(11)]  # the head: whole lines up to 100 bytes
+    assert kept[11:] == [f"line {i:03}" for i in range(994, 1000)]  # the tail: whole lines, <= 60 bytes
+    assert log["hosts=1"] == ["small 0", "small 1", "small 2"]  # a rank within the bound is whole
+    skipped = 9000 - 9 * len(kept)
+    assert log["#"] == [
+        f"hosts=0: {skipped} bytes of stdout skipped here (the log keeps the first 100 and the last 60 "
+        "bytes per rank and stream)"
+    ]
+    assert path.stat().st_size < 600  # 9,000+ unbounded
 
 
 def test_help_documents_every_flag():
@@ -900,6 +990,39 @@ def test_stop_wants_runs_or_all_not_both():
             verbs.dispatch(_Cell(), "stop", options)
 
 
+def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
+    from monarch_jupyter.remote import index, verbs
+
+    def entry(run_id, state):
+        return index.RunEntry(
+            run_id, f"/x/{run_id}.json", "sleep 9", "cmd", "mesh hosts", 0.0, "/h", [], state=state
+        )
+
+    done, stopped, live = (
+        entry("r-done", index.FINISHED),
+        entry("r-stopped", index.STOPPED),
+        entry("r-live", index.RUNNING),
+    )
+    monkeypatch.setattr(verbs, "_entries", lambda session: [done, stopped, live])
+    monkeypatch.setattr(verbs, "survey", lambda runner, entries: entries)
+
+    class Runner:
+        asked = None
+
+        def stop_runs(self, entries):
+            Runner.asked = [e.id for e in entries]
+            return {e.id: 3 for e in entries}
+
+    cell = _Cell(Runner())
+    verbs.dispatch(cell, "stop", {"runs": ["r-done", "r-stopped", "r-live"], "all_runs": False})
+    assert Runner.asked == ["r-live"]
+    assert cell.written == [
+        "run r-done had already finished (ok); nothing to stop\n",
+        "run r-stopped had already been stopped (stopped); nothing to stop\n",
+        "stopped run r-live (3 processes signalled)\n",
+    ]
+
+
 # ── the runner: ask every rank ──
 def test_call_all_asks_every_mesh_once_per_host_with_the_warm_actors(tmp_path):
     from types import SimpleNamespace
@@ -948,3 +1071,30 @@ def test_call_all_asks_every_mesh_once_per_host_with_the_warm_actors(tmp_path):
     state._hosts = {}
     with pytest.raises(RemoteError, match="no host meshes"):
         runner.call_all("runs_state", ["r1"])
+
+
+# ── --per-host is bounded like --local ──
+def test_per_host_alone_beyond_the_bound_is_refused_when_parsed():
+    with pytest.raises(ArgumentsError) as info:
+        parse_cell("--per-host gpu=100000", "x")
+    assert str(info.value) == (
+        "%%remote: argument --per-host: gpu=100000 is 100000 procs on each host, more than the bound of "
+        "64 procs a run; to raise it deliberately: %env MONARCH_JUPYTER_MAX_PROCS=100000 (see %%remote?)"
+    )
+
+
+def test_hosts_times_per_host_beyond_the_bound_is_refused_before_anything_starts(monkeypatch):
+    from monarch_jupyter.remote.args import check_procs
+    from monarch_jupyter.remote.errors import RemoteError
+
+    monkeypatch.delenv("MONARCH_JUPYTER_MAX_PROCS", raising=False)
+    check_procs({"hosts": 2}, (("gpu", 4), ("cpu", 8)))  # 64: at the bound
+    with pytest.raises(RemoteError) as info:
+        check_procs({"hosts": 2, "aux": 1}, (("gpu", 4), ("cpu", 8)))
+    assert str(info.value) == (
+        "--per-host gpu=4,cpu=8 on 3 hosts would start 96 procs, more than the bound of 64 procs a run; "
+        "to raise it deliberately: %env MONARCH_JUPYTER_MAX_PROCS=96"
+    )
+    monkeypatch.setenv("MONARCH_JUPYTER_MAX_PROCS", "96")
+    check_procs({"hosts": 2, "aux": 1}, (("gpu", 4), ("cpu", 8)))
+    check_procs({"hosts": None}, (("gpu", 96),))  # a mesh of unknown size counts as one host

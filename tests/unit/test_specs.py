@@ -41,6 +41,8 @@ def test_module_and_variable_specs():
         ("--local hosts", "MESH=N"),
         ("--local hosts=0", "1..256"),
         ("--local hosts=x", "1..256"),
+        ("--local hosts=\uff12", "host count for 'hosts' must be 1..256, got '\uff12'"),  # a full-width 2
+        ("--ssh hosts=a --port \uff12\uff12", "--port wants 1..65535"),
         ("--local 2=2", "invalid mesh name"),
         ("--local a__b=2", "invalid mesh name"),
         ("--local hosts=1,hosts=2", "twice"),
