@@ -152,8 +152,7 @@ class JobMagics(Magics):
             others = [other for other in self.session.layout.names() if other != name]
             print(formatting.created_context_line(name, others))
         print(f"switched to context '{name}'")
-        if not created:
-            print(formatting.attach_line(status))
+        print(formatting.attach_line(status))
 
     def _do_context_rm(self, command: job_args.JobCommand) -> None:
         killed = self.session.remove(_given(command.name, command))

@@ -34,6 +34,7 @@ def test_a_new_name_is_created_and_said(magics, tmp_path, capsys):
     assert out == [
         "created context 'nope' (no job yet; contexts: default, quickstart)",
         "switched to context 'nope'",
+        "monarch_jupyter: no job in context 'nope' yet; %job apply --local hosts=2 starts one",
     ]
     assert os.readlink(tmp_path / ".monarch/job_state.pkl") == "nope/state.pkl"  # still switched, as the CLI
     assert (tmp_path / ".monarch/nope").is_dir()
