@@ -12,6 +12,9 @@ import pytest
 
 from harness import scratch_kernel
 
+# the module's shared kernel is no `kernel` fixture, so conftest cannot mark these from their fixtures
+pytestmark = pytest.mark.kernel
+
 ACTOR = """from monarch.actor import Actor, ActorError, endpoint, current_rank
 import logging, sys, time
 import monarch_jupyter

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import poll
 from monarch_jupyter import _procfs
 from monarch_jupyter._procfs import killpg
 from monarch_jupyter.remote.host import layout as L
@@ -249,7 +250,13 @@ def test_escapees_are_found_by_marker_and_stopped(runs_dir):
     async def main():
         rc, got = await collect(start("e1", "setsid sleep 778 & echo left"))
         assert rc == 0 and text(got) == "left\n"
-        state = R.host_state(["e1"])["e1"]
+
+        # the backgrounded setsid child is an escapee once it has called setsid(): give it a moment
+        def escaped():
+            found = R.host_state(["e1"])["e1"]
+            return found if found["strays"] else None
+
+        state = poll(escaped, timeout=5) or R.host_state(["e1"])["e1"]
         assert state["ranks"]["hosts.0"]["state"] == "exited" and len(state["strays"]) == 1
         assert R.prune(keep=0, min_age=0) == []  # a run with a live process is never pruned
         counts = await R.stop_runs(["e1"], grace=0.3)

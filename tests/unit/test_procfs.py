@@ -100,7 +100,7 @@ def test_escalation_on_a_child_that_traps_sigint_and_sigterm():
 
 def test_escalation_stops_at_the_signal_that_worked():
     child = _trapping("int")
-    _procfs.escalate(lambda sig: _procfs.killpg(child.pid, sig), lambda: child.poll() is None, grace=2)
+    _procfs.escalate(lambda sig: _procfs.killpg(child.pid, sig), lambda: child.poll() is None, grace=0.5)
     assert child.wait(5) == -signal.SIGTERM
 
 
