@@ -226,3 +226,16 @@ def usage_error(result: Result) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("UsageError: "), text
     return lines[0]
+
+
+@contextlib.contextmanager
+def job_kernel(folder: Path, meshes: str, *setup: str) -> Iterator[Kernel]:
+    """A module's shared kernel in ``folder``: the extension loaded, ``%job apply --local MESHES``,
+    then each ``setup`` cell; afterwards the job is killed and everything reaped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with scratch_kernel(folder.name, folder=folder, kill=True) as kernel:
+        kernel.ok("%load_ext monarch_jupyter")
+        kernel.ok(f"%job apply --local {meshes}")
+        for cell in setup:
+            kernel.ok(cell)
+        yield kernel

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import scratch_kernel
+from harness import job_kernel
 
 # the module's shared kernel is no `kernel` fixture, so conftest cannot mark these from their fixtures
 pytestmark = pytest.mark.kernel
@@ -56,12 +56,7 @@ def line_of(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("actors") / "nb"
-    folder.mkdir()
-    with scratch_kernel("actors", folder=folder, kill=True) as kernel:
-        kernel.ok("%load_ext monarch_jupyter")
-        kernel.ok("%job apply --local hosts=2")
-        kernel.ok(ACTOR)
+    with job_kernel(tmp_path_factory.mktemp("actors") / "nb", "hosts=2", ACTOR) as kernel:
         yield kernel
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
-from harness import TAG_VAR, worker_pids
+from harness import TAG_VAR, poll, worker_pids
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
@@ -146,13 +146,10 @@ class Shots:
 
 
 def _wait(predicate, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    value = poll(predicate, timeout, interval)
+    if not value:
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    return value
 
 
 def _wait_kernel_idle(server: JupyterServer, page, timeout: float = 60) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import scratch_kernel, tagged_pids, worker_pids
+from harness import job_kernel, tagged_pids, worker_pids
 from monarch_jupyter.remote.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"
@@ -27,13 +27,8 @@ pytestmark = pytest.mark.kernel
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("remote") / "nb"
-    folder.mkdir()
-    with scratch_kernel("remote", folder=folder, kill=True) as kernel:
-        kernel.ok("%load_ext monarch_jupyter")
-        kernel.ok("%job apply --local hosts=2,aux=1")
-        kernel.ok("%remote true")  # warm the actors
-        yield kernel
+    with job_kernel(tmp_path_factory.mktemp("remote") / "nb", "hosts=2,aux=1", "%remote true") as kernel:
+        yield kernel  # the actors are warm
 
 
 def bundle(result):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import scratch_kernel
+from harness import job_kernel
 
 pytestmark = pytest.mark.kernel
 
@@ -24,13 +24,8 @@ def rank_one_waits_here():
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stacks") / "nb"
-    folder.mkdir()
-    with scratch_kernel("stacks", folder=folder, kill=True) as kernel:
-        kernel.ok("%load_ext monarch_jupyter")
-        kernel.ok("%job apply --local hosts=2")
-        kernel.ok("%remote true")  # warm the actors
-        yield kernel
+    with job_kernel(tmp_path_factory.mktemp("stacks") / "nb", "hosts=2", "%remote true") as kernel:
+        yield kernel  # the actors are warm
 
 
 def run_id_of(text: str) -> str:
