@@ -65,6 +65,7 @@ class _Job:
     meshes: dict[str, Any]  # name → HostMesh, in spec order
     apply_id: str | None
     where: Where
+    local_pids: dict[str, int]  # host key → worker pid, where this machine's /proc judges them
 
 
 def _points(sizes: dict[str, int]) -> list[dict[str, int]]:
@@ -115,7 +116,7 @@ class RemoteRunner:
         per_host = tuple(args.per_host or ())
         # the rank → worker pid map (and killpg on loss) is for workers on this machine only
         job = running.job
-        pids = _introspect.worker_pids(job) if engines.engine_for(job).workers_are_local else {}
+        pids = running.local_pids
         if per_host:
             sizes = _introspect.mesh_sizes(job, running.meshes)
             check_procs({name: sizes.get(name) for name in names}, per_host)
@@ -137,13 +138,16 @@ class RemoteRunner:
         job, state, folder, context = self.session.running()
         meshes = _introspect.host_meshes(state)
         apply_id = getattr(job, "apply_id", None)
-        self._check_health(job)
+        engine = engines.engine_for(job)
+        local_pids = engine.local_processes(job)  # what this machine's /proc may judge
+        self._check_health(local_pids)
         if not meshes:
             raise RemoteError("the job has no host meshes")
         for key in [k for k in self._warm if k.apply_id != apply_id]:
             del self._warm[key]
         root = Path(folder)
-        return _Job(job, meshes, apply_id, Where(root, Layout(root).dir / context / "runs", context))
+        where = Where(root, Layout(root).dir / context / "runs", context)
+        return _Job(job, meshes, apply_id, where, local_pids if engine.workers_are_local else {})
 
     @staticmethod
     def _mesh_names(args: RemoteArgs, meshes: dict[str, Any]) -> list[str]:
@@ -214,8 +218,8 @@ class RemoteRunner:
         return list(range(len(points)))
 
     # ── health ─────────────────────────────────────────────────────────
-    def _check_health(self, job: Any) -> None:
-        pids = engines.engine_for(job).local_processes(job)  # what this machine's /proc may judge
+    def _check_health(self, pids: dict[str, int]) -> None:
+        """Raise when a worker among ``pids`` (host key → pid, on this machine) is gone."""
         exited = self._exited(set(pids.values()))
         dead = [f"{key} (pid {pid})" for key, pid in pids.items() if pid in exited]
         if dead:
