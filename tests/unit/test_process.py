@@ -331,6 +331,11 @@ def test_cancel_kills_the_group_and_its_escapees():
         L.write_meta(proc.folder, {"pid": proc.pid, "start_ticks": _procfs.start_ticks(proc.pid)})
         while (proc.folder / OUT).read_text() != "up\n":
             await asyncio.sleep(0.01)
+        # "up" can arrive before the background child has called setsid(): wait for the escape.
+        deadline = time.monotonic() + 5
+        while not R.outside(R.marked_pids({run_id}).get(run_id, []), {proc.pid}):
+            assert time.monotonic() < deadline, "the escapee never left the run's group"
+            await asyncio.sleep(0.01)
         assert len(R.outside(R.marked_pids({run_id})[run_id], {proc.pid})) == 1  # the escapee
         await proc.stop(grace=0.3)
         await R.stop_runs([run_id], grace=0.3)
