@@ -1,0 +1,145 @@
+"""Imported into the benchmark's kernel by ``bench_scale.py``: a simulated fleet behind the real
+``%%remote`` path.
+
+:class:`SimRunner` is the session's :class:`~monarch_jupyter.remote.runner.RemoteRunner` with
+only the Monarch parts replaced: ``plan`` makes N ranks without spawning actors, and the drive
+(:class:`SimDrive`) takes its messages from simulated ranks instead of a Monarch port. Everything
+after the port is the real code: ``protocol.decode`` → ``Drive._handle`` (spool, sink, runs index)
+→ the magic's pump (``RunState``, ``TextRenderer``, the grid's ``GridSync``) → IOPub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Sink, Target
+from monarch_jupyter.remote.index import Where
+from monarch_jupyter.remote.model import RankState
+from monarch_jupyter.remote.protocol import OUT, Chunk, Data, Exit, encode, decode
+from monarch_jupyter.remote.runner import RemoteRunner
+
+MESH = "hosts"
+TICK = 0.02  # the actor's FLUSH_EVERY: a rank sends at most one message this often
+SETTINGS: dict[str, Any] = {"ranks": 64, "rate": 10.0, "seconds": 10.0, "burst": 0}
+RESULT: dict[str, Any] = {}  # what the kernel side measured (read by the client after the cell)
+
+
+def line(rank: int, n: int) -> str:
+    return f"step {n:6d} rank {rank:5d} loss 0.{(rank * 7919 + n) % 10000:04d} lr 3.0e-4\n"
+
+
+class SimDrive(Drive):
+    """A drive whose ranks are simulated: the same decoded messages into the same handler."""
+
+    async def _drive(self) -> None:
+        self._open_spool()
+        n = len(self.plan.ranks)
+        rate, seconds, burst = SETTINGS["rate"], SETTINGS["seconds"], SETTINGS["burst"]
+        start = time.monotonic()
+        self.heard = dict.fromkeys(self.remaining, start)
+        sent = [0] * n
+        messages = 0
+        if burst:  # every rank prints `burst` lines at once (a stack trace), then fails
+            for rank in range(n):
+                text = "".join(line(rank, k) for k in range(burst))
+                chunk = Chunk(OUT, text, burst)
+                self._feed(encode(Exit(self.run_id, MESH, rank, 1000 + rank, [chunk], 1, 0.1, None)))
+                sent[rank] = burst
+                messages += 1
+                if rank % 64 == 63:
+                    await asyncio.sleep(0)
+                    self.spool.maybe_flush()
+        else:
+            period = 1.0 / rate
+            tick = 0
+            while (now := time.monotonic()) - start < seconds:
+                # ranks are spread evenly over a period; a rank due for k lines sends them in one message
+                for rank in range(n):
+                    due = int((now - start) * rate + rank / n)
+                    if due > sent[rank]:
+                        text = "".join(line(rank, k) for k in range(sent[rank], due))
+                        message = Data(self.run_id, MESH, rank, 1000 + rank, [Chunk(OUT, text, due - sent[rank])])
+                        self._feed(encode(message))
+                        sent[rank] = due
+                        messages += 1
+                self.spool.maybe_flush()
+                self._save_entry()
+                tick += 1
+                await asyncio.sleep(max(0.0, start + tick * TICK - time.monotonic()))
+            del period
+            for rank in range(n):
+                self._feed(encode(Exit(self.run_id, MESH, rank, 1000 + rank, [], 0, seconds, None)))
+        RESULT.update(
+            lines_sent=sent,
+            messages=messages,
+            sim_seconds=time.monotonic() - start,
+            exits_sent=time.time(),
+        )
+
+    def _feed(self, wire: Any) -> None:
+        self._handle(decode(wire))
+
+
+class SimRunner(RemoteRunner):
+    """The real runner but for Monarch: N simulated ranks on mesh ``hosts``."""
+
+    def __init__(self, session: Any, folder: Path) -> None:
+        super().__init__(session)
+        self.where = Where(folder, folder / ".monarch" / "bench" / "runs", "bench")
+
+    def plan(self, args: Any) -> Plan:
+        n = SETTINGS["ranks"]
+        ranks = [RankState(label=f"hosts={i}", mesh=MESH, point={"hosts": i}, rank=i) for i in range(n)]
+        target = Target(MESH, None, {i: i for i in range(n)})
+        return Plan(ranks, [target], f"mesh hosts ({n} ranks)", {}, self.where, None)
+
+    def start(
+        self, args: Any, plan: Plan, sink: Sink, log_path: Path, handle: RunHandle | None = None
+    ) -> RunHandle:
+        run_id = log_path.stem
+        handle = handle or RunHandle(self.session.loop)
+        drive = SimDrive(
+            run_id,
+            plan,
+            sink,
+            handle,
+            forget=self.forget,
+            spec=self.spec(args, plan),
+            log_path=log_path,
+            timeout=args.timeout,
+            entry=self._entry(run_id, args, plan, log_path),
+        )
+        RESULT.clear()
+        RESULT["log_path"] = str(log_path)
+        handle.future = self.session.loop.submit(drive.run())
+        return handle
+
+
+def install(ipython: Any, folder: str) -> None:
+    """Put a :class:`SimRunner` under this kernel's ``%%remote``."""
+    magics = ipython.magics_manager.registry["RemoteMagics"]
+    magics.runner = SimRunner(magics.session, Path(folder))
+
+
+def check_log() -> dict[str, Any]:
+    """Lines missing from the run's log (compared with what every rank sent), its size."""
+    from monarch_jupyter.remote.spool import read_log
+
+    path = Path(RESULT["log_path"])
+    logged = read_log(path)
+    missing = 0
+    for rank, count in enumerate(RESULT["lines_sent"]):
+        got = logged.get(f"hosts={rank}", [])
+        expected = [line(rank, k).rstrip("\n") for k in range(count)]
+        missing += sum(1 for a, b in zip(expected, got, strict=False) if a != b) + max(0, count - len(got))
+    return {
+        "log_lines_missing": missing,
+        "log_bytes": path.stat().st_size,
+        "lines_sent": sum(RESULT["lines_sent"]),
+        "messages": RESULT["messages"],
+        "sim_seconds": RESULT["sim_seconds"],
+        "exits_sent": RESULT["exits_sent"],
+    }
