@@ -27,6 +27,7 @@ import json
 import os
 import queue
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +72,11 @@ def measure(kernel: Kernel, pid: int, ranks: int, seconds: float, rate: float, b
     rss_before = rss_mb(pid)
     kc = kernel.kc
     msg_id = kc.execute("%%remote bash --no-raise\nsimulated", store_history=False)
+    profile = os.environ.get("BENCH_SCALE_PYSPY")  # a py-spy flame graph of the kernel during the run
+    spy = None
+    if profile:
+        command = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-o", profile]
+        spy = subprocess.Popen([*command, "-d", str(int(seconds)), "-f", "raw", "-t"], stdout=subprocess.DEVNULL)
     first: float | None = None
     window = (2.0, seconds - 0.5) if not burst else (0.0, float("inf"))
     cpu0 = cpu1 = None
@@ -137,13 +143,18 @@ def measure(kernel: Kernel, pid: int, ranks: int, seconds: float, rate: float, b
     if burst:
         cpu1, t1 = cpu_seconds(pid), time.monotonic()
         rss_peak = rss_mb(pid)
+    if spy is not None:
+        spy.wait(timeout=60)
     log = json.loads(ok(kernel, "print(__import__('json').dumps(_scale_driver.check_log()))"))
     span = max(t1 - t0, 1e-9)
     sim = log["sim_seconds"]
+    sim_share = log["sim_cpu"] / sim  # averaged over the run: the fleet's work is even over time
     return {
         "ranks": ranks,
         "case": f"burst {burst}" if burst else f"{rate:g} lines/s/rank",
-        "kernel_cpu_pct": round(100 * (cpu1 - cpu0) / span, 1),
+        # the simulated fleet's own work (making the messages) is left out; its share is sim_cpu_pct
+        "kernel_cpu_pct": round(100 * ((cpu1 - cpu0) / span - sim_share), 1),
+        "sim_cpu_pct": round(100 * sim_share, 1),
         "rss_mb": round(rss_peak, 1),
         "rss_growth_mb": round(rss_peak - rss_before, 1),
         "iopub_msgs_per_s": round(counted / span, 1),

@@ -39,6 +39,9 @@ INTERRUPTED = _status("interrupted")
 PENDING = _status("pending")
 STATUSES = FINAL_STATUSES  # what a rank ends as: the keys of the payload's summary
 FAILING = frozenset(FAILING_STATUSES)
+PAYLOAD_LINES = 12_800  # lines in the saved payload, all ranks together (≈ 1 MB; 200 each up to 64 ranks) …
+PAYLOAD_MIN_LINES = 2  # … but at least this many per rank
+HTML_RANKS = 64  # ranks in the saved text/html table (failing ones first)
 
 
 # ── events (what the runner reports) ────────────────────────────────────
@@ -267,13 +270,18 @@ class RunState:
     observers: list[Observer] = field(default_factory=list)
     clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
+    # bumped by every event that may change a rank's status, return code, duration or error
+    # (all but a running rank's output): a view of N ranks re-reads them only when it moved
+    version: int = 0
 
     def apply(self, event: Event) -> list[Fed]:
         """Update from one event and notify observers; returns the lines it completed."""
         fed: list[Fed] = []
         if isinstance(event, Output):
             fed = self._on_output(event)
-        elif isinstance(event, Started):
+        else:
+            self.version += 1
+        if isinstance(event, Started):
             self._on_started(event)
         elif isinstance(event, Exited):
             fed = self._on_exited(event)
@@ -340,6 +348,7 @@ class RunState:
         return fed
 
     def _start(self, rank: RankState) -> None:
+        self.version += 1
         rank.status = RUNNING
         rank.started = self.clock()
 
@@ -403,6 +412,9 @@ class RunState:
     def to_mime(self) -> Payload:
         """The ``application/vnd.monarch.remote+json`` payload (``schema/remote-run.schema.json``)."""
         head: _PayloadHead = {"version": VERSION}
+        # the saved payload is bounded: past PAYLOAD_LINES // ranks lines each, the tails are
+        # shorter (``truncated`` counts the rest; the log has every line)
+        per_rank = max(PAYLOAD_MIN_LINES, PAYLOAD_LINES // max(1, len(self.ranks)))
         if self.run_id:
             head["run_id"] = self.run_id
         return {
@@ -415,12 +427,15 @@ class RunState:
             "duration": round(self.duration, 3) if self.duration is not None else None,
             "log_path": self.log_path,
             "summary": self.counts(),
-            "ranks": [_rank_payload(r) for r in self.ranks],
+            "ranks": [_rank_payload(r, per_rank) for r in self.ranks],
         }
 
     def to_html(self, summary: str | None = None) -> str:
         rows = []
-        for r in self.ranks:
+        ranks = self.ranks
+        if len(ranks) > HTML_RANKS:  # failing ranks first; a row then says how many are left out
+            ranks = sorted(ranks, key=lambda r: not r.failing)[:HTML_RANKS]
+        for r in ranks:
             tail = "\n".join(line for _, line in r.lines.last(5))
             rows.append(
                 "<tr>"
@@ -432,6 +447,8 @@ class RunState:
                 f"<td><pre style='margin:0'>{html.escape(tail)}</pre></td>"
                 "</tr>"
             )
+        if len(self.ranks) > HTML_RANKS:
+            rows.append(f"<tr><td colspan='6'>… {len(self.ranks) - HTML_RANKS} more ranks</td></tr>")
         return (
             f"<div class='monarch-remote'><div>{html.escape(summary or self.summary_line())}</div>"
             "<table><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
@@ -456,7 +473,8 @@ class RunState:
         }
 
 
-def _rank_payload(r: RankState) -> RankPayload:
+def _rank_payload(r: RankState, max_lines: int = TAIL_LINES) -> RankPayload:
+    lines = r.lines if len(r.lines) <= max_lines else r.lines.last(max_lines)
     payload: RankPayload = {
         "label": r.label,
         "mesh": r.mesh,
@@ -465,8 +483,8 @@ def _rank_payload(r: RankState) -> RankPayload:
         "status": r.status,
         "returncode": r.returncode,
         "duration": round(r.duration, 3) if r.duration is not None else None,
-        "lines": [[stream, line] for stream, line in r.lines],
-        "truncated": r.truncated,
+        "lines": [[stream, line] for stream, line in lines],
+        "truncated": max(0, r.total_lines - len(lines)),
     }
     if r.error:
         payload["error"] = r.error

@@ -22,6 +22,8 @@ BURST = 3
 WRITE_LINES = 1000  # lines per write, shared by the ranks that have output
 WRITE_CHARS = 48_000  # characters per write (Jupyter server drops IOPub data above 1 MB/s)
 LIVE_LINES = 1000  # lines per rank shown live; then only the final tail
+SHOW_RANKS = 24  # ranks whose lines one write shows (stderr first, then in turn); the others are
+#                  folded into one line: the cell is a view, never every rank's tail at once
 FINAL_TAIL = 10  # lines per capped rank shown at the end
 PARTIAL_AFTER = 0.2  # a line still unfinished after this long is shown as it stands (prompts,
 #                      \r progress bars); lines split by chunking complete well before
@@ -66,6 +68,7 @@ class TextRenderer:
         self._queue: list[tuple[Fed, bool]] = []  # (lines, first line already shown as a partial)
         self._ranks = [_Rank() for _ in state.ranks]
         self.writes = 0
+        self._turn = 0  # the rank index the next folded write starts from
         self.width = max((len(r.label) + 2 for r in state.ranks), default=0)
 
     # ── input ──
@@ -103,6 +106,10 @@ class TextRenderer:
         out: list[str] = []
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
+        if len(active) > SHOW_RANKS:
+            queue, active, fold = self._fold(queue, active)
+        else:
+            fold = ""
         budget = max(20, self.write_lines // max(1, len(active)))
         chars = max(2000, WRITE_CHARS // max(1, len(active)))
         left = {index: budget for index in active}
@@ -138,12 +145,33 @@ class TextRenderer:
                     + f"… more output not shown live; the last {FINAL_TAIL} lines come at the end"
                     + (f" (full log: {self.state.log_path})" if self.state.log_path else "")
                 )
+        if fold:
+            out.append(fold)
         out.extend(self._partials(now))
         if not out:
             return ""
         self._tokens -= 1.0
         self.writes += 1
         return "\n".join(out) + "\n"
+
+    def _fold(
+        self, queue: list[tuple[Fed, bool]], active: set[int]
+    ) -> tuple[list[tuple[Fed, bool]], set[int], str]:
+        """The queue of the SHOW_RANKS ranks this write shows (those with stderr first, then
+        the others in turn from where the last fold stopped), and the line folding the rest."""
+        errs = sorted({item.index for item, _ in queue if item.stream == ERR})
+        n = len(self._ranks)
+        rest = sorted(active.difference(errs), key=lambda index: (index - self._turn) % n)
+        turn = rest[: max(0, SHOW_RANKS - len(errs))]
+        if turn:
+            self._turn = (turn[-1] + 1) % n
+        shown = set(errs[:SHOW_RANKS] + turn)
+        kept = [entry for entry in queue if entry[0].index in shown]
+        lines = sum(item.count - seen for item, seen in queue if item.index not in shown)
+        others = len(active) - len(shown)
+        fold = f"… {others} more ranks printed {lines} lines (they are in the log"
+        fold += f": {self.state.log_path})" if self.state.log_path else ")"
+        return kept, shown, fold
 
     def _line(self, index: int, stream: str, line: str) -> str:
         """A labelled line (the model already cut it to LINE_CHARS)."""
@@ -153,6 +181,9 @@ class TextRenderer:
         """Lines still without a newline (prompts, \\r progress bars), shown as they stand."""
         out = []
         for index, rank in enumerate(self.state.ranks):
+            pending = rank.pending
+            if not pending[OUT] and not pending[ERR]:
+                continue  # nothing unfinished (most ranks, most of the time): nothing to read
             view = self._ranks[index]
             if view.capped:
                 continue
@@ -176,13 +207,19 @@ class TextRenderer:
         """Text after the run: pending lines, tails of capped ranks (and nothing else)."""
         text = self.flush(0.0, force=True) if self.live else ""
         extra = []
-        for index, rank in enumerate(self.state.ranks):
-            if self.live and self._ranks[index].capped:
-                tail = list(rank.lines)[-FINAL_TAIL:]
-                extra.append(
-                    prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:"
-                )
-                extra.extend(self._line(index, stream, line) for stream, line in tail)
+        ranks = self.state.ranks
+        capped = [i for i, view in enumerate(self._ranks) if view.capped] if self.live else []
+        more = len(capped) - SHOW_RANKS
+        if more > 0:  # failing ranks first; the others' tails are in the log
+            capped.sort(key=lambda index: not ranks[index].failing)
+            capped = sorted(capped[:SHOW_RANKS])
+        for index in capped:
+            rank = ranks[index]
+            tail = list(rank.lines)[-FINAL_TAIL:]
+            extra.append(prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:")
+            extra.extend(self._line(index, stream, line) for stream, line in tail)
+        if more > 0:
+            extra.append(f"… the last lines of {more} more ranks are in the log")
         if extra:
             text += "\n".join(extra) + "\n"
         return text

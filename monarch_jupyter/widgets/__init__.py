@@ -72,8 +72,8 @@ class RemoteRunObserver:
     def on_event(self, state: RunState, event: Event) -> None:
         if state is not self._state:
             self._state, self._began, self.widget = state, self._clock(), None
-        if not state.finished:
-            self.on_tick(state)
+        if self.widget is None and not state.finished:
+            self.on_tick(state)  # shows the widget once the run lasted; then the widget throttles
         if self.widget is not None:
             self.widget.on_event(state, event)
         if state.finished:  # its last event: nothing here keeps the run alive

@@ -31,7 +31,7 @@ import anywidget
 import traitlets
 
 from ..remote.model import Event, RunState
-from .run_model import GridSync, Throttle, Tile, tails
+from .run_model import GridSync, Throttle, Tile, sync_interval, tails
 
 _HERE = Path(__file__).parent
 
@@ -78,7 +78,7 @@ class RunWidget(anywidget.AnyWidget):
     ) -> None:
         self.state: RunState | None = state
         self._sync = GridSync(state, seen_lines=True)  # the lines so far go in `tails`
-        self._throttle = Throttle(interval, clock)
+        self._throttle = Throttle(sync_interval(len(state.ranks), interval), clock)
         self._on_stop = on_stop
         self.batches = 0  # flushes so far (tests and benchmarks read it)
         super().__init__(title=title, kernel_id=kernel_id(), tails=tails(state))

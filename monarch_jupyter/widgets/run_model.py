@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict
 
-from ..remote.model import RankState, RunState
+from ..remote.model import ERR, OUT, RankState, RunState
 
 BATCH_LINES = 200  # new lines per rank per batch; older ones in the same batch are only counted
-OPEN_TAIL = 50  # lines per rank a view opened later starts from
+BATCH_TOTAL = 2000  # new lines per batch, all ranks together (then BATCH_TOTAL // ranks each, >= 1)
+OPEN_TAIL = 50  # lines per rank a view opened later starts from …
+OPEN_TOTAL = 3200  # … while all ranks together have at most this many (then fewer each, >= 1)
 
 
 class Tile(TypedDict):
@@ -48,7 +50,10 @@ def tile_json(index: int, rank: RankState) -> Tile:
 
 
 def tails(state: RunState, limit: int = OPEN_TAIL) -> dict[str, list[list[str]]]:
-    """The last ``limit`` lines of every rank with output (for views opened later)."""
+    """The last ``limit`` lines of every rank with output (for views opened later), fewer each
+    past OPEN_TOTAL lines in all."""
+    printed = sum(1 for rank in state.ranks if rank.lines)
+    limit = min(limit, max(1, OPEN_TOTAL // max(1, printed)))
     return {
         str(index): [[stream, line] for stream, line in rank.lines.last(limit)]
         for index, rank in enumerate(state.ranks)
@@ -87,21 +92,30 @@ class GridSync:
         self._tiles: list[Tile] | None = None
         self._seen = [rank.total_lines if seen_lines else 0 for rank in state.ranks]
         self._meta: tuple[str, str, bool] | None = None
+        self._version = -1  # the state's version the tiles were read at
 
     def take(self) -> Batch | None:
         """What changed since the last take (None if nothing did)."""
         state = self.state
-        tiles = [tile_json(index, rank) for index, rank in enumerate(state.ranks)]
-        changed_tiles = tiles if tiles != self._tiles else None
-        self._tiles = tiles
+        changed_tiles = None
+        if state.version != self._version:  # output alone changes no tile: no need to read N ranks
+            self._version = state.version
+            tiles = [tile_json(index, rank) for index, rank in enumerate(state.ranks)]
+            changed_tiles = tiles if tiles != self._tiles else None
+            self._tiles = tiles
         lines: dict[int, list[list[str]]] = {}
         dropped: dict[int, int] = {}
-        for index, rank in enumerate(state.ranks):
-            new = rank.total_lines - self._seen[index]
-            if new <= 0:
-                continue
-            self._seen[index] = rank.total_lines
-            listed = rank.lines.last(min(new, BATCH_LINES))
+        seen = self._seen
+        news = [
+            (index, new)
+            for index, rank in enumerate(state.ranks)
+            if (new := rank.counts[OUT] + rank.counts[ERR] - seen[index]) > 0
+        ]
+        per_rank = min(BATCH_LINES, max(1, BATCH_TOTAL // max(1, len(news))))
+        for index, new in news:
+            rank = state.ranks[index]
+            seen[index] += new
+            listed = rank.lines.last(min(new, per_rank))
             if listed:
                 lines[index] = [[stream, line] for stream, line in listed]
             if new > len(listed):
@@ -111,6 +125,12 @@ class GridSync:
             return None
         self._meta = meta
         return Batch(changed_tiles, lines, dropped, *meta)
+
+
+def sync_interval(ranks: int, interval: float = 0.05) -> float:
+    """Seconds between syncs of a grid of ``ranks``: ``interval`` up to 256 ranks, then growing
+    with them (at most 1 s), so a sync's cost per second stays about that of 256 ranks."""
+    return min(1.0, max(interval, interval * ranks / 256))
 
 
 class Throttle:
