@@ -18,7 +18,7 @@ from typing import Any
 from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Sink, Target
 from monarch_jupyter.remote.index import Where
 from monarch_jupyter.remote.model import RankState
-from monarch_jupyter.remote.protocol import OUT, Chunk, Data, Exit, encode, decode
+from monarch_jupyter.remote.protocol import OUT, Chunk, Data, Exit, decode, encode
 from monarch_jupyter.remote.runner import RemoteRunner
 
 MESH = "hosts"
@@ -63,7 +63,9 @@ class SimDrive(Drive):
                     due = int((now - start) * rate + rank / n)
                     if due > sent[rank]:
                         text = "".join(line(rank, k) for k in range(sent[rank], due))
-                        message = Data(self.run_id, MESH, rank, 1000 + rank, [Chunk(OUT, text, due - sent[rank])])
+                        message = Data(
+                            self.run_id, MESH, rank, 1000 + rank, [Chunk(OUT, text, due - sent[rank])]
+                        )
                         made.append(encode(message))
                         sent[rank] = due
                 made_cpu += time.thread_time() - began

@@ -76,7 +76,9 @@ def measure(kernel: Kernel, pid: int, ranks: int, seconds: float, rate: float, b
     spy = None
     if profile:
         command = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-o", profile]
-        spy = subprocess.Popen([*command, "-d", str(int(seconds)), "-f", "raw", "-t"], stdout=subprocess.DEVNULL)
+        spy = subprocess.Popen(
+            [*command, "-d", str(int(seconds)), "-f", "raw", "--gil"], stdout=subprocess.DEVNULL
+        )
     first: float | None = None
     window = (2.0, seconds - 0.5) if not burst else (0.0, float("inf"))
     cpu0 = cpu1 = None

@@ -216,7 +216,9 @@ class TextRenderer:
         for index in capped:
             rank = ranks[index]
             tail = list(rank.lines)[-FINAL_TAIL:]
-            extra.append(prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:")
+            extra.append(
+                prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:"
+            )
             extra.extend(self._line(index, stream, line) for stream, line in tail)
         if more > 0:
             extra.append(f"… the last lines of {more} more ranks are in the log")
