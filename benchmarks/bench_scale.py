@@ -86,6 +86,7 @@ def measure(kernel: Kernel, pid: int, ranks: int, seconds: float, rate: float, b
     counted = 0
     counted_bytes = 0
     stream_bytes = 0
+    kinds: dict[str, int] = {}
     total = 0
     grid_sync = 0
     pending_sync = 0
@@ -126,6 +127,7 @@ def measure(kernel: Kernel, pid: int, ranks: int, seconds: float, rate: float, b
         if first is not None and cpu0 is not None and cpu1 is None:
             counted += 1
             counted_bytes += nbytes
+            kinds[kind] = kinds.get(kind, 0) + 1
             if kind == "stream":
                 stream_bytes += len(msg["content"]["text"])
         if kind == "comm_msg":
@@ -162,6 +164,9 @@ def measure(kernel: Kernel, pid: int, ranks: int, seconds: float, rate: float, b
         "iopub_msgs_per_s": round(counted / span, 1),
         "iopub_bytes_per_s": round(counted_bytes / span),
         "stream_bytes_per_s": round(stream_bytes / span),
+        # what bench_remote.py's "IOPub stream messages" counts, and the grid's widget messages
+        "stream_msgs_per_s": round(kinds.get("stream", 0) / span, 1),
+        "comm_msgs_per_s": round(kinds.get("comm_msg", 0) / span, 1),
         "iopub_msgs": total,
         "grid_sync_bytes": grid_sync,
         "payload_bytes": payload,

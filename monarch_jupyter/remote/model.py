@@ -42,6 +42,8 @@ FAILING = frozenset(FAILING_STATUSES)
 PAYLOAD_LINES = 12_800  # lines in the saved payload, all ranks together (≈ 1 MB; 200 each up to 64 ranks) …
 PAYLOAD_MIN_LINES = 2  # … but at least this many per rank
 HTML_RANKS = 64  # ranks in the saved text/html table (failing ones first)
+RUN_TAIL_LINES = 12_800  # lines kept in memory for the whole run: TAIL_LINES each up to 64 ranks …
+RUN_TAIL_MIN = 20  # … then fewer each, but at least this many
 
 
 # ── events (what the runner reports) ────────────────────────────────────
@@ -206,7 +208,7 @@ class RankState:
             index, stream, prefix, text, cut, newlines if newlines else text.count("\n", 0, cut) + 1, dropped
         )
         self.counts[stream] += fed.count
-        self.lines.extend(stream, fed.last(TAIL_LINES))
+        self.lines.extend(stream, fed.last(self.lines.max_lines))
         return fed
 
     def _grow(self, stream: str, text: str) -> None:
@@ -273,6 +275,11 @@ class RunState:
     # bumped by every event that may change a rank's status, return code, duration or error
     # (all but a running rank's output): a view of N ranks re-reads them only when it moved
     version: int = 0
+
+    def __post_init__(self) -> None:
+        keep = max(RUN_TAIL_MIN, min(TAIL_LINES, RUN_TAIL_LINES // max(1, len(self.ranks))))
+        for rank in self.ranks:
+            rank.lines.max_lines = min(rank.lines.max_lines, keep)
 
     def apply(self, event: Event) -> list[Fed]:
         """Update from one event and notify observers; returns the lines it completed."""

@@ -110,3 +110,16 @@ def test_sync_interval_grows_past_256_ranks():
     assert sync_interval(64) == sync_interval(256) == 0.05
     assert sync_interval(1024) == 0.2 and sync_interval(100_000) == 1.0
     assert render.SHOW_RANKS >= 8
+
+
+def test_lines_kept_in_memory_are_bounded_for_the_whole_run():
+    from monarch_jupyter.remote.lines import TAIL_LINES
+    from monarch_jupyter.remote.model import RUN_TAIL_MIN
+
+    small, big = state(64), state(4096)
+    for s in (small, big):
+        for i in (0, len(s.ranks) - 1):
+            s.apply(Output(i, OUT, "".join(f"{k}\n" for k in range(500))))
+    assert len(small.ranks[0].lines) == TAIL_LINES
+    assert len(big.ranks[0].lines) == RUN_TAIL_MIN and big.ranks[-1].lines.last(1) == [("out", "499")]
+    assert big.ranks[0].total_lines == 500 and big.ranks[0].truncated == 500 - RUN_TAIL_MIN
