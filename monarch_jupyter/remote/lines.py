@@ -122,6 +122,9 @@ class Fed:
         """The last ``n`` lines as a terminal shows them (``\r`` applied, long lines cut)."""
         if n <= 0 or self.count <= 0:
             return []
+        if self.count == 1 and not self.prefix and not self.dropped:  # one whole line: most chunks
+            line = self.text[: self.end]
+            return [shown(line) if len(line) > LINE_CHARS or "\r" in line else line]
         if n >= self.count:
             lines = (self.prefix + self.text[: self.end]).split("\n")
             first = shown(lines[0], self.dropped)
