@@ -43,7 +43,8 @@ _NOTES = """Flags may stand before or after the mode word; `%remote -h` shows th
 `%remote CMD -h` runs CMD -h. Each line shows as soon as it is printed, prefixed
 with its rank's coordinates ([hosts=1], [hosts=1:err] for stderr); partial lines
 and \\r progress bars are shown as they stand. The cell shows a bounded tail per
-rank at most ~20 updates a second; every line goes to a log file under
+rank at most ~20 updates a second (past 24 ranks printing at once, 24 of them in
+turn, stderr first, and a line counting the others); every line goes to a log file under
 .monarch/<context>/runs/ named in the summary. Ctrl-C (interrupt) and --timeout
 stop the processes on every rank (SIGINT, SIGTERM, then SIGKILL to each process
 group) and keep the output so far. A non-zero return code raises RemoteError
