@@ -106,6 +106,9 @@ class Spool:
             else:  # a huge line without newline: write it as it stands
                 self._emit(key, b"", data, b"\n")
             return
+        if cut == len(data) - 1 and key not in self.partial:  # whole lines, nothing pending: most chunks
+            self._emit(key, data)
+            return
         view = memoryview(data)
         self._emit(key, self.partial.pop(key, b""), view[: cut + 1])
         if cut + 1 < len(data):
