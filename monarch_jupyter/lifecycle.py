@@ -24,7 +24,7 @@ from typing import Any
 from . import _introspect, _orphans, _quiet, services
 from .engines import engine_for
 from .errors import MonarchJupyterError
-from .services import sidecar
+from .services import banners, sidecar
 
 Call = Callable[..., Any]
 
@@ -57,8 +57,10 @@ def connect(job: Any) -> Any:
     engine.before_connect(job)  # e.g. an unpickled SSHJob's transport
     _quiet.start_client_context()
     sidecar.start(job)  # the telemetry store lives on in its own session
-    # cached_path=None keeps Monarch off our cache file.
-    state = job.state(cached_path=None)
+    # cached_path=None keeps Monarch off our cache file; a re-attach starts the admin again:
+    # its banner is not the cell's.
+    with _quiet.quietly() if services.configured(job) else contextlib.nullcontext(), banners.to_log(None):
+        state = job.state(cached_path=None)
     services.started(job)
     engine.after_connect(job)
     return state
@@ -78,11 +80,12 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
         raise StartFailed(refusal, None)
     _quiet.start_client_context()
     try:
-        with engine.output(job, log) or _quiet.quietly(), guard or contextlib.nullcontext():
+        with engine.output(job, log) or _quiet.quietly(log), guard or contextlib.nullcontext():
             if sidecar.needs_sidecar(job):
                 job.apply()  # the apply id first: the sidecar is keyed by it
                 sidecar.start(job)
-            state = job.state(cached_path=None)
+            with banners.to_log(log):
+                state = job.state(cached_path=None)
             services.started(job)
         if guard is not None and guard.abandoned.is_set():
             raise _orphans.ApplyAbandoned("the apply was interrupted")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness import job_kernel, tagged_pids
+from harness import job_kernel, poll, tagged_pids
 from monarch_jupyter import _procfs
 
 pytestmark = pytest.mark.kernel
@@ -83,3 +83,62 @@ def test_sidecar_in_its_own_session(tkernel):
     assert len(sidecars) == 1
     kernel_pid = tkernel.km.provisioner.pid
     assert _procfs.pgid(sidecars[0]) != _procfs.pgid(kernel_pid)
+
+
+def sql_rows(url: str, sql: str) -> list[dict]:
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{url}/api/query",
+        data=json.dumps({"sql": sql}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=10) as response:
+        return json.loads(response.read())["rows"]
+
+
+def sidecar_of(tag: str) -> list[int]:
+    return [p for p in tagged_pids(tag) if "_sidecar_main" in " ".join(_procfs.cmdline(p) or [])]
+
+
+def listeners(tag: str) -> list[tuple[int, str, int]]:
+    return [(pid, addr, port) for pid in tagged_pids(tag) for addr, port in _procfs.listening_tcp(pid)]
+
+
+def test_dashboard_job_quiet_loopback_survives_restart_and_kill(start_kernel, tag, workdir):
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    kernel.ok(
+        "from monarch.job import ProcessJob\n"
+        "djob = ProcessJob({'hosts': 1}).enable_telemetry(include_dashboard=True, dashboard_port=0)"
+    )
+    applied = kernel.ok("%job apply djob")
+    # quiet: the admin and dashboard banners are in the apply log, not the cell
+    assert "Mesh admin server" not in applied.text and "Monarch Dashboard" not in applied.text, applied.text
+    logs = "".join(p.read_text() for p in (workdir / ".monarch/default").glob("apply-*.log"))
+    assert "Mesh admin server listening on" in logs and "Monarch Dashboard: " in logs, logs
+    before = urls(kernel)
+    assert {"telemetry", "admin", "dashboard"} <= set(before), before
+    # loopback only, the dashboard included (Monarch's own binds "::")
+    bound = listeners(tag)
+    assert [b for b in bound if b[1] not in LOOPBACK] == [], bound
+    assert int(before["dashboard"].rsplit(":", 1)[1]) in {port for _, _, port in bound}
+    rows = sql_rows(before["telemetry"], "SELECT count(*) AS n FROM actors")[0]["n"]
+    assert rows > 0
+    (sidecar,) = sidecar_of(tag)
+
+    # lifetime: a kernel restart keeps the sidecar, its URL and its rows
+    kernel.restart()
+    kernel.ok("%load_ext monarch_jupyter")
+    after = urls(kernel)
+    assert after["telemetry"] == before["telemetry"], (before, after)
+    assert sidecar_of(tag) == [sidecar]
+    assert sql_rows(after["telemetry"], "SELECT count(*) AS n FROM actors")[0]["n"] >= rows
+
+    # %job kill stops the sidecar and frees its ports (the admin's stays: Monarch 0.7 cannot stop it)
+    kernel.ok("%job kill")
+    assert poll(lambda: not sidecar_of(tag), timeout=15), sidecar_of(tag)
+    ports = {int(after[key].rsplit(":", 1)[1]) for key in ("telemetry", "dashboard")}
+    assert poll(lambda: not ports & {port for _, _, port in listeners(tag)}, timeout=15), listeners(tag)

@@ -82,3 +82,34 @@ def test_parse_net_tcp_keeps_listeners_only() -> None:
 )
 def test_is_loopback(addr: str, loopback: bool) -> None:
     assert is_loopback(addr) is loopback
+
+
+BANNER_SCRIPT = r"""
+import os, sys
+from pathlib import Path
+from monarch_jupyter import _quiet
+from monarch_jupyter.services import banners
+log = Path(sys.argv[1])
+with _quiet.quietly(log), banners.to_log(log):
+    os.write(1, b"Mesh admin server listening on http://localhost:1\n  - Root node:     curl x\n")
+    os.write(2, b"real error\n")
+    print("Monarch Dashboard: http://localhost:2", flush=True)
+    print("user line", flush=True)
+with _quiet.quietly():
+    os.write(1, b"  - TUI:           dropped without a log\n")
+"""
+
+
+def test_service_banners_go_to_the_log_and_nothing_else(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    log = tmp_path / "apply.log"
+    done = subprocess.run(
+        [sys.executable, "-c", BANNER_SCRIPT, str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "user line\n" and done.stderr == "real error\n"
+    text = log.read_text()
+    assert "Mesh admin server listening on http://localhost:1\n  - Root node:" in text
+    assert "Monarch Dashboard: http://localhost:2\n" in text and "user line" not in text
