@@ -33,6 +33,7 @@ __all__ = [
     "current_session",
     "job",
     "load_ipython_extension",
+    "query",
     "state",
     "unload_ipython_extension",
 ]
@@ -88,6 +89,14 @@ def state() -> JobState:
     found = current_session().state()
     _actors_hook()
     return found
+
+
+def query(sql: str, pandas: bool = False) -> Any:
+    """The rows of ``sql`` on the running job's telemetry as a ``pyarrow.Table`` (column order and
+    types kept), or a pandas DataFrame with ``pandas=True``; one-line MonarchJupyterError on failure."""
+    from .services.query import query as run
+
+    return run(current_session(), sql, pandas)
 
 
 def _actors_hook() -> None:

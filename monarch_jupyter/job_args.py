@@ -69,6 +69,15 @@ def _parsers() -> dict[str, _Parser]:
     logs = add("logs", "print a batch run's output (--follow: live; Ctrl-C stops following only)")
     logs.add_argument("name", metavar="ID")
     logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")
+    query = add(
+        "query",
+        "SQL on the job's telemetry: its value is a pyarrow.Table (t = %job query ...)",
+        "%job query [--pandas] SQL    the rows as a pyarrow.Table (--pandas: a DataFrame)\n"
+        "%job query --tables          the telemetry tables and their columns",
+    )
+    query.add_argument("--tables", action="store_true", help="list the tables and their columns")
+    query.add_argument("--pandas", action="store_true", help="a pandas DataFrame instead")
+    query.add_argument("sql", nargs="*", metavar="SQL", help="the query, as typed (the rest of the line)")
     add("reconnect", "drop connections and re-attach from the cache")
     add("context ls", "list contexts (* marks the active one)")
     for action, summary in (
@@ -96,6 +105,9 @@ class JobCommand:
     spec: str | None = None  # %job batch
     follow: bool = False  # %job logs
     spec_text: str = ""  # %job apply: the rest of the line, exactly as typed
+    sql: str = ""  # %job query: the rest of the line after its flags, exactly as typed
+    tables: bool = False  # %job query --tables
+    pandas: bool = False  # %job query --pandas
 
 
 def parse(line: str) -> JobCommand:
@@ -114,6 +126,8 @@ def parse(line: str) -> JobCommand:
         if rest in ("-h", "--help"):
             raise HelpRequested(PARSERS["apply"].format_help())
         return JobCommand("apply", spec_text=rest)
+    if verb == "query":
+        return _query(line.strip()[len(verb) :].strip())
     args = words[1:]
     command = verb
     if verb == "context":
@@ -132,6 +146,26 @@ def parse(line: str) -> JobCommand:
         spec=getattr(parsed, "spec", None) if command == "batch" else None,
         follow=bool(getattr(parsed, "follow", False)),
     )
+
+
+def _query(rest: str) -> JobCommand:
+    """``%job query``: leading flags, then the SQL exactly as typed (quotes and all)."""
+    flags: set[str] = set()
+    while True:
+        word, _, tail = rest.partition(" ")
+        if word in ("-h", "--help"):
+            raise HelpRequested(PARSERS["query"].format_help())
+        if word not in ("--tables", "--pandas"):
+            break
+        flags.add(word)
+        rest = tail.strip()
+    if rest.startswith("--"):
+        raise ArgumentsError(f"%job query: unknown option {rest.split()[0]!r}; use --tables or --pandas")
+    if "--tables" in flags and rest:
+        raise ArgumentsError("%job query --tables takes no SQL")
+    if not rest and "--tables" not in flags:
+        raise ArgumentsError("%job query: give the SQL, e.g. %job query SELECT * FROM actors LIMIT 5")
+    return JobCommand("query", sql=rest, tables="--tables" in flags, pandas="--pandas" in flags)
 
 
 def _choices(names: tuple[str, ...]) -> str:

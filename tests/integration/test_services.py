@@ -142,3 +142,48 @@ def test_dashboard_job_quiet_loopback_survives_restart_and_kill(start_kernel, ta
     assert poll(lambda: not sidecar_of(tag), timeout=15), sidecar_of(tag)
     ports = {int(after[key].rsplit(":", 1)[1]) for key in ("telemetry", "dashboard")}
     assert poll(lambda: not ports & {port for _, _, port in listeners(tag)}, timeout=15), listeners(tag)
+
+
+def test_query_returns_an_arrow_table_with_order_and_types(tkernel):
+    out = tkernel.ok(
+        "t = %job query SELECT 1 AS zeta, 'x' AS alpha, 2.5 AS mid FROM actors LIMIT 3\n"
+        "print('TYPE', type(t).__module__, type(t).__name__, t.column_names, [str(f.type) for f in t.schema], t.num_rows)"
+    ).text
+    assert "TYPE pyarrow.lib Table ['zeta', 'alpha', 'mid'] ['int64', 'string', 'double'] 3" in out, out
+
+
+def test_query_shows_a_bounded_table_with_count_and_time(tkernel):
+    shown = tkernel.ok("%job query SELECT * FROM actors")
+    (result,) = [o for o in shown.outputs if o.msg_type == "execute_result"]
+    html = result.content["data"]["text/html"]
+    assert "<table>" in html and re.search(r"\d+ rows? .*· [\d.]+ ms", html), html
+    assert html.count("<tr>") <= 51
+    assert re.search(r"\(\d+ rows?.*ms\)", result.content["data"]["text/plain"])
+
+
+def test_query_tables_and_errors_in_one_line(tkernel):
+    tables = tkernel.ok("%job query --tables").text
+    assert re.search(r"^actors: .*\w+ \w+", tables, re.M), tables
+    bad = tkernel.execute("%job query SELEC nonsense")
+    text = bad.text.strip()
+    assert len(text.splitlines()) == 1 and "Traceback" not in text, text
+    assert text.startswith("UsageError: %job query: SQL error:"), text
+    missing = tkernel.execute("%job query")
+    assert "give the SQL" in missing.text and len(missing.text.strip().splitlines()) == 1
+
+
+def test_query_function_and_pandas(tkernel):
+    out = tkernel.ok(
+        "import monarch_jupyter\n"
+        "t = monarch_jupyter.query('SELECT count(*) AS n FROM actors')\n"
+        "print('N', t.column_names, t.num_rows)"
+    ).text
+    assert "N ['n'] 1" in out
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        text = tkernel.execute("%job query --pandas SELECT 1 AS a").text.strip()
+        assert "--pandas needs pandas: pip install pandas" in text and len(text.splitlines()) == 1
+    else:
+        out = tkernel.ok("df = %job query --pandas SELECT 1 AS a\nprint('DF', type(df).__name__)").text
+        assert "DF DataFrame" in out

@@ -113,3 +113,48 @@ def test_service_banners_go_to_the_log_and_nothing_else(tmp_path) -> None:
     text = log.read_text()
     assert "Mesh admin server listening on http://localhost:1\n  - Root node:" in text
     assert "Monarch Dashboard: http://localhost:2\n" in text and "user line" not in text
+
+
+def test_query_parsing_keeps_the_sql_as_typed() -> None:
+    from monarch_jupyter import job_args
+
+    command = job_args.parse("query --pandas SELECT 'a  b' AS \"x\" FROM actors")
+    assert (command.command, command.sql, command.pandas, command.tables) == (
+        "query",
+        "SELECT 'a  b' AS \"x\" FROM actors",
+        True,
+        False,
+    )
+    assert job_args.parse("query --tables").tables
+    for bad, message in [
+        ("query", "give the SQL"),
+        ("query --tables SELECT 1", "takes no SQL"),
+        ("query --bogus x", "unknown option '--bogus'"),
+    ]:
+        with pytest.raises(job_args.ArgumentsError, match=message):
+            job_args.parse(bad)
+    assert "%job query" in job_args.help_text()
+
+
+def test_table_view_bounds_rows_and_cells_and_keeps_order() -> None:
+    import pyarrow as pa
+
+    from monarch_jupyter.services.table_view import MAX_ROWS, QueryResult, first_line, tables_text
+
+    table = pa.table({"zeta": list(range(120)), "alpha": ["x" * 200] + ["<b>"] * 119})
+    view = QueryResult(table, "SELECT", 0.0042)
+    text = view.text()
+    assert text.splitlines()[0].split() == ["zeta", "alpha"]
+    assert len(text.splitlines()) == MAX_ROWS + 3 and text.endswith("(120 rows, first 50 shown · 4.2 ms)")
+    assert "x" * 79 + "…" in text and "x" * 81 not in text
+    html = view.html()
+    assert html.count("<tr>") == MAX_ROWS + 1 and "&lt;b&gt;" in html and "<b>" not in html
+    assert "title='int64'" in html
+    assert QueryResult(pa.table({"a": [None]}), "", 0.001).text().splitlines()[2] == "NULL"
+    assert first_line("\n  first\nsecond") == "first"
+    rows = [
+        {"table_name": "actors", "column_name": "id", "data_type": "UInt64"},
+        {"table_name": "actors", "column_name": "rank", "data_type": "UInt64"},
+        {"table_name": "meshes", "column_name": "id", "data_type": "UInt64"},
+    ]
+    assert tables_text(rows) == "actors: id UInt64, rank UInt64\nmeshes: id UInt64"
