@@ -78,6 +78,10 @@ def _parsers() -> dict[str, _Parser]:
     query.add_argument("--tables", action="store_true", help="list the tables and their columns")
     query.add_argument("--pandas", action="store_true", help="a pandas DataFrame instead")
     query.add_argument("sql", nargs="*", metavar="SQL", help="the query, as typed (the rest of the line)")
+    add(
+        "profile",
+        "a Perfetto trace of the job's next N seconds, in the background (needs --telemetry)",
+    ).add_argument("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)")
     add("reconnect", "drop connections and re-attach from the cache")
     add("context ls", "list contexts (* marks the active one)")
     for action, summary in (
@@ -104,6 +108,7 @@ class JobCommand:
     script: str | None = None  # %job batch
     spec: str | None = None  # %job batch
     follow: bool = False  # %job logs
+    seconds: float = 10.0  # %job profile
     spec_text: str = ""  # %job apply: the rest of the line, exactly as typed
     sql: str = ""  # %job query: the rest of the line after its flags, exactly as typed
     tables: bool = False  # %job query --tables
@@ -145,6 +150,7 @@ def parse(line: str) -> JobCommand:
         script=getattr(parsed, "script", None),
         spec=getattr(parsed, "spec", None) if command == "batch" else None,
         follow=bool(getattr(parsed, "follow", False)),
+        seconds=float(getattr(parsed, "seconds", 10.0)),
     )
 
 

@@ -150,6 +150,20 @@ class JobMagics(Magics):
         query_display.remember(result)
         return result.table
 
+    def _do_profile(self, command: job_args.JobCommand) -> None:
+        from .services import profile
+
+        handle: Any = None
+
+        def done(result: profile.Profile) -> None:
+            if handle is not None:
+                handle.update(result)
+
+        result = profile.start(self.session, command.seconds, done)
+        handle = display(result, display_id=True)
+        if result.done:  # finished before the handle existed
+            handle.update(result)
+
     def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))
 

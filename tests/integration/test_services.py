@@ -187,3 +187,28 @@ def test_query_function_and_pandas(tkernel):
     else:
         out = tkernel.ok("df = %job query --pandas SELECT 1 AS a\nprint('DF', type(df).__name__)").text
         assert "DF DataFrame" in out
+
+
+def test_profile_runs_in_the_background_and_writes_a_trace(tkernel):
+    folder = tkernel.cwd / ".monarch/default"
+    before = set(folder.glob("profile-*.pftrace"))
+    started = tkernel.ok("%job profile --seconds 2")
+    assert started.duration < 1.5, started.duration  # the window runs on the owned loop
+    assert "profiling the job for 2 s" in started.text and ".pftrace" in started.text
+    meanwhile = tkernel.ok("%%remote\necho during")  # the kernel is free: this runs inside the window
+    assert "during" in meanwhile.text
+    new = poll(lambda: [p for p in set(folder.glob("profile-*.pftrace")) - before if p.stat().st_size], 20)
+    assert new, list(folder.iterdir())
+    summary = tkernel.ok(
+        "import threading, monarch_jupyter\n"
+        "from monarch_jupyter.services import profile as _pf\n"
+        "_ev = threading.Event(); _got = []\n"
+        "_pf.start(monarch_jupyter.current_session(), 1, lambda r: (_got.append(r), _ev.set()))\n"
+        "monarch_jupyter.query('SELECT 1 AS x')\n"
+        "_ev.wait(20)\n"
+        "print(_got[0].text())"
+    ).text
+    assert "(Wrote " in summary  # the exporter's own line, kept out of the cells
+    assert "profile of 1 s written to" in summary and "messages" in summary and "spans" in summary, summary
+    bad = tkernel.execute("%job profile --seconds 0").text.strip()
+    assert bad.startswith("UsageError: %job profile: --seconds must be in") and len(bad.splitlines()) == 1
