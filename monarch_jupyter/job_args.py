@@ -22,6 +22,7 @@ class _Parser(MagicParser):
 #: The forms of ``%job apply SPEC`` (parsed by :func:`.specs.parse_apply`).
 APPLY_FORMS = (
     ("--local MESH=N[,MESH=N...]", "start a local job: one worker process per host"),
+    ("--local MESH=N --telemetry | --admin", "the same with Monarch's telemetry store (and mesh admin)"),
     (
         "--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
         "start an SSHJob on hosts of your ssh config (they need torchmonarch of this version)",
