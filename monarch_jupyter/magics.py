@@ -101,7 +101,13 @@ class JobMagics(Magics):
             note = verbs.stop_for_kill(self.session, runner_for(self.session))
             if note:
                 print(note)
-        print(formatting.kill_line(self.session.kill(command.context)))
+        killed = self.session.kill(command.context)
+        print(formatting.kill_line(killed))
+        if "admin" in killed.services and killed.attached:
+            print(
+                "the mesh admin's loopback port stays open in this kernel until it restarts "
+                "(Monarch 0.7 cannot stop it)"
+            )
 
     # ── batch runs (batch.py) ───────────────────────────────────────────
     def _context_dir(self):

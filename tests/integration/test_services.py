@@ -138,7 +138,8 @@ def test_dashboard_job_quiet_loopback_survives_restart_and_kill(start_kernel, ta
     assert sql_rows(after["telemetry"], "SELECT count(*) AS n FROM actors")[0]["n"] >= rows
 
     # %job kill stops the sidecar and frees its ports (the admin's stays: Monarch 0.7 cannot stop it)
-    kernel.ok("%job kill")
+    killed = kernel.ok("%job kill").text
+    assert "the mesh admin's loopback port stays open in this kernel until it restarts" in killed, killed
     assert poll(lambda: not sidecar_of(tag), timeout=15), sidecar_of(tag)
     ports = {int(after[key].rsplit(":", 1)[1]) for key in ("telemetry", "dashboard")}
     assert poll(lambda: not ports & {port for _, _, port in listeners(tag)}, timeout=15), listeners(tag)
@@ -212,3 +213,35 @@ def test_profile_runs_in_the_background_and_writes_a_trace(tkernel):
     assert "profile of 1 s written to" in summary and "messages" in summary and "spans" in summary, summary
     bad = tkernel.execute("%job profile --seconds 0").text.strip()
     assert bad.startswith("UsageError: %job profile: --seconds must be in") and len(bad.splitlines()) == 1
+
+
+def test_the_cli_applies_the_saved_spec_with_its_services(start_kernel, tag, workdir):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harness import TAG_VAR
+
+    cli = str(Path(sys.executable).with_name("monarch"))
+    done = subprocess.run(
+        [cli, "apply", "monarch_jupyter.local_jobs.hosts_1__telemetry"],
+        cwd=workdir,
+        env={**os.environ, TAG_VAR: tag},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    kernel = start_kernel()
+    kernel.ok("%load_ext monarch_jupyter")
+    status = kernel.ok("%job").text
+    assert re.search(r"^\s+services\s+telemetry, admin$", status, re.M), status
+    assert (
+        "N ['n'] 1"
+        in kernel.ok(
+            "t = %job query SELECT count(*) AS n FROM actors\nprint('N', t.column_names, t.num_rows)"
+        ).text
+    )
+    assert [b for b in listeners(tag) if b[1] not in LOOPBACK] == []
+    kernel.ok("%job kill")
