@@ -117,6 +117,9 @@ def load_ipython_extension(ipython: Any) -> None:
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
     register_remote(ipython, current)
+    from .services.complete import register as register_completion
+
+    register_completion(ipython, current)  # %job query's table names
     from ._orphans import reap_leftovers, reaped_line
 
     leftovers = reaped_line(reap_leftovers(current.layout.dir))  # workers of an apply that never completed

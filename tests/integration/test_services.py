@@ -245,3 +245,16 @@ def test_the_cli_applies_the_saved_spec_with_its_services(start_kernel, tag, wor
     )
     assert [b for b in listeners(tag) if b[1] not in LOOPBACK] == []
     kernel.ok("%job kill")
+
+
+def test_query_completes_table_names(tkernel):
+    code = "%job query SELECT * FROM act"
+    msg_id = tkernel.kc.complete(code, len(code))
+    reply = None
+    for _ in range(50):
+        msg = tkernel.kc.get_shell_msg(timeout=10)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            reply = msg["content"]
+            break
+    assert reply is not None and reply["status"] == "ok"
+    assert "actors" in reply["matches"] and "actor_nodes" in reply["matches"], reply["matches"]

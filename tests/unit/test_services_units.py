@@ -158,3 +158,20 @@ def test_table_view_bounds_rows_and_cells_and_keeps_order() -> None:
         {"table_name": "meshes", "column_name": "id", "data_type": "UInt64"},
     ]
     assert tables_text(rows) == "actors: id UInt64, rank UInt64\nmeshes: id UInt64"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("%job query SELECT * FROM ac", ["actors", "actor_nodes"]),
+        ("%job query SELECT * FROM ", ["actors", "actor_nodes", "meshes"]),
+        ("%job query --t", ["--tables"]),
+        ("%job query", []),
+        ("%job status ac", []),
+        ("%job query SELECT * FROM AC", ["actors", "actor_nodes"]),
+    ],
+)
+def test_query_completion_candidates(line: str, expected: list[str]) -> None:
+    from monarch_jupyter.services.complete import candidates
+
+    assert candidates(line, ["actors", "actor_nodes", "meshes"]) == expected
