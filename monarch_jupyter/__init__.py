@@ -33,6 +33,7 @@ __all__ = [
     "current_session",
     "job",
     "load_ipython_extension",
+    "query",
     "state",
     "unload_ipython_extension",
 ]
@@ -90,6 +91,14 @@ def state() -> JobState:
     return found
 
 
+def query(sql: str, pandas: bool = False) -> Any:
+    """The rows of ``sql`` on the running job's telemetry as a ``pyarrow.Table`` (column order and
+    types kept), or a pandas DataFrame with ``pandas=True``; one-line MonarchJupyterError on failure."""
+    from .services.query import query as run
+
+    return run(current_session(), sql, pandas)
+
+
 def _actors_hook() -> None:
     # procs spawned on the meshes handed out report their output and every rank's errors (#17)
     from .actors import enable
@@ -108,6 +117,9 @@ def load_ipython_extension(ipython: Any) -> None:
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
     register_remote(ipython, current)
+    from .services.complete import register as register_completion
+
+    register_completion(ipython, current)  # %job query's table names
     from ._orphans import reap_leftovers, reaped_line
 
     leftovers = reaped_line(reap_leftovers(current.layout.dir))  # workers of an apply that never completed

@@ -235,3 +235,80 @@ def register_proc_startup(function: Callable[[], Any]) -> None:
     from monarch._src.actor.proc_mesh import SetupActor
 
     SetupActor.register_startup_function(function)
+
+
+# ── job services (JobTrait._components, monarch._src.job): telemetry, admin, mounts, the sidecar ──
+# JobTrait has enable_telemetry()/enable_admin() but no way to ask which services a job was
+# configured with, nor to start its sidecar process any other way than Monarch's own (which
+# shares the kernel's process group and binds the dashboard on "::").
+def job_services(job: Any) -> dict[str, Any]:
+    """The services ``job`` is configured with: ``telemetry`` → its TelemetryConfig, ``admin`` →
+    its MeshAdminConfig, ``mounts`` → True when it has remote or gather mounts."""
+    components = getattr(job, "_components", None)
+    found: dict[str, Any] = {}
+    if components is None:
+        return found
+    telemetry = getattr(components, "telemetry", None)
+    if telemetry is not None:
+        found["telemetry"] = getattr(telemetry, "_config", None)
+    admin = getattr(components, "admin", None)
+    if admin is not None:
+        found["admin"] = getattr(admin, "_config", None)
+    mounts = getattr(components, "mounts", None)
+    if mounts is not None and callable(getattr(mounts, "needs_sidecar", None)) and mounts.needs_sidecar():
+        found["mounts"] = True
+    return found
+
+
+def sidecar_pid(apply_id: str) -> int | None:
+    """PID of the job sidecar of ``apply_id`` while its lock is held (``OnceDaemon._pid``), else None."""
+    from monarch._src.job.job_sidecar import find_job_sidecar
+
+    daemon = find_job_sidecar(apply_id)
+    pid = getattr(daemon, "_pid", None)
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def spawn_sidecar(apply_id: str, module: str) -> int:
+    """Start the job sidecar of ``apply_id`` as ``python -m module`` under Monarch's own lock and
+    key (``create_job_sidecar``'s, unattached), so Monarch's ``get_job_sidecar`` finds and uses
+    it; returns its PID. ``module`` must end by running Monarch's ``_job_sidecar_worker``."""
+    from monarch._src.job import job_sidecar
+
+    transport = job_sidecar.sidecar_transport_from_runtime()
+    daemon = job_sidecar.spawn_module(
+        job_sidecar.job_sidecar_lock_path(apply_id),
+        (apply_id, transport, None),
+        module,
+        runtime_transport=transport,
+        attach_to=None,
+        process_name="job_sidecar",
+    )
+    return int(daemon._pid)
+
+
+def sidecar_log(apply_id: str) -> str:
+    """The file Monarch's sidecar of ``apply_id`` writes its output to."""
+    from monarch._src.job.job_sidecar import job_sidecar_lock_path
+    from monarch._src.job.once_daemon import daemon_log_path
+
+    return str(daemon_log_path(job_sidecar_lock_path(apply_id)))
+
+
+def bind_dashboard_to(host: str) -> None:
+    """In the sidecar process: have the telemetry handle start its dashboard server on ``host``
+    (``telemetry_config.start_telemetry_servers`` takes a host; Monarch passes none: "::")."""
+    import functools
+
+    from monarch._src.job import telemetry_config
+
+    telemetry_config.start_telemetry_servers = functools.partial(
+        telemetry_config.start_telemetry_servers, host=host
+    )
+
+
+def run_sidecar_worker() -> None:
+    """Run Monarch's sidecar entry point (``_job_sidecar_worker.main``) with this ``sys.argv``."""
+    from monarch._src.job._job_sidecar_worker import main
+
+    main()

@@ -326,3 +326,58 @@ async def escalate_async(
 async def stop_group(group: int, grace: float = GRACE) -> None:
     """SIGINT → SIGTERM → SIGKILL to process group ``group`` until no member is alive."""
     await escalate_async(lambda sig: killpg(group, sig), lambda: group_alive(group), grace)
+
+
+# ── listening TCP sockets (/proc/<pid>/net/tcp{,6} and the socket inodes of /proc/<pid>/fd) ──
+_LISTEN = "0A"  # TCP_LISTEN in the ``st`` column
+
+
+def _address(hex_addr: str) -> str:
+    """``0100007F`` → ``127.0.0.1``; a 32-digit IPv6 address (four little-endian words) → its text."""
+    import ipaddress
+
+    raw = bytes.fromhex(hex_addr)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+def parse_net_tcp(text: str) -> dict[int, tuple[str, int]]:
+    """Socket inode → (address, port) of each LISTEN line of a ``/proc/net/tcp`` or ``tcp6`` table."""
+    found: dict[int, tuple[str, int]] = {}
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != _LISTEN:
+            continue
+        hex_addr, _, hex_port = fields[1].partition(":")
+        try:
+            found[int(fields[9])] = (_address(hex_addr), int(hex_port, 16))
+        except ValueError:
+            continue
+    return found
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """Inodes of the sockets ``pid`` holds open (``socket:[N]`` links in /proc/<pid>/fd)."""
+    inodes: set[int] = set()
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target.endswith("]"):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def listening_tcp(pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket ``pid`` listens on, IPv4 and IPv6."""
+    table: dict[int, tuple[str, int]] = {}
+    for name in ("tcp", "tcp6"):
+        data = _read(f"/proc/{pid}/net/{name}", limit=1 << 22)
+        if data is not None:
+            table.update(parse_net_tcp(data.decode("ascii", "replace")))
+    return sorted(table[inode] for inode in socket_inodes(pid) if inode in table)

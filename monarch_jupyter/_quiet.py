@@ -26,6 +26,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 from . import _faults
 
@@ -70,6 +71,17 @@ def install() -> None:
 
 #: Starts of the lines Monarch writes to fd 1/2 that a notebook should not show.
 CHATTER = (b"Monarch internal logs are being written to ",)
+#: Starts of the banner lines Monarch's job services print (the mesh admin's address, its curl
+#: hints and build-tool lines; the dashboard's link): written to the apply log, not the cell.
+BANNERS = (
+    b"Mesh admin server listening on ",
+    b"  - Root node:",
+    b"  - Mesh tree:",
+    b"  - API docs:",
+    b"  - TUI:",
+    b"                   cargo run -p hyperactor_mesh_admin_tui",
+    b"Monarch Dashboard: ",
+)
 _IDLE_FLUSH = 0.1  # a partial line (a prompt, a progress bar) is passed on after this idle time
 
 
@@ -77,9 +89,13 @@ def is_chatter(line: bytes) -> bool:
     return line.startswith(CHATTER)
 
 
+def is_banner(line: bytes) -> bool:
+    return line.startswith(BANNERS)
+
+
 def _could_become_chatter(partial: bytes) -> bool:
-    """Whether ``partial`` (no newline yet) may still turn out to be a chatter line."""
-    return any(partial.startswith(prefix) or prefix.startswith(partial) for prefix in CHATTER)
+    """Whether ``partial`` (no newline yet) may still turn out to be a chatter or banner line."""
+    return any(partial.startswith(prefix) or prefix.startswith(partial) for prefix in CHATTER + BANNERS)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -95,9 +111,9 @@ class _Forwarder(threading.Thread):
     (or at EOF): what was written in the window has been passed on.
     """
 
-    def __init__(self, read_fd: int, out_fd: int) -> None:
+    def __init__(self, read_fd: int, out_fd: int, log_fd: int | None = None) -> None:
         super().__init__(name="monarch-jupyter-quiet", daemon=True)
-        self.read_fd, self.out_fd = read_fd, out_fd
+        self.read_fd, self.out_fd, self.log_fd = read_fd, out_fd, log_fd
         self.closing = threading.Event()
         self.drained = threading.Event()
 
@@ -117,15 +133,24 @@ class _Forwarder(threading.Thread):
                 if not data:
                     break
                 *lines, pending = (pending + data).split(b"\n")
-                kept = b"".join(line + b"\n" for line in lines if not is_chatter(line))
-                if kept:
-                    _write_all(self.out_fd, kept)
-            if pending and not is_chatter(pending):
-                _write_all(self.out_fd, pending)
+                self._emit(lines)
+            if pending:
+                self._emit([pending], newline=b"")
         finally:
             self.drained.set()
             os.close(self.read_fd)
             os.close(self.out_fd)
+            if self.log_fd is not None:
+                os.close(self.log_fd)
+
+    def _emit(self, lines: list[bytes], newline: bytes = b"\n") -> None:
+        """Chatter is dropped, banners go to the log (if any), the rest to ``out_fd``."""
+        banners = b"".join(line + newline for line in lines if is_banner(line))
+        kept = b"".join(line + newline for line in lines if not is_chatter(line) and not is_banner(line))
+        if banners and self.log_fd is not None:
+            _write_all(self.log_fd, banners)
+        if kept:
+            _write_all(self.out_fd, kept)
 
 
 _window = threading.RLock()
@@ -133,8 +158,9 @@ _depth = 0
 
 
 @contextlib.contextmanager
-def quietly() -> Iterator[None]:
+def quietly(log: Path | None = None) -> Iterator[None]:
     """Drop Monarch's banner and chatter from fds 1 and 2 for the duration; pass on the rest.
+    The job services' :data:`BANNERS` go to ``log`` (dropped without one).
 
     Each fd is pointed at a pipe; a forwarder thread re-emits every line that is
     not :data:`CHATTER` to the original fd. On exit the fds are restored and the
@@ -151,11 +177,12 @@ def quietly() -> Iterator[None]:
         sys.stdout.flush()
         sys.stderr.flush()
         opened: list[tuple[int, int, _Forwarder]] = []
+        log_fd = _open_log(log)
         try:
             for fd in (1, 2):
                 saved = os.dup(fd)
                 read_end, write_end = os.pipe()
-                forwarder = _Forwarder(read_end, os.dup(saved))
+                forwarder = _Forwarder(read_end, os.dup(saved), None if log_fd is None else os.dup(log_fd))
                 forwarder.start()
                 os.dup2(write_end, fd)
                 os.close(write_end)
@@ -172,6 +199,20 @@ def quietly() -> Iterator[None]:
                 forwarder.closing.set()
             for _, _, forwarder in opened:
                 forwarder.drained.wait(timeout=1.0)
+            if log_fd is not None:
+                os.close(log_fd)
+
+
+def _open_log(log: Path | None) -> int | None:
+    """An append fd on ``log`` (0600, no symlink followed; its folder made, as a new context's is
+    only at commit), or None (none given, or unopenable)."""
+    if log is None:
+        return None
+    try:
+        log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError:
+        return None
 
 
 _context_ready = False

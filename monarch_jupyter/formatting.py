@@ -94,6 +94,8 @@ def _rows(status: JobStatus, now: float | None) -> list[tuple[str, str]]:
     rows.append(("spec", status.spec or "-"))
     if status.cache_path:
         rows.append(("cache", status.cache_path))
+    if status.services:
+        rows.append(("services", ", ".join(status.services)))
     for key, url in status.urls.items():
         if url:
             rows.append((key, url))

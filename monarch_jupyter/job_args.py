@@ -22,6 +22,7 @@ class _Parser(MagicParser):
 #: The forms of ``%job apply SPEC`` (parsed by :func:`.specs.parse_apply`).
 APPLY_FORMS = (
     ("--local MESH=N[,MESH=N...]", "start a local job: one worker process per host"),
+    ("--local MESH=N --telemetry | --admin", "the same with Monarch's telemetry store (and mesh admin)"),
     (
         "--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
         "start an SSHJob on hosts of your ssh config (they need torchmonarch of this version)",
@@ -69,6 +70,19 @@ def _parsers() -> dict[str, _Parser]:
     logs = add("logs", "print a batch run's output (--follow: live; Ctrl-C stops following only)")
     logs.add_argument("name", metavar="ID")
     logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")
+    query = add(
+        "query",
+        "SQL on the job's telemetry: its value is a pyarrow.Table (t = %job query ...)",
+        "%job query [--pandas] SQL    the rows as a pyarrow.Table (--pandas: a DataFrame)\n"
+        "%job query --tables          the telemetry tables and their columns",
+    )
+    query.add_argument("--tables", action="store_true", help="list the tables and their columns")
+    query.add_argument("--pandas", action="store_true", help="a pandas DataFrame instead")
+    query.add_argument("sql", nargs="*", metavar="SQL", help="the query, as typed (the rest of the line)")
+    add(
+        "profile",
+        "a Perfetto trace of the job's next N seconds, in the background (needs --telemetry)",
+    ).add_argument("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)")
     add("reconnect", "drop connections and re-attach from the cache")
     add("context ls", "list contexts (* marks the active one)")
     for action, summary in (
@@ -95,7 +109,11 @@ class JobCommand:
     script: str | None = None  # %job batch
     spec: str | None = None  # %job batch
     follow: bool = False  # %job logs
+    seconds: float = 10.0  # %job profile
     spec_text: str = ""  # %job apply: the rest of the line, exactly as typed
+    sql: str = ""  # %job query: the rest of the line after its flags, exactly as typed
+    tables: bool = False  # %job query --tables
+    pandas: bool = False  # %job query --pandas
 
 
 def parse(line: str) -> JobCommand:
@@ -114,6 +132,8 @@ def parse(line: str) -> JobCommand:
         if rest in ("-h", "--help"):
             raise HelpRequested(PARSERS["apply"].format_help())
         return JobCommand("apply", spec_text=rest)
+    if verb == "query":
+        return _query(line.strip()[len(verb) :].strip())
     args = words[1:]
     command = verb
     if verb == "context":
@@ -131,7 +151,28 @@ def parse(line: str) -> JobCommand:
         script=getattr(parsed, "script", None),
         spec=getattr(parsed, "spec", None) if command == "batch" else None,
         follow=bool(getattr(parsed, "follow", False)),
+        seconds=float(getattr(parsed, "seconds", 10.0)),
     )
+
+
+def _query(rest: str) -> JobCommand:
+    """``%job query``: leading flags, then the SQL exactly as typed (quotes and all)."""
+    flags: set[str] = set()
+    while True:
+        word, _, tail = rest.partition(" ")
+        if word in ("-h", "--help"):
+            raise HelpRequested(PARSERS["query"].format_help())
+        if word not in ("--tables", "--pandas"):
+            break
+        flags.add(word)
+        rest = tail.strip()
+    if rest.startswith("--"):
+        raise ArgumentsError(f"%job query: unknown option {rest.split()[0]!r}; use --tables or --pandas")
+    if "--tables" in flags and rest:
+        raise ArgumentsError("%job query --tables takes no SQL")
+    if not rest and "--tables" not in flags:
+        raise ArgumentsError("%job query: give the SQL, e.g. %job query SELECT * FROM actors LIMIT 5")
+    return JobCommand("query", sql=rest, tables="--tables" in flags, pandas="--pandas" in flags)
 
 
 def _choices(names: tuple[str, ...]) -> str:

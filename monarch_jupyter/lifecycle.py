@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _orphans, _quiet
+from . import _introspect, _orphans, _quiet, services
 from .engines import engine_for
 from .errors import MonarchJupyterError
+from .services import banners, sidecar
 
 Call = Callable[..., Any]
 
@@ -38,6 +39,8 @@ def can_run(old: Any, new: Any) -> bool:
     running = _introspect.running_job(old)
     if running is None:
         return False
+    if _introspect.job_services(old) != _introspect.job_services(new):
+        return False  # Monarch's can_run compares the meshes only; the services differ
     try:
         return bool(running.can_run(new))
     except Exception:
@@ -53,8 +56,12 @@ def connect(job: Any) -> Any:
     engine = engine_for(job)
     engine.before_connect(job)  # e.g. an unpickled SSHJob's transport
     _quiet.start_client_context()
-    # cached_path=None keeps Monarch off our cache file.
-    state = job.state(cached_path=None)
+    sidecar.start(job)  # the telemetry store lives on in its own session
+    # cached_path=None keeps Monarch off our cache file; a re-attach starts the admin again:
+    # its banner is not the cell's.
+    with _quiet.quietly() if services.configured(job) else contextlib.nullcontext(), banners.to_log(None):
+        state = job.state(cached_path=None)
+    services.started(job)
     engine.after_connect(job)
     return state
 
@@ -68,10 +75,18 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
     processes write (SSH clients), see :mod:`.engines`.
     """
     engine = engine_for(job)
+    refusal = services.start_refusal(job)
+    if refusal is not None:
+        raise StartFailed(refusal, None)
     _quiet.start_client_context()
     try:
-        with engine.output(job, log) or _quiet.quietly(), guard or contextlib.nullcontext():
-            state = job.state(cached_path=None)
+        with engine.output(job, log) or _quiet.quietly(log), guard or contextlib.nullcontext():
+            if sidecar.needs_sidecar(job):
+                job.apply()  # the apply id first: the sidecar is keyed by it
+                sidecar.start(job)
+            with banners.to_log(log):
+                state = job.state(cached_path=None)
+            services.started(job)
         if guard is not None and guard.abandoned.is_set():
             raise _orphans.ApplyAbandoned("the apply was interrupted")
         engine.after_start(job, log)  # wait until the workers are really up (SSH)

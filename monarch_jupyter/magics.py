@@ -7,6 +7,7 @@ one ``UsageError`` line.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -36,7 +37,7 @@ class JobMagics(Magics):
         self.session = session
 
     @line_magic
-    def job(self, line: str) -> None:
+    def job(self, line: str) -> Any:
         try:
             command = job_args.parse(line)
         except job_args.HelpRequested as request:
@@ -46,7 +47,7 @@ class JobMagics(Magics):
             raise UsageError(str(error)) from None
         handler = getattr(self, "_do_" + command.command.replace(" ", "_"))
         try:
-            handler(command)
+            return handler(command)
         except MonarchJupyterError as error:
             raise UsageError(f"%job {command.command}: {error}") from None
 
@@ -100,7 +101,13 @@ class JobMagics(Magics):
             note = verbs.stop_for_kill(self.session, runner_for(self.session))
             if note:
                 print(note)
-        print(formatting.kill_line(self.session.kill(command.context)))
+        killed = self.session.kill(command.context)
+        print(formatting.kill_line(killed))
+        if "admin" in killed.services and killed.attached:
+            print(
+                "the mesh admin's loopback port stays open in this kernel until it restarts "
+                "(Monarch 0.7 cannot stop it)"
+            )
 
     # ── batch runs (batch.py) ───────────────────────────────────────────
     def _context_dir(self):
@@ -132,6 +139,36 @@ class JobMagics(Magics):
             print(f"\n[stopped following {run_id}; the script keeps running: %job kill {run_id} stops it]")
             return
         print(f"[batch run {run_id}: {batch.load(self._context_dir(), run_id).state}]")
+
+    def _do_query(self, command: job_args.JobCommand) -> Any:
+        from .services import display as query_display
+        from .services import query
+
+        if command.tables:
+            print(query.tables_text(self.session))
+            return None
+        result = query.run_in(self.session, command.sql)
+        if command.pandas:
+            frame = query.to_pandas(result.table)
+            print(f"({result.caption()})")
+            return frame
+        query_display.install(self.shell)
+        query_display.remember(result)
+        return result.table
+
+    def _do_profile(self, command: job_args.JobCommand) -> None:
+        from .services import profile
+
+        handle: Any = None
+
+        def done(result: profile.Profile) -> None:
+            if handle is not None:
+                handle.update(result)
+
+        result = profile.start(self.session, command.seconds, done)
+        handle = display(result, display_id=True)
+        if result.done:  # finished before the handle existed
+            handle.update(result)
 
     def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))

@@ -22,7 +22,10 @@ def resolve(spec: Spec, root: Path, namespace: Mapping[str, Any] | None = None) 
     if isinstance(spec, LocalSpec):
         from monarch.job import ProcessJob
 
-        return Resolved(ProcessJob(dict(spec.meshes)), spec.path, spec.describe())
+        from .services import configure
+
+        job = configure(ProcessJob(dict(spec.meshes)), spec.services)
+        return Resolved(job, spec.path, spec.describe())
     if isinstance(spec, ModuleSpec):
         job = import_attr(spec.path, root)
         require_job(job, repr(spec.path))
@@ -47,11 +50,15 @@ def require_job(obj: Any, what: str) -> None:
 
 
 def saved_path_for(job: Any) -> str | None:
-    """An importable spec path equivalent to ``job``, when there is one (plain ProcessJob)."""
+    """An importable spec path equivalent to ``job``, when there is one (a ProcessJob with no
+    worker environment, and services a ``--local`` spec can say)."""
     from monarch.job import ProcessJob
+
+    from .services import spec_services
 
     if type(job) is ProcessJob and not _introspect.worker_env(job):
         meshes = _introspect.declared_meshes(job)
-        if meshes is not None:
-            return LocalSpec(tuple(meshes.items())).path
+        services = spec_services(job)
+        if meshes is not None and services is not None:
+            return LocalSpec(tuple(meshes.items()), services).path
     return None

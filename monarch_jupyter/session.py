@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _orphans, cache, engines, lifecycle
+from . import _introspect, _orphans, cache, engines, lifecycle, services
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -192,6 +192,7 @@ class JobSession:
         name = self.context
         engine = engine_for(job)
         engine_notes = engine.prepare(job)  # fix the spec before can_run is asked (SSH: -tt)
+        engine_notes += services.loopback(job)  # no service port open to other machines
         attachment = self._check_attachment()
         # Workers of an earlier apply that never completed are reaped first: none is orphaned.
         notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir)), *engine_notes]

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _timefmt
+from . import _introspect, _timefmt, services
 from .contexts import Layout
 from .engines import engine_for
 
@@ -46,6 +46,7 @@ class JobStatus:
     spec: str | None = None
     meshes: list[MeshStatus] = field(default_factory=list)
     urls: dict[str, str | None] = field(default_factory=dict)
+    services: list[str] = field(default_factory=list)  # configured: telemetry, admin, mounts
     worker_pids: dict[str, int] = field(default_factory=dict)
     workers_local: bool = False  # the engine's answer: worker_pids are the workers, on this machine
     applied_at: float | None = None
@@ -106,6 +107,7 @@ def describe(
         spec=spec,
         meshes=[MeshStatus(m, sizes[m], live.get(m)) for m in sizes],
         urls=_introspect.urls(job, state),
+        services=list(services.configured(job)),
         worker_pids=_introspect.worker_pids(job),
         workers_local=engine.workers_are_local,
         applied_at=applied_at,

@@ -24,6 +24,9 @@ from typing import Any
 from ..errors import SpecError
 
 LOCAL_JOBS_MODULE = "monarch_jupyter.local_jobs"
+#: Services a ``--local`` spec may switch on (``--telemetry``, ``--admin``); each is written as one
+#: more ``__`` field of the saved attr (``hosts_2__telemetry``), which no mesh field can be.
+SERVICE_NAMES = ("telemetry", "admin")
 
 # One rule for every mesh name (--local and --ssh): it must survive in an importable
 # attr name, where fields are joined by "__".
@@ -48,9 +51,10 @@ def check_mesh_name(name: str) -> None:
         raise SpecError(f"invalid mesh name {name!r}: start with a letter; letters, digits and single '_'")
 
 
-def local_attr(meshes: dict[str, int]) -> str:
-    """``{"hosts": 2, "trainers": 1}`` → ``hosts_2__trainers_1``."""
-    return "__".join(f"{name}_{count}" for name, count in meshes.items())
+def local_attr(meshes: dict[str, int], services: tuple[str, ...] = ()) -> str:
+    """``{"hosts": 2, "trainers": 1}`` → ``hosts_2__trainers_1``; services follow as
+    ``hosts_2__telemetry``."""
+    return "__".join([*(f"{name}_{count}" for name, count in meshes.items()), *services])
 
 
 @dataclass(frozen=True)
@@ -58,13 +62,15 @@ class LocalSpec:
     """A local multi-host ProcessJob: mesh name → host count (order kept)."""
 
     meshes: tuple[tuple[str, int], ...]
+    services: tuple[str, ...] = ()  # of SERVICE_NAMES, in that order
 
     @property
     def path(self) -> str:
-        return f"{LOCAL_JOBS_MODULE}.{local_attr(dict(self.meshes))}"
+        return f"{LOCAL_JOBS_MODULE}.{local_attr(dict(self.meshes), self.services)}"
 
     def describe(self) -> str:
-        return "--local " + ",".join(f"{m}={n}" for m, n in self.meshes)
+        flags = "".join(f" --{name}" for name in self.services)
+        return "--local " + ",".join(f"{m}={n}" for m, n in self.meshes) + flags
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ..errors import SpecError
-from .base import LocalSpec, check_mesh_name, is_count, is_mesh_name
+from .base import SERVICE_NAMES, LocalSpec, check_mesh_name, is_count, is_mesh_name
 
 MAX_LOCAL_HOSTS = 256
 #: Total worker processes one ``--local`` spec may start (all meshes together);
@@ -33,8 +33,8 @@ def check_total(meshes: dict[str, int]) -> None:
         )
 
 
-def parse_meshes(text: str) -> LocalSpec:
-    """Parse ``hosts=2,trainers=4`` into a LocalSpec."""
+def parse_meshes(text: str, services: tuple[str, ...] = ()) -> LocalSpec:
+    """Parse ``hosts=2,trainers=4`` into a LocalSpec (with ``services`` switched on)."""
     meshes: dict[str, int] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         name, sep, count = item.partition("=")
@@ -56,7 +56,20 @@ def parse_meshes(text: str) -> LocalSpec:
     if not meshes:
         raise SpecError("--local wants at least one MESH=N (e.g. --local hosts=2)")
     check_total(meshes)
-    return LocalSpec(tuple(meshes.items()))
+    return LocalSpec(tuple(meshes.items()), tuple(name for name in SERVICE_NAMES if name in services))
+
+
+def split_services(attr: str) -> tuple[str, tuple[str, ...]]:
+    """``hosts_2__telemetry`` → (``hosts_2``, ("telemetry",)); the services are trailing fields."""
+    parts = attr.split("__")
+    services: list[str] = []
+    while parts and parts[-1] in SERVICE_NAMES:
+        services.insert(0, parts.pop())
+    if len(set(services)) != len(services) or tuple(services) != tuple(
+        n for n in SERVICE_NAMES if n in services
+    ):
+        raise AttributeError(attr)
+    return "__".join(parts), tuple(services)
 
 
 def parse_local_attr(attr: str, bounded: bool = True) -> dict[str, int]:

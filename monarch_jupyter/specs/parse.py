@@ -9,7 +9,7 @@ import shlex
 
 from ..errors import SpecError
 from . import local, ssh
-from .base import DOTTED, IDENT, LOCAL_JOBS_MODULE, LocalSpec, ModuleSpec, Spec, VariableSpec
+from .base import DOTTED, IDENT, LOCAL_JOBS_MODULE, SERVICE_NAMES, LocalSpec, ModuleSpec, Spec, VariableSpec
 
 
 def parse_apply(line: str) -> Spec | None:
@@ -20,6 +20,13 @@ def parse_apply(line: str) -> Spec | None:
         raise SpecError(f"cannot parse {line!r}: {error}") from None
     if not words:
         return None
+    services = tuple(word[2:] for word in words if word[2:] in SERVICE_NAMES and word.startswith("--"))
+    words = [word for word in words if not (word.startswith("--") and word[2:] in SERVICE_NAMES)]
+    if services and not (words and (words[0] == "--local" or words[0].startswith("--local="))):
+        raise SpecError(
+            f"--{services[0]} goes with --local MESH=N; for another job call "
+            f"job.enable_{services[0]}() where the job is built"
+        )
     first, rest = words[0], words[1:]
     if first == "--ssh" or first.startswith("--ssh="):
         return ssh.parse(words)
@@ -29,7 +36,7 @@ def parse_apply(line: str) -> Spec | None:
             rest = []
         if rest:
             raise SpecError(f"unexpected words after the spec: {' '.join(rest)!r}")
-        return local.parse_meshes(value)
+        return local.parse_meshes(value, services)
     if first.startswith("-"):
         raise SpecError(
             f"unknown option {first!r}: %job apply takes --local MESH=N, --ssh MESH=HOSTS, module.attr or a variable name"
@@ -48,12 +55,13 @@ def spec_from_saved(text: str) -> Spec:
     prefix = LOCAL_JOBS_MODULE + "."
     if text.startswith(prefix):
         try:
-            meshes = local.parse_local_attr(text[len(prefix) :], bounded=False)
+            attr, services = local.split_services(text[len(prefix) :])
+            meshes = local.parse_local_attr(attr, bounded=False)
         except AttributeError:
             pass
         else:
             local.check_total(meshes)
-            return LocalSpec(tuple(meshes.items()))
+            return LocalSpec(tuple(meshes.items()), services)
     if text.startswith(ssh.SSH_JOBS_MODULE + "."):
         try:
             return ssh.from_attr(text.rpartition(".")[2])

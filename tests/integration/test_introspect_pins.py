@@ -303,3 +303,43 @@ def test_actor_collection_members():
     )
     ref, _receiver = _introspect.open_kernel_port()
     assert type(ref).__name__ in ("PortRef", "OncePortRef"), type(ref)
+
+
+def test_job_services_members():
+    """The fields and functions _introspect's job-services readers use."""
+    import functools
+
+    from monarch._src.job import _job_sidecar_worker, job_sidecar, once_daemon, telemetry_config
+    from monarch.job import MeshAdminConfig, ProcessJob, TelemetryConfig
+
+    job = ProcessJob({"hosts": 1}).enable_telemetry()
+    for field in ("telemetry", "admin", "mounts"):
+        pin(job._components, field, "_introspect.job_services")
+    pin(job._components.telemetry, "_config", "_introspect.job_services")
+    pin(job._components.admin, "_config", "_introspect.job_services")
+    pin(job._components.mounts, "needs_sidecar", "_introspect.job_services")
+    assert _introspect.job_services(job) == {"telemetry": TelemetryConfig(), "admin": MeshAdminConfig()}
+    assert _introspect.job_services(ProcessJob({"hosts": 1})) == {}
+    for name in (
+        "spawn_module",
+        "job_sidecar_lock_path",
+        "sidecar_transport_from_runtime",
+        "find_job_sidecar",
+    ):
+        pin(job_sidecar, name, "_introspect.spawn_sidecar / sidecar_pid")
+    assert list(inspect.signature(job_sidecar.spawn_module).parameters)[:3] == [
+        "lock_path",
+        "config_key",
+        "module_name",
+    ]
+    assert "(apply_id, runtime_transport, attach_to)" in inspect.getsource(job_sidecar.create_job_sidecar), (
+        f"{MONARCH}: create_job_sidecar's config key changed; update _introspect.spawn_sidecar"
+    )
+    pin(once_daemon.OnceDaemon, "__init__", "_introspect.sidecar_pid")
+    assert "self._pid = pid" in inspect.getsource(once_daemon.OnceDaemon.__init__)
+    pin(once_daemon, "daemon_log_path", "_introspect.sidecar_log")
+    pin(_job_sidecar_worker, "main", "_introspect.run_sidecar_worker")
+    start = telemetry_config.start_telemetry_servers
+    assert not isinstance(start, functools.partial)
+    assert "host" in inspect.signature(start).parameters, "_introspect.bind_dashboard_to"
+    assert "start_telemetry_servers(" in inspect.getsource(telemetry_config._TelemetryHandle._bootstrap)
