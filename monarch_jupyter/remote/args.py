@@ -55,6 +55,7 @@ class RemoteArgs:
     workdir: str | None = None
     output_dir: str | None = None
     timeout: float | None = None
+    quiet_after: float | None = None
     no_raise: bool = False
     save: str | None = None
     group: bool = False
@@ -233,6 +234,7 @@ def _add_flags(parser: MagicParser) -> None:
 
     control = parser.add_argument_group("control")
     control.add_argument("--timeout", action=_Once, type=_seconds, metavar="SECONDS", help="stop every rank after SECONDS (reported as timed out)")
+    control.add_argument("--quiet-after", action=_Once, type=_seconds, metavar="SECONDS", help="flag a rank that printed nothing for SECONDS while it runs (default: 10× the others' silence, at least 10 s)")
     control.add_argument("--no-raise", action="store_true", help="do not raise when a rank fails (rc != 0)")
     control.add_argument("--save", action=_Once, type=_variable, metavar="NAME", help="store per-rank results (returncode, stdout, stderr, duration, status) in notebook variable NAME")
 

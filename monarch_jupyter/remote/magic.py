@@ -28,6 +28,7 @@ from .drive import Plan, RunHandle
 from .errors import RemoteError, RemoteInterrupted
 from .follow import BackgroundFollow, BoundedSink
 from .model import ERR, OUT, Event, Finished, Observer, RunState, Stopping
+from .quiet import QuietWatch
 from .render import TextRenderer, group_text
 from .results import RemoteResults
 from .runner import runner_for
@@ -127,7 +128,7 @@ class RemoteMagics(Magics):
         if args.save:
             for rank in state.ranks:
                 rank.full = {OUT: [], ERR: []}
-        renderer = TextRenderer(state, live=args.live)
+        renderer = TextRenderer(state, live=args.live, quiet=QuietWatch(state, args.quiet_after))
         sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.last = state
         handle = RunHandle(self.session.loop)

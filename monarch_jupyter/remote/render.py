@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .lines import Fed
 from .model import ERR, OUT, RankState, RunState
+from .quiet import QuietWatch
 
 # A token bucket: a line right after another is not held back (BURST writes back to
 # back), yet no 1 s window ever sees more than MAX_RATE + BURST = 19 writes, 20 with the
@@ -54,8 +55,11 @@ class TextRenderer:
         max_rate: float = MAX_RATE,
         write_lines: int = WRITE_LINES,
         live_lines: int = LIVE_LINES,
+        quiet: QuietWatch | None = None,
     ) -> None:
         self.state = state
+        self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
+        self._notes: list[str] = []  # quiet-rank lines not written yet
         self.live = live
         self.rate = max_rate
         self.burst = float(BURST)
@@ -98,9 +102,13 @@ class TextRenderer:
 
     def flush(self, now: float, force: bool = False) -> str:
         """Text for one cell write ('' if nothing to show or too soon)."""
+        note = "" if self.quiet is None or self.state.finished else self.quiet.check(self.state.clock())
+        if note and self.live:
+            self._notes.append(note)
         if not self.live or (not force and not self.due(now)):
             return ""
-        out: list[str] = []
+        out: list[str] = self._notes
+        self._notes = []
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
         budget = max(20, self.write_lines // max(1, len(active)))

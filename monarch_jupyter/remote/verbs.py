@@ -41,6 +41,7 @@ from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
 from .index import FINISHED, STOPPED, RunEntry
 from .model import Event, Observer, RunState
+from .quiet import QuietWatch
 from .render import TextRenderer
 from .runner import RemoteRunner
 
@@ -276,7 +277,7 @@ def attach(cell: Cell, run: str | None) -> None:
         f"{_timefmt.local_time(entry.started)}): the kept tail per rank, then live; full output in "
         f"{logs} on each host; Ctrl-C stops following, not the run\n"
     )
-    renderer = TextRenderer(state, live=True)
+    renderer = TextRenderer(state, live=True, quiet=QuietWatch(state))
     sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
     handle = RunHandle(session.loop)
     runner.follow(entry.id, plan, sink, handle)
