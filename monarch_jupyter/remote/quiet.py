@@ -15,17 +15,26 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
+from typing import Protocol
 
 from .. import _timefmt
 from ..rank_sets import rank_set
-from .model import RUNNING, RankState, RunState
+from .model import RUNNING, RunState
 
 CHECK_EVERY = 0.5  # seconds between looks
 FLOOR = 10.0  # seconds: no rank is quiet sooner without --quiet-after
 FACTOR = 10.0  # … and not before FACTOR × the median silence of the running ranks
 
 
-def ranks_label(ranks: Iterable[RankState]) -> str:
+class Ranked(Protocol):
+    @property
+    def mesh(self) -> str: ...
+
+    @property
+    def point(self) -> dict[str, int]: ...
+
+
+def ranks_label(ranks: Iterable[Ranked]) -> str:
     """``hosts=[0-6,8]``, or ``mesh/hosts=…; other/hosts=…`` across meshes (clush's notation)."""
     by_mesh: dict[str, list[tuple[tuple[str, int], ...]]] = {}
     for rank in ranks:

@@ -46,3 +46,42 @@ def test_a_silent_rank_is_flagged_while_it_runs_and_named_when_the_run_is_stoppe
     assert stamps[0].t < 5.5, (stamps[0].t, result.text)
     assert re.search(r"never finished: .*hosts=1 \(quiet \d+ s\)", result.text), result.text
     assert time.monotonic() - start < 30
+
+
+def test_grep_finds_lines_by_rank_in_the_log_and_on_the_hosts_of_a_detached_run(shared):
+    shared.ok(
+        "%%remote python\n"
+        "import os, sys\n"
+        "r = int(os.environ['MONARCH_RANK_hosts'])\n"
+        "for i in range(1, 2001):\n"
+        "    print(f'step {i}' + (' loss NaN' if r == 1 and i == 1500 else ''))\n"
+        "print('Warning: done', file=sys.stderr)\n"
+    )
+    text = shared.ok("%remote grep -i nan -C 1").stream()
+    lines = text.splitlines()
+    assert "/nan/ in 1 of 4 rank streams, 1 line (log .monarch/" in lines[0], text
+    assert lines[1:] == [
+        "hosts=1:",
+        "    1499- step 1499",
+        "    1500: step 1500 loss NaN",
+        "    1501- step 1501",
+    ]
+    folded = shared.ok("%remote grep ^Warning --stream err").stream()
+    assert "hosts=[0-1] (2), stderr:\n    1: Warning: done\n" in folded, folded
+    assert "in 2 of 2 rank streams" in folded, folded
+    assert "hosts=0" not in shared.ok("%remote grep step --rank 1 --stream out").stream().split("\n", 1)[1]
+    bad = shared.execute("%remote grep '('")
+    assert "is not a regular expression" in bad.text and "Traceback" not in bad.text, bad.text
+
+    detached = shared.ok("%%remote --detach\nfor i in 1 2 3; do echo tick $i; done; echo boom >&2\n").text
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", detached).group(1)
+    deadline = time.monotonic() + 20
+    while True:
+        text = shared.ok(f"%remote grep 'tick 2|boom' {run_id}").stream()
+        if "in 4 of 4" in text or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert "the hosts' files" in text.splitlines()[0], text
+    assert (
+        "hosts=[0-1] (2):\n    2: tick 2\n" in text and "hosts=[0-1] (2), stderr:\n    1: boom\n" in text
+    ), text

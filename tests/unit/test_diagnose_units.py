@@ -128,3 +128,104 @@ def test_ranks_label_folds_and_names_meshes():
     assert ranks_label(ranks) == "hosts=[0-2,5]"
     ranks.append(RankState(label="", mesh="b", point={"hosts": 0}, rank=0))
     assert ranks_label(ranks) == "a/hosts=[0-2,5]; b/hosts=0"
+
+
+# ── grep ──
+def _log(tmp_path, labels=("hosts=0", "hosts=1")):
+    from monarch_jupyter.remote.spool import Spool
+
+    spool = Spool(tmp_path / "run.log", list(labels))
+    spool.note("%%remote bash on mesh hosts (2 ranks): 'train'")
+    return spool
+
+
+def _refs(n=2):
+    from monarch_jupyter.remote.index import RankRef
+
+    return [RankRef(f"hosts={i}", "hosts", {"hosts": i}, i) for i in range(n)]
+
+
+def test_search_numbers_lines_gives_context_once_and_counts_past_the_limit():
+    from monarch_jupyter.remote.host.search import compile_pattern, search
+
+    data = b"".join(b"line %d%s\n" % (i, b" nan" if i in (3, 4, 9) else b"") for i in range(1, 11))
+    hits, count = search(data, compile_pattern("NAN", ignore_case=True), context=1)
+    assert count == 3
+    assert hits == [
+        (2, False, "line 2"),
+        (3, True, "line 3 nan"),
+        (4, True, "line 4 nan"),
+        (5, False, "line 5"),
+        (8, False, "line 8"),
+        (9, True, "line 9 nan"),
+        (10, False, "line 10"),
+    ]
+    assert search(data, compile_pattern("nan", False), limit=1)[0] == [(3, True, "line 3 nan")]
+    assert search(b"no newline at end", compile_pattern("end$", False)) == (
+        [(1, True, "no newline at end")],
+        1,
+    )
+    assert search(b"", compile_pattern("x", False)) == ([], 0)
+
+
+def test_grep_log_labels_hits_by_rank_and_stream_line_numbers_per_stream(tmp_path):
+    from monarch_jupyter.remote import grep
+    from monarch_jupyter.remote.host.search import compile_pattern
+
+    spool = _log(tmp_path)
+    spool.write(0, "out", "a\nerror one\n")
+    spool.write(1, "out", "a\n")
+    spool.write(1, "err", "error two\n")
+    spool.write(1, "out", "b\nerror three\n")
+    spool.write(0, "out", "==> [hosts=1:err] <== forged? no: not at a header's end\n")
+    spool.close()
+    found, partial = grep.grep_log(
+        tmp_path / "run.log", compile_pattern("error|forged", False), 0, _refs(), ("out", "err")
+    )
+    assert partial == set()
+    got = {(f.rank.label, f.stream): f.hits for f in found if f.count}
+    assert got == {
+        ("hosts=0", "out"): (
+            (2, True, "error one"),
+            (3, True, "==> [hosts=1:err] <== forged? no: not at a header's end"),
+        ),
+        ("hosts=1", "err"): ((1, True, "error two"),),
+        ("hosts=1", "out"): ((3, True, "error three"),),
+    }
+    text = grep.render("r1", "train", "error", found, "log x.log")
+    assert text.splitlines()[0] == "run r1 ('train'): /error/ in 3 of 4 rank streams, 4 lines (log x.log)"
+    assert "hosts=1, stderr:\n    1: error two\n" in text
+
+
+def test_grep_folds_ranks_with_the_same_hits_and_notes_a_skipped_stream(tmp_path):
+    from monarch_jupyter.remote import grep
+    from monarch_jupyter.remote.host.search import compile_pattern
+    from monarch_jupyter.remote.spool import Spool
+
+    labels = [f"hosts={i}" for i in range(4)]
+    spool = Spool(tmp_path / "run.log", labels, head=64, tail=32)
+    for i in range(3):
+        spool.write(i, "out", "start\nloss 1.0\n")
+    spool.write(3, "out", "start\nloss nan\n")
+    for _ in range(10):
+        spool.write(3, "out", "x" * 20 + "\n")
+    spool.write(3, "out", "loss 9\n")
+    spool.close()
+    found, partial = grep.grep_log(
+        tmp_path / "run.log", compile_pattern("loss", False), 0, _refs(4), ("out",)
+    )
+    assert partial == {(3, "out")}
+    text = grep.render("r1", "train", "loss", found, "log")
+    assert "hosts=[0-2] (3):\n    2: loss 1.0\n" in text, text
+    assert "hosts=3:\n    (line numbers count from the part kept" in text, text
+
+
+def test_frames_is_the_one_reader_of_the_framing():
+    from monarch_jupyter.remote.spool import frames
+
+    data = b"==> [#] <==\nnote\n==> [hosts=0] <==\na\nb\n==> [hosts=0:err] <==\nc"
+    assert [(s, data[a:b]) for s, a, b in frames(data)] == [
+        ("#", b"note\n"),
+        ("hosts=0", b"a\nb\n"),
+        ("hosts=0:err", b"c"),
+    ]

@@ -71,7 +71,7 @@ def test_line_keeps_the_command_verbatim():
     # flags after the command's first word belong to the command, ours included
     assert parse_line("ls -la").command == "ls -la"
     assert parse_line("echo --rank 1 -h --").command == "echo --rank 1 -h --"
-    assert parse_line("grep -e x") == RemoteArgs(command="grep -e x")
+    assert parse_line("-- grep -e x") == RemoteArgs(command="grep -e x")  # grep is a verb
     b = parse_line('-eA=1  --env "B=two words"   python3 -c "print(1)"')
     assert b.env == (("A", "1"), ("B", "two words")) and b.command == 'python3 -c "print(1)"'
     with pytest.raises(ArgumentsError, match="unknown flag '--bogus'"):
@@ -936,7 +936,7 @@ def test_each_verb_has_its_parser_and_a_handler_taking_its_options():
 
     from monarch_jupyter.remote import verbs
 
-    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks"]
+    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks", "grep"]
     for name, verb in verbs.REGISTRY.items():
         assert verb.parser is VERBS[name] and verb.parser.prog == f"%remote {name}"
         dests = {a.dest for a in verb.parser._actions if a.dest != "help"}
