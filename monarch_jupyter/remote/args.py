@@ -59,6 +59,7 @@ class RemoteArgs:
     no_raise: bool = False
     save: str | None = None
     group: bool = False
+    diff: bool = False
     quiet: bool = False
     detach: bool = False
 
@@ -240,6 +241,7 @@ def _add_flags(parser: MagicParser) -> None:
 
     output = parser.add_argument_group("output")
     output.add_argument("--group", action="store_true", help="no live lines; at the end print identical outputs once with the ranks that produced them (as clush -b)")
+    output.add_argument("--diff", action="store_true", help="after the run, each outlier rank's output as a diff against the most common output")
     output.add_argument("--quiet", action="store_true", help="no live lines, summary only")
     output.add_argument("--detach", action="store_true", help="return at once with the run id; the run goes on (%%remote attach RUN follows it, %%remote stop RUN ends it)")
     # fmt: on

@@ -24,6 +24,7 @@ from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, HelpRequested
 from . import index, verbs
 from .args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
+from .diff import diff_text
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RemoteInterrupted
 from .follow import BackgroundFollow, BoundedSink
@@ -140,6 +141,8 @@ class RemoteMagics(Magics):
         self.write(renderer.finish())
         if args.group:
             self.write(group_text(state))
+        if args.diff:
+            self.write(diff_text(state))
         display_unflushed(self.shell, state.mime_bundle())
         if args.save:
             assert self.shell is not None, "registered on a shell (register)"

@@ -85,3 +85,18 @@ def test_grep_finds_lines_by_rank_in_the_log_and_on_the_hosts_of_a_detached_run(
     assert (
         "hosts=[0-1] (2):\n    2: tick 2\n" in text and "hosts=[0-1] (2), stderr:\n    1: boom\n" in text
     ), text
+
+
+def test_diff_shows_the_one_outlier_of_four_ranks_against_the_majority(shared):
+    text = shared.ok(
+        "%%remote python --per-host gpu=2 --diff\n"
+        "import os\n"
+        "odd = os.environ['MONARCH_RANK_hosts'] == '1' and os.environ['MONARCH_RANK_gpu'] == '0'\n"
+        "print('step 1')\n"
+        "print('loss nan' if odd else 'loss 0.5')\n"
+        "print('step 2')\n"
+    ).text
+    diff = text[text.index("--diff:") :].splitlines()
+    assert diff[0] == "--diff: hosts=0,gpu=[0-1]; hosts=1,gpu=1 (3) agree; 1 outlier", text
+    assert diff[1:3] == ["--- hosts=0,gpu=[0-1]; hosts=1,gpu=1 (3)", "+++ hosts=1,gpu=0"], text
+    assert "-loss 0.5" in diff and "+loss nan" in diff and " step 1" in diff, text

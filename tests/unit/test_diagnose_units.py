@@ -229,3 +229,34 @@ def test_frames_is_the_one_reader_of_the_framing():
         ("hosts=0", b"a\nb\n"),
         ("hosts=0:err", b"c"),
     ]
+
+
+# ── --diff ──
+def test_diff_shows_each_outlier_against_the_majority():
+    from monarch_jupyter.remote.diff import diff_text
+
+    state = state_of(5)
+    for i in range(5):
+        text = "step 1\nloss 0.5\nstep 2\n" if i != 3 else "step 1\nloss nan\nstep 2\n"
+        state.apply(Output(i, OUT, text))
+    state.apply(Output(4, "err", "warn\n"))
+    state.apply(Finished())
+    text = diff_text(state)
+    lines = text.splitlines()
+    assert lines[0] == "--diff: hosts=[0-2] (3) agree; 2 outliers", text
+    assert lines[1:4] == ["--- hosts=[0-2] (3)", "+++ hosts=3", "@@ -1,3 +1,3 @@"], text
+    assert " step 1" in lines and "-loss 0.5" in lines and "+loss nan" in lines
+    assert "+++ hosts=4" in lines and "+[err] warn" in lines
+
+
+def test_diff_says_when_all_agree_and_when_there_is_no_majority():
+    from monarch_jupyter.remote.diff import diff_text
+
+    state = state_of(2)
+    for i in range(2):
+        state.apply(Output(i, OUT, "same\n"))
+    assert diff_text(state) == "--diff: all 2 ranks printed the same\n"
+    state.apply(Output(1, OUT, "more\n"))
+    assert "no majority" in diff_text(state).splitlines()[0]
+    assert diff_text(state_of(1)) == ""
+    assert parse_line("--diff hostname").diff
