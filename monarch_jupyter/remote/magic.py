@@ -129,7 +129,9 @@ class RemoteMagics(Magics):
         if args.save:
             for rank in state.ranks:
                 rank.full = {OUT: [], ERR: []}
-        renderer = TextRenderer(state, live=args.live, quiet=QuietWatch(state, args.quiet_after))
+        renderer = TextRenderer(
+            state, live=args.live, quiet=QuietWatch(state, args.quiet_after), fold=args.group
+        )
         sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.last = state
         handle = RunHandle(self.session.loop)

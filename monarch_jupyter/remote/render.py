@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .lines import Fed
+from .livefold import LiveFold
 from .model import ERR, OUT, RankState, RunState
 from .quiet import QuietWatch
 
@@ -56,8 +57,11 @@ class TextRenderer:
         write_lines: int = WRITE_LINES,
         live_lines: int = LIVE_LINES,
         quiet: QuietWatch | None = None,
+        fold: bool = False,
     ) -> None:
         self.state = state
+        self.fold = LiveFold(state.ranks) if fold else None  # --group: identical ranks' lines once
+        self._now = 0.0  # the time of the last flush (the fold's clock between flushes)
         self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
         self._notes: list[str] = []  # quiet-rank lines not written yet
         self.live = live
@@ -76,6 +80,9 @@ class TextRenderer:
     def add(self, fed: list[Fed], only_missing: bool = False) -> None:
         """Queue completed lines; ``only_missing``: those not queued yet (an add cut short)."""
         if not self.live:
+            return
+        if self.fold is not None:
+            self.fold.add(fed, self._now)
             return
         queued = {id(item) for item, _ in self._queue} if only_missing else ()
         for item in fed:
@@ -109,6 +116,8 @@ class TextRenderer:
             return ""
         out: list[str] = self._notes
         self._notes = []
+        if self.fold is not None:
+            return self._folded(now, out, force)
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
         budget = max(20, self.write_lines // max(1, len(active)))
@@ -147,6 +156,18 @@ class TextRenderer:
                     + (f" (full log: {self.state.log_path})" if self.state.log_path else "")
                 )
         out.extend(self._partials(now))
+        if not out:
+            return ""
+        self._tokens -= 1.0
+        self.writes += 1
+        return "\n".join(out) + "\n"
+
+    def _folded(self, now: float, out: list[str], force: bool) -> str:
+        """One write of ``--group``'s live fold: the lines its groups are ready to show."""
+        assert self.fold is not None
+        self._now = now
+        self.fold.tick(now)
+        out.extend(self.fold.flush() if force else self.fold.take(self.write_lines))
         if not out:
             return ""
         self._tokens -= 1.0

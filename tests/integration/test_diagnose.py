@@ -100,3 +100,33 @@ def test_diff_shows_the_one_outlier_of_four_ranks_against_the_majority(shared):
     assert diff[0] == "--diff: hosts=0,gpu=[0-1]; hosts=1,gpu=1 (3) agree; 1 outlier", text
     assert diff[1:3] == ["--- hosts=0,gpu=[0-1]; hosts=1,gpu=1 (3)", "+++ hosts=1,gpu=0"], text
     assert "-loss 0.5" in diff and "+loss nan" in diff and " step 1" in diff, text
+
+
+def test_group_folds_identical_ranks_while_the_run_streams_and_unfolds_a_diverging_one(shared):
+    result = shared.ok(
+        "%%remote --group --no-raise python\n"
+        "import os, time\n"
+        "r = os.environ['MONARCH_RANK_hosts']\n"
+        "for i in range(3):\n"
+        "    print(f'step {i}', flush=True)\n"
+        "    time.sleep(0.4)\n"
+        "print('loss nan' if r == '1' else 'loss 0.5', flush=True)\n"
+        "time.sleep(1.5)\n"
+    )
+    folded = [
+        (o.t, line)
+        for o in result.outputs
+        if o.msg_type == "stream"
+        for line in o.content["text"].splitlines()
+        if line.startswith("[")
+    ]
+    lines = [line for _, line in folded]
+    assert lines[:3] == [
+        "[hosts=[0-1] (2)] step 0",
+        "[hosts=[0-1] (2)] step 1",
+        "[hosts=[0-1] (2)] step 2",
+    ], lines
+    assert sorted(lines[3:5]) == ["[hosts=0] loss 0.5", "[hosts=1] loss nan"], lines
+    # live: step 0 arrived well before the cell's end (the run lasts ≥ 2.7 s)
+    assert folded[0][0] < result.duration - 1.5, (folded, result.duration)
+    assert "---------------- hosts=0 (1) ----------------" in result.stream()  # and the end-of-run view

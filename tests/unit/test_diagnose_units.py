@@ -260,3 +260,58 @@ def test_diff_says_when_all_agree_and_when_there_is_no_majority():
     assert "no majority" in diff_text(state).splitlines()[0]
     assert diff_text(state_of(1)) == ""
     assert parse_line("--diff hostname").diff
+
+
+# ── live folding ──
+def _feed(fold, state, index, text, now):
+    fold.add(state.apply(Output(index, OUT, text)), now)
+
+
+def test_identical_ranks_print_once_under_one_label_and_a_diverging_rank_unfolds():
+    from monarch_jupyter.remote.livefold import LiveFold
+
+    state = state_of(4)
+    fold = LiveFold(state.ranks)
+    for i in range(4):
+        _feed(fold, state, i, "step 1\n", 0.0)
+    assert fold.take(100) == ["[hosts=[0-3] (4)] step 1"]
+    for i in (0, 1, 2):
+        _feed(fold, state, i, "step 2\n", 0.1)
+    assert fold.take(100) == []  # hosts=3 has not printed it yet
+    _feed(fold, state, 3, "loss nan\n", 0.2)
+    assert fold.take(100) == ["[hosts=[0-2] (3)] step 2", "[hosts=3] loss nan"]
+    _feed(fold, state, 3, "Traceback\n", 0.3)
+    assert fold.take(100) == ["[hosts=3] Traceback"]
+
+
+def test_a_lagging_rank_stops_holding_the_others_back_after_hold():
+    from monarch_jupyter.remote.livefold import HOLD, LiveFold
+
+    state = state_of(3)
+    fold = LiveFold(state.ranks)
+    for i in (0, 1):
+        _feed(fold, state, i, "a\nb\n", 0.0)
+    fold.tick(HOLD / 2)
+    assert fold.take(100) == []
+    fold.tick(HOLD + 0.1)
+    assert fold.take(100) == ["[hosts=[0-1] (2)] a", "[hosts=[0-1] (2)] b"]
+    _feed(fold, state, 2, "a\nb\n", HOLD + 0.2)  # the laggard prints the same: its own label
+    assert fold.take(100) == ["[hosts=2] a", "[hosts=2] b"]
+    _feed(fold, state, 0, "c\n", 2.0)
+    assert fold.flush() == ["[hosts=0] c"]  # the end: only hosts=0 printed it
+
+
+def test_group_renders_live_in_the_text_view():
+    state = state_of(3)
+    renderer = TextRenderer(state, fold=True)
+    for i in range(3):
+        renderer.add(state.apply(Output(i, OUT, "same\n")))
+    assert renderer.flush(1.0) == "[hosts=[0-2] (3)] same\n"
+    renderer.add(state.apply(Output(0, "err", "oops\n")))
+    renderer.add(state.apply(Output(1, OUT, "x\n")))
+    assert renderer.flush(1.5) == ""  # hosts=2 decides
+    renderer.add(state.apply(Output(2, OUT, "x\n")))
+    assert renderer.flush(3.0) == "[hosts=[1-2] (2)] x\n[hosts=0:err] oops\n"
+    renderer.add(state.apply(Output(2, OUT, "y\n")))
+    state.apply(Finished())
+    assert renderer.finish() == "[hosts=2] y\n"

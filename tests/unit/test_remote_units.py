@@ -49,7 +49,7 @@ def test_flags_before_and_after_mode():
     )
     b = parse_cell("python --point hosts=1,gpu=0 --per-host gpu=2 --save res --group", "print(1)")
     assert b.mode == "python" and b.point == (("hosts", 1), ("gpu", 0)) and b.per_host == (("gpu", 2),)
-    assert b.save == "res" and b.group and not b.live
+    assert b.save == "res" and b.group and b.live  # --group folds live
     c = parse_cell("--mesh trainers --workdir '/tmp/a b' --output-dir=o/$SUBDIR --no-raise", "x")
     assert (c.mesh, c.workdir, c.output_dir, c.no_raise, c.all_meshes) == (
         "trainers",
