@@ -38,7 +38,7 @@ from .. import _timefmt
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
 from . import grep as grep_text
-from . import index
+from . import index, resources
 from . import stacks as stack_text
 from .args import add_verb, dims, flat_ranks
 from .drive import Plan, RunHandle
@@ -189,8 +189,8 @@ def first_line(command: str, width: int = 40) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def runs_text(entries: list[RunEntry], now: float | None = None) -> str:
-    """``%remote runs``: one block per run, newest first."""
+def runs_text(entries: list[RunEntry], now: float | None = None, usage: dict[str, str] | None = None) -> str:
+    """``%remote runs``: one block per run, newest first (``usage``: a running run's resources line)."""
     if not entries:
         return (
             "no runs in this context yet: %%remote runs a cell, %%remote --detach runs it in the background"
@@ -206,6 +206,8 @@ def runs_text(entries: list[RunEntry], now: float | None = None) -> str:
             f"    started {_timefmt.local_time(e.started)} · {_timefmt.span(duration)}"
             f" · log {e.host_dir}/<rank>/out|err" + (f" and {e.log}" if e.log else "")
         )
+        if usage and usage.get(e.id):
+            lines.append(f"    {usage[e.id]}")
     return "\n".join(lines)
 
 
@@ -245,7 +247,26 @@ def stop_for_kill(session: JobSession, runner: RemoteRunner) -> str | None:
 # ── the verbs ──────────────────────────────────────────────────────────
 @verb("runs", "this context's runs, newest first")
 def list_runs(cell: Cell) -> None:
-    cell.write(runs_text(survey(cell.runner, _entries(cell.session))) + "\n")
+    entries = survey(cell.runner, _entries(cell.session))
+    cell.write(runs_text(entries, usage=_usage(cell.runner, [e for e in entries if e.is_running])) + "\n")
+
+
+USAGE_INTERVAL = 0.25  # seconds between the two looks at each rank's CPU time
+
+
+def _usage(runner: RemoteRunner, running: list[RunEntry]) -> dict[str, str]:
+    """Each running run's resources line, sampled on its hosts now ({} when they cannot be asked)."""
+    if not running or not runner.session.attached:
+        return {}
+    try:
+        merged = resources.merge(runner.call_all("usage", [e.id for e in running], USAGE_INTERVAL))
+    except Exception:  # the job went away: the runs list is still worth showing
+        return {}
+    lines = {}
+    for entry in running:
+        labels = {(r.mesh, r.rank): r.label for r in entry.ranks}
+        lines[entry.id] = resources.usage_line(merged.get(entry.id, []), labels)
+    return lines
 
 
 @verb(

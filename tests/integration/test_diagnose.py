@@ -130,3 +130,32 @@ def test_group_folds_identical_ranks_while_the_run_streams_and_unfolds_a_divergi
     # live: step 0 arrived well before the cell's end (the run lasts ≥ 2.7 s)
     assert folded[0][0] < result.duration - 1.5, (folded, result.duration)
     assert "---------------- hosts=0 (1) ----------------" in result.stream()  # and the end-of-run view
+
+
+def test_runs_shows_each_ranks_cpu_and_rss_and_flags_the_idle_one(shared):
+    detached = shared.ok(
+        "%%remote --detach python\n"
+        "import os, time\n"
+        "if os.environ['MONARCH_RANK_hosts'] == '1':\n"
+        "    time.sleep(60)\n"
+        "block = bytearray(50_000_000)\n"
+        "end = time.monotonic() + 60\n"
+        "while time.monotonic() < end:\n"
+        "    pass\n"
+    ).text
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", detached).group(1)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            text = shared.ok("%remote runs").stream()
+            block = text[text.index(run_id) :].split("\n\n")[0]
+            if "(idle while others work)" in block or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        line = next((ln.strip() for ln in block.splitlines() if ln.strip().startswith("ranks:")), "")
+        assert line.startswith("ranks: hosts=1 cpu 0% rss "), text
+        assert "(idle while others work)" in line, text
+        busy = re.search(r"hosts=0 cpu (\d+)% rss ([\d.]+) MB", line)
+        assert busy and int(busy.group(1)) >= 10 and float(busy.group(2)) >= 50, line
+    finally:
+        shared.ok(f"%remote stop {run_id}")

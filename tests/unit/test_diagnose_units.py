@@ -315,3 +315,39 @@ def test_group_renders_live_in_the_text_view():
     renderer.add(state.apply(Output(2, OUT, "y\n")))
     state.apply(Finished())
     assert renderer.finish() == "[hosts=2] y\n"
+
+
+# ── resources per rank ──
+NVIDIA_SMI = """12345, 1024 MiB
+12345, 512 MiB
+777, [N/A]
+garbage line
+888, 40 MiB
+"""
+
+
+def test_nvidia_smi_compute_apps_are_parsed_per_pid():
+    from monarch_jupyter.remote.host.usage import parse_compute_apps
+
+    assert parse_compute_apps(NVIDIA_SMI) == {12345: 1536, 888: 40}
+    assert parse_compute_apps("") == {}
+    assert parse_compute_apps("1, 20") == {1: 20}  # nounits
+
+
+def test_a_rank_idle_while_the_others_work_is_flagged_first():
+    from monarch_jupyter.remote import resources
+
+    samples = [
+        {"key": "hosts", "rank": 0, "cpu": 99.0, "rss": 1_200_000_000, "gpu_mib": None},
+        {"key": "hosts", "rank": 1, "cpu": 0.0, "rss": 310_000_000, "gpu_mib": 2048},
+        {"key": "hosts", "rank": 2, "cpu": 97.5, "rss": 5_000, "gpu_mib": None},
+    ]
+    assert resources.idle(samples) == {1}
+    labels = {("hosts", i): f"hosts={i}" for i in range(3)}
+    assert resources.usage_line(samples, labels) == (
+        "ranks: hosts=1 cpu 0% rss 310 MB gpu 2048 MiB (idle while others work)"
+        " · hosts=0 cpu 99% rss 1.2 GB · hosts=2 cpu 98% rss 5 KB"
+    )
+    assert resources.idle([{"cpu": 0.0}, {"cpu": 0.5}]) == set()  # all idle alike
+    merged = resources.merge([{"r": [samples[1]]}, {"r": [samples[0], samples[1]]}])
+    assert [s["rank"] for s in merged["r"]] == [0, 1]

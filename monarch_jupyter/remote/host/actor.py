@@ -34,7 +34,7 @@ from monarch.actor import Actor, context, endpoint
 
 from ... import _procfs
 from ..protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, WireSpec, encode, spec_from_wire
-from . import dumps, layout, runs, search, tail
+from . import dumps, layout, runs, search, tail, usage
 from .capture import CapturedProcess
 from .shell import ShellKeeper
 
@@ -396,6 +396,11 @@ class RemoteActor(Actor):
         return await asyncio.to_thread(
             search.grep_run, run_id, pattern, ignore_case, context, ranks, streams, mine
         )
+
+    @endpoint
+    async def usage(self, run_ids: list[str], interval: float) -> dict[str, list[dict[str, Any]]]:
+        """CPU %, RSS and GPU memory of these runs' ranks on this host: :func:`.usage.runs_usage`."""
+        return await asyncio.to_thread(usage.runs_usage, run_ids, interval, self._mine())
 
     def _mine(self) -> dict[str, int] | None:
         """This actor's point (None: no rank, every rank folder of the run on this machine)."""
