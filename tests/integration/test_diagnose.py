@@ -159,3 +159,22 @@ def test_runs_shows_each_ranks_cpu_and_rss_and_flags_the_idle_one(shared):
         assert busy and int(busy.group(1)) >= 10 and float(busy.group(2)) >= 50, line
     finally:
         shared.ok(f"%remote stop {run_id}")
+
+
+def test_timeout_writes_the_stacks_into_the_log_before_it_stops_a_command_ignoring_signals(shared):
+    result = shared.execute(
+        "%%remote python --timeout 3 --rank 1\n"
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "def deaf_and_stuck_here():\n"
+        "    time.sleep(120)\n"
+        "deaf_and_stuck_here()\n",
+        timeout=90,
+    )
+    assert result.error and "timed out" in result.text, result.text
+    log = log_of(shared, result.text)
+    assert "stacks at the timeout (before the run was stopped):" in log, log
+    notes = log[log.index("stacks at the timeout") :]
+    assert "hosts=1:" in notes and "deaf_and_stuck_here (<string>:5)" in notes, log
+    assert notes.index("deaf_and_stuck_here") < notes.index("stopping: timed_out"), log
