@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._files import read_bytes
-from .host.search import MAX_HITS, Hit, search
+from .host.search import MAX_HITS, Hit, folded, search
 from .index import RankRef
 from .protocol import OUT
 from .quiet import ranks_label
@@ -43,18 +43,29 @@ class Found:
     whole: bool = True  # line numbers count from the stream's first line
 
 
-def sources(data: bytes) -> tuple[dict[str, bytes], set[str]]:
+def sources(
+    data: bytes, regex: re.Pattern[bytes] | None = None, wanted: set[str] | None = None
+) -> tuple[dict[str, bytes], set[str]]:
     """The log's text per source (``hosts=0``, ``hosts=0:err``), and the sources whose middle
-    the log skipped (their line numbers past the skip are not the rank's)."""
-    parts: dict[str, list[bytes]] = {}
+    the log skipped (their line numbers past the skip are not the rank's). With ``regex``: only
+    the sources (of ``wanted``) with a match somewhere, found block by block without copying, so
+    a rare pattern joins the text of a few ranks, not of all."""
+    blocks: dict[str, list[tuple[int, int]]] = {}
     skipped: set[str] = set()
     for source, start, end in frames(data):
         if source == "#":
             for label, stream in _SKIPPED.findall(data[start:end].decode("utf-8", "replace")):
                 skipped.add(label if stream == "stdout" else f"{label}:err")
-        else:
-            parts.setdefault(source, []).append(data[start:end])
-    return {source: b"".join(chunks) for source, chunks in parts.items()}, skipped
+        elif wanted is None or source in wanted:
+            blocks.setdefault(source, []).append((start, end))
+    if regex is not None:
+        haystack, pattern = folded(data, regex)
+        blocks = {
+            source: spans
+            for source, spans in blocks.items()
+            if any(pattern.search(haystack, start, end) for start, end in spans)
+        }
+    return {source: b"".join([data[a:b] for a, b in spans]) for source, spans in blocks.items()}, skipped
 
 
 def grep_log(
@@ -62,15 +73,20 @@ def grep_log(
 ) -> tuple[list[Found], set[tuple[int, str]]]:
     """Search the kernel log ``path``: hits of ``ranks``' ``streams``; and the (rank, stream)
     the log did not keep whole (ask the hosts for those)."""
-    texts, skipped = sources(read_bytes(path, LOG_LIMIT, "run log"))
+    pairs = [
+        (rank, stream, rank.label if stream == OUT else f"{rank.label}:err")
+        for rank in ranks
+        for stream in streams
+    ]
+    texts, skipped = sources(
+        read_bytes(path, LOG_LIMIT, "run log"), regex, {source for _, _, source in pairs}
+    )
     found, partial = [], set()
-    for rank in ranks:
-        for stream in streams:
-            source = rank.label if stream == OUT else f"{rank.label}:err"
-            hits, count = search(texts.get(source, b""), regex, context)
-            found.append(Found(rank, stream, tuple(hits), count, source not in skipped))
-            if source in skipped:
-                partial.add((rank.rank, stream))
+    for rank, stream, source in pairs:
+        hits, count = search(texts[source], regex, context) if source in texts else ([], 0)
+        found.append(Found(rank, stream, tuple(hits), count, source not in skipped))
+        if source in skipped:
+            partial.add((rank.rank, stream))
     return found, partial
 
 

@@ -171,10 +171,14 @@ def frames(data: bytes) -> Iterator[tuple[str, int, int]]:
     first = _FIRST.match(data)
     if first is not None:
         source, start = first.group(1).decode("utf-8", "replace"), first.end() + 1
+    names: dict[bytes, str] = {}  # a log has few labels and many headers
     for header in _HEADERS.finditer(data, max(0, start - 1)):
-        if header.start() + 1 > start:
-            yield source, start, header.start() + 1
-        source, start = header.group(1).decode("utf-8", "replace"), header.end() + 1
+        at, end = header.span()
+        if at + 1 > start:
+            yield source, start, at + 1
+        raw = header.group(1)
+        source = names.get(raw) or names.setdefault(raw, raw.decode("utf-8", "replace"))
+        start = end + 1
     if len(data) > start:
         yield source, start, len(data)
 

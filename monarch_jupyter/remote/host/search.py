@@ -29,7 +29,7 @@ def search(
     """The lines of ``data`` that ``pattern`` matches, each with ``context`` lines either side,
     in order and once each; and how many lines matched, counting stops at ``limit`` + 1."""
     hits: dict[int, Hit] = {}
-    haystack, pattern = _folded(data, pattern)
+    haystack, pattern = folded(data, pattern)
     count, line, counted, pos = 0, 1, 0, 0
     size = len(data)
     while pos <= size and count <= limit:
@@ -48,7 +48,7 @@ def search(
     return [hits[n] for n in sorted(hits)], count
 
 
-def _folded(data: bytes, pattern: re.Pattern[bytes]) -> tuple[bytes, re.Pattern[bytes]]:
+def folded(data: bytes, pattern: re.Pattern[bytes]) -> tuple[bytes, re.Pattern[bytes]]:
     """Case folded by hand where that means the same (bytes patterns fold ASCII only, as
     ``bytes.lower``; no escapes or classes whose meaning lowering changes): a case-sensitive
     search keeps the regex engine's fast literal scan, several times faster."""
