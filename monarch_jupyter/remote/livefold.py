@@ -62,6 +62,12 @@ class LiveFold:
         """Show the lines every member printed, splitting the group where they differ."""
         queues = [self.pending[m] for m in group.members]
         while all(queues):
+            line = queues[0][0]
+            if all(q[0] == line for q in queues):  # the common case: they agree
+                for q in queues:
+                    q.popleft()
+                self.ready.append(_tag(group.label, *line))
+                continue
             parts: dict[tuple[str, str], list[int]] = {}
             for m in group.members:
                 parts.setdefault(self.pending[m].popleft(), []).append(m)
