@@ -55,16 +55,18 @@ class RemoteArgs:
     workdir: str | None = None
     output_dir: str | None = None
     timeout: float | None = None
+    quiet_after: float | None = None
     no_raise: bool = False
     save: str | None = None
     group: bool = False
+    diff: bool = False
     quiet: bool = False
     detach: bool = False
 
     @property
     def live(self) -> bool:
         """Whether lines are shown while the command runs."""
-        return not (self.quiet or self.group)
+        return not self.quiet
 
 
 @dataclass(frozen=True)
@@ -233,11 +235,13 @@ def _add_flags(parser: MagicParser) -> None:
 
     control = parser.add_argument_group("control")
     control.add_argument("--timeout", action=_Once, type=_seconds, metavar="SECONDS", help="stop every rank after SECONDS (reported as timed out)")
+    control.add_argument("--quiet-after", action=_Once, type=_seconds, metavar="SECONDS", help="flag a rank that printed nothing for SECONDS while it runs (default: 10× the others' silence, at least 10 s)")
     control.add_argument("--no-raise", action="store_true", help="do not raise when a rank fails (rc != 0)")
     control.add_argument("--save", action=_Once, type=_variable, metavar="NAME", help="store per-rank results (returncode, stdout, stderr, duration, status) in notebook variable NAME")
 
     output = parser.add_argument_group("output")
-    output.add_argument("--group", action="store_true", help="no live lines; at the end print identical outputs once with the ranks that produced them (as clush -b)")
+    output.add_argument("--group", action="store_true", help="print identical outputs once with the ranks that produced them, live (a rank is unfolded when it diverges) and at the end (as clush -b)")
+    output.add_argument("--diff", action="store_true", help="after the run, each outlier rank's output as a diff against the most common output")
     output.add_argument("--quiet", action="store_true", help="no live lines, summary only")
     output.add_argument("--detach", action="store_true", help="return at once with the run id; the run goes on (%%remote attach RUN follows it, %%remote stop RUN ends it)")
     # fmt: on

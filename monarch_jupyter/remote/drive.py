@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _faults, _introspect, _procfs
+from . import stacks as stack_text
 from .index import RunEntry, Where
 from .model import Event, Exited, Finished, Lost, Output, RankState, Started, Stopping
 from .protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
@@ -36,6 +37,7 @@ FAULT_LOST = 1.5  # … this long once Monarch reported a fault
 STOP_WAIT = 2.5  # after a stop request, ranks get this long to report their exit
 PID_CHECK = 0.25  # seconds between looks at the local workers' processes
 WAIT = 0.05  # longest wait for a message before the checks run again
+STACKS_WAIT = 8.0  # longest the stacks taken at --timeout may take (each dump is bounded too)
 
 
 @dataclass
@@ -164,6 +166,10 @@ class Drive:
         self.last_pid_check = start
         while self.remaining:
             now = time.monotonic()
+            if self._timing_out(now):
+                await self._log_stacks()
+                now = time.monotonic()  # messages waited meanwhile: no rank went silent
+                self.heard.update(dict.fromkeys(self.remaining, now))
             if not self._keep_going(now):
                 break
             self._check_ranks(now)
@@ -212,6 +218,39 @@ class Drive:
         for target in self.plan.targets:
             target.actors.cancel.broadcast(self.run_id)
         return True
+
+    def _timing_out(self, now: float) -> bool:
+        """Whether ``--timeout`` is reached now, before the run is told to stop."""
+        return (
+            self.stop_at is None
+            and self.handle.stop_reason is None
+            and self.deadline is not None
+            and now >= self.deadline
+            and not self.follow_id
+        )
+
+    async def _log_stacks(self) -> None:
+        """Before ``--timeout`` stops the run: what its processes are doing, into the log (a
+        command that ignores SIGINT and SIGTERM is then killed, and only this says where it was)."""
+        if self.spec is None or isinstance(self.spool, _NoSpool):
+            return
+
+        async def ask() -> list[Any]:
+            answers: list[Any] = []
+            for target in self.plan.targets:
+                answers.extend((await target.actors.stacks.call(self.run_id, None, None, False)).values())
+            return answers
+
+        try:
+            answers = await asyncio.wait_for(ask(), STACKS_WAIT)
+        except Exception as exc:  # the stop goes on whatever the dump does
+            self.spool.note(f"stacks at the timeout: not taken ({type(exc).__name__}: {exc})")
+            return
+        command = (self.spec.command.strip().splitlines() or [""])[0][:40]
+        text = stack_text.render(self.run_id, command, stack_text.merge(answers))
+        self.spool.note("stacks at the timeout (before the run was stopped):")
+        for line in text.splitlines():
+            self.spool.note(line)
 
     def _check_ranks(self, now: float) -> None:
         """Lose the ranks whose local worker died or that stayed silent too long."""

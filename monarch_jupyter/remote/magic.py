@@ -24,10 +24,12 @@ from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, HelpRequested
 from . import index, verbs
 from .args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
+from .diff import diff_text
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RemoteInterrupted
 from .follow import BackgroundFollow, BoundedSink
 from .model import ERR, OUT, Event, Finished, Observer, RunState, Stopping
+from .quiet import QuietWatch
 from .render import TextRenderer, group_text
 from .results import RemoteResults
 from .runner import runner_for
@@ -128,7 +130,9 @@ class RemoteMagics(Magics):
         if args.save:
             for rank in state.ranks:
                 rank.full = {OUT: [], ERR: []}
-        renderer = TextRenderer(state, live=args.live)
+        renderer = TextRenderer(
+            state, live=args.live, quiet=QuietWatch(state, args.quiet_after), fold=args.group
+        )
         sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.last = state
         handle = RunHandle(self.session.loop)
@@ -140,6 +144,8 @@ class RemoteMagics(Magics):
         self.write(renderer.finish())
         if args.group:
             self.write(group_text(state))
+        if args.diff:
+            self.write(diff_text(state))
         display_unflushed(self.shell, state.mime_bundle())
         if args.save:
             assert self.shell is not None, "registered on a shell (register)"

@@ -157,6 +157,7 @@ class RankState:
     pid: int | None = None
     error: str | None = None
     started: float | None = None  # wall clock (epoch seconds) of its first sign of life
+    quiet_since: float | None = None  # wall clock of its last output, while it is quiet (quiet.py)
     lines: Tail = field(default_factory=Tail)
     counts: dict[str, int] = field(default_factory=lambda: {OUT: 0, ERR: 0})
     nbytes: int = 0
@@ -272,6 +273,7 @@ class RunState:
     observers: list[Observer] = field(default_factory=list)
     clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
+    unfinished: list[str] = field(default_factory=list)  # ranks still running when it was stopped
     # bumped by every event that may change a rank's status, return code, duration or error
     # (all but a running rank's output): a view of N ranks re-reads them only when it moved
     version: int = 0
@@ -296,6 +298,7 @@ class RunState:
             fed = self._on_lost(event)
         elif isinstance(event, Stopping):
             self.stopping = self.stopping or event.reason
+            self.unfinished = self.unfinished or self._running_now()
         elif isinstance(event, Finished):
             fed = self._on_finished(event)
         for observer in list(self.observers):
@@ -354,6 +357,15 @@ class RunState:
                     rank.error = rank.error or event.error
         return fed
 
+    def _running_now(self) -> list[str]:
+        """The ranks not done, a quiet one with its silence: ``hosts=7 (quiet 42 s)``."""
+        now = self.clock()
+        return [
+            r.label + ("" if r.quiet_since is None else f" (quiet {now - r.quiet_since:.0f} s)")
+            for r in self.ranks
+            if not r.done
+        ]
+
     def _start(self, rank: RankState) -> None:
         self.version += 1
         rank.status = RUNNING
@@ -399,6 +411,8 @@ class RunState:
                 parts.append(text)
         duration = _timefmt.seconds(self.duration) if self.duration is not None else "running"
         line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
+        if self.unfinished:
+            line += " · never finished: " + _list(self.unfinished)
         if self.log_path:
             line += f" · log {self.log_path}"
         if self.error and not any(r.error == self.error for r in self.ranks):

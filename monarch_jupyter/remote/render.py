@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .lines import Fed
+from .livefold import LiveFold
 from .model import ERR, OUT, RankState, RunState
+from .quiet import QuietWatch
 
 # A token bucket: a line right after another is not held back (BURST writes back to
 # back), yet no 1 s window ever sees more than MAX_RATE + BURST = 19 writes, 20 with the
@@ -56,8 +58,14 @@ class TextRenderer:
         max_rate: float = MAX_RATE,
         write_lines: int = WRITE_LINES,
         live_lines: int = LIVE_LINES,
+        quiet: QuietWatch | None = None,
+        fold: bool = False,
     ) -> None:
         self.state = state
+        self.fold = LiveFold(state.ranks) if fold else None  # --group: identical ranks' lines once
+        self._now = 0.0  # the time of the last flush (the fold's clock between flushes)
+        self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
+        self._notes: list[str] = []  # quiet-rank lines not written yet
         self.live = live
         self.rate = max_rate
         self.burst = float(BURST)
@@ -75,6 +83,9 @@ class TextRenderer:
     def add(self, fed: list[Fed], only_missing: bool = False) -> None:
         """Queue completed lines; ``only_missing``: those not queued yet (an add cut short)."""
         if not self.live:
+            return
+        if self.fold is not None:
+            self.fold.add(fed, self._now)
             return
         queued = {id(item) for item, _ in self._queue} if only_missing else ()
         for item in fed:
@@ -101,9 +112,15 @@ class TextRenderer:
 
     def flush(self, now: float, force: bool = False) -> str:
         """Text for one cell write ('' if nothing to show or too soon)."""
+        note = "" if self.quiet is None or self.state.finished else self.quiet.check(self.state.clock())
+        if note and self.live:
+            self._notes.append(note)
         if not self.live or (not force and not self.due(now)):
             return ""
-        out: list[str] = []
+        out: list[str] = self._notes
+        self._notes = []
+        if self.fold is not None:
+            return self._folded(now, out, force)
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
         if len(active) > SHOW_RANKS:
@@ -172,6 +189,18 @@ class TextRenderer:
         fold = f"… {others} more ranks printed {lines} lines (they are in the log"
         fold += f": {self.state.log_path})" if self.state.log_path else ")"
         return kept, shown, fold
+
+    def _folded(self, now: float, out: list[str], force: bool) -> str:
+        """One write of ``--group``'s live fold: the lines its groups are ready to show."""
+        assert self.fold is not None
+        self._now = now
+        self.fold.tick(now)
+        out.extend(self.fold.flush() if force else self.fold.take(self.write_lines))
+        if not out:
+            return ""
+        self._tokens -= 1.0
+        self.writes += 1
+        return "\n".join(out) + "\n"
 
     def _line(self, index: int, stream: str, line: str) -> str:
         """A labelled line (the model already cut it to LINE_CHARS)."""

@@ -29,8 +29,10 @@ end after a note of how many bytes were skipped. The host keeps its own last 64 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ from .._files import private_opener
 from .model import OUT
 
 HEADER = "==> [{}] <=="
+_FIRST = re.compile(rb"==> \[([^\]\n]*)\] <==(?=\n|$)")  # a header at the start of the log
+_HEADERS = re.compile(rb"\n==> \[([^\]\n]*)\] <==(?=\n|$)")  # … after a line (a literal prefix: a fast scan)
 NOTE = (-1, "#")
 FLUSH_EVERY = 0.5  # seconds: keep `tail -f` on the log useful
 HEAD_BYTES = 16 << 20  # written live per rank and stream
@@ -165,15 +169,30 @@ class Spool:
         self.file.close()
 
 
+def frames(data: bytes) -> Iterator[tuple[str, int, int]]:
+    """The log's blocks: ``(source, start, end)``, the header's label (``hosts=0``, ``hosts=0:err``,
+    ``#`` for notes) and where the block's lines are in ``data``. The one reader of the framing."""
+    source, start = "#", 0
+    first = _FIRST.match(data)
+    if first is not None:
+        source, start = first.group(1).decode("utf-8", "replace"), first.end() + 1
+    names: dict[bytes, str] = {}  # a log has few labels and many headers
+    for header in _HEADERS.finditer(data, max(0, start - 1)):
+        at, end = header.span()
+        if at + 1 > start:
+            yield source, start, at + 1
+        raw = header.group(1)
+        source = names.get(raw) or names.setdefault(raw, raw.decode("utf-8", "replace"))
+        start = end + 1
+    if len(data) > start:
+        yield source, start, len(data)
+
+
 def read_log(path: str | os.PathLike[str]) -> dict[str, list[str]]:
     """``{"hosts=0": [lines…], "hosts=0:err": [lines…], "#": [notes…]}`` from a run log."""
-    result: dict[str, list[str]] = {}
-    current: list[str] = result.setdefault("#", [])
-    with open(Path(path), encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.removesuffix("\n")
-            if line.startswith("==> [") and line.endswith("] <=="):
-                current = result.setdefault(line[5:-5], [])
-            else:
-                current.append(line)
+    result: dict[str, list[str]] = {"#": []}
+    data = Path(path).read_bytes()
+    for source, start, end in frames(data):
+        text = data[start:end].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        result.setdefault(source, []).extend(text.removesuffix("\n").split("\n"))
     return result

@@ -24,23 +24,29 @@ Today's verbs are about runs that outlive their kernel (``%%remote --detach``, a
 
 from __future__ import annotations
 
+import argparse
 import os
 import queue
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _timefmt
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
-from . import index
+from . import grep as grep_text
+from . import index, resources
 from . import stacks as stack_text
 from .args import add_verb, dims, flat_ranks
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
+from .host.search import compile_pattern
 from .index import FINISHED, STOPPED, RunEntry
-from .model import Event, Observer, RunState
+from .model import ERR, OUT, Event, Observer, RunState
+from .quiet import QuietWatch
 from .render import TextRenderer
 from .runner import RemoteRunner
 
@@ -183,8 +189,8 @@ def first_line(command: str, width: int = 40) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def runs_text(entries: list[RunEntry], now: float | None = None) -> str:
-    """``%remote runs``: one block per run, newest first."""
+def runs_text(entries: list[RunEntry], now: float | None = None, usage: dict[str, str] | None = None) -> str:
+    """``%remote runs``: one block per run, newest first (``usage``: a running run's resources line)."""
     if not entries:
         return (
             "no runs in this context yet: %%remote runs a cell, %%remote --detach runs it in the background"
@@ -200,6 +206,8 @@ def runs_text(entries: list[RunEntry], now: float | None = None) -> str:
             f"    started {_timefmt.local_time(e.started)} · {_timefmt.span(duration)}"
             f" · log {e.host_dir}/<rank>/out|err" + (f" and {e.log}" if e.log else "")
         )
+        if usage and usage.get(e.id):
+            lines.append(f"    {usage[e.id]}")
     return "\n".join(lines)
 
 
@@ -239,7 +247,26 @@ def stop_for_kill(session: JobSession, runner: RemoteRunner) -> str | None:
 # ── the verbs ──────────────────────────────────────────────────────────
 @verb("runs", "this context's runs, newest first")
 def list_runs(cell: Cell) -> None:
-    cell.write(runs_text(survey(cell.runner, _entries(cell.session))) + "\n")
+    entries = survey(cell.runner, _entries(cell.session))
+    cell.write(runs_text(entries, usage=_usage(cell.runner, [e for e in entries if e.is_running])) + "\n")
+
+
+USAGE_INTERVAL = 0.25  # seconds between the two looks at each rank's CPU time
+
+
+def _usage(runner: RemoteRunner, running: list[RunEntry]) -> dict[str, str]:
+    """Each running run's resources line, sampled on its hosts now ({} when they cannot be asked)."""
+    if not running or not runner.session.attached:
+        return {}
+    try:
+        merged = resources.merge(runner.call_all("usage", [e.id for e in running], USAGE_INTERVAL))
+    except Exception:  # the job went away: the runs list is still worth showing
+        return {}
+    lines = {}
+    for entry in running:
+        labels = {(r.mesh, r.rank): r.label for r in entry.ranks}
+        lines[entry.id] = resources.usage_line(merged.get(entry.id, []), labels)
+    return lines
 
 
 @verb(
@@ -276,7 +303,7 @@ def attach(cell: Cell, run: str | None) -> None:
         f"{_timefmt.local_time(entry.started)}): the kept tail per rank, then live; full output in "
         f"{logs} on each host; Ctrl-C stops following, not the run\n"
     )
-    renderer = TextRenderer(state, live=True)
+    renderer = TextRenderer(state, live=True, quiet=QuietWatch(state))
     sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
     handle = RunHandle(session.loop)
     runner.follow(entry.id, plan, sink, handle)
@@ -365,3 +392,70 @@ def stacks(
         native,
     )
     cell.write(stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers)))
+
+
+def _context_lines(text: str) -> int:
+    if not text.isdigit() or int(text) > MAX_CONTEXT:
+        raise argparse.ArgumentTypeError(f"wants 0 to {MAX_CONTEXT} lines, got {text!r}")
+    return int(text)
+
+
+MAX_CONTEXT = 50
+
+
+@verb(
+    "grep",
+    "a run's lines matching PATTERN, by rank, folded",
+    arg("pattern", metavar="PATTERN", help="a Python regular expression"),
+    arg("run", nargs="?", metavar="RUN", help="any unique part of the run's id (default: the newest run)"),
+    arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="only these flat ranks"),
+    arg("--stream", choices=(OUT, ERR), help="only stdout (out) or stderr (err)"),
+    arg("-i", dest="ignore_case", action="store_true", help="ignore case"),
+    arg("-C", dest="context", type=_context_lines, default=0, metavar="N", help="N lines of context"),
+)
+def grep(
+    cell: Cell,
+    pattern: str,
+    run: str | None,
+    ranks: tuple[int, ...] | None,
+    stream: str | None,
+    ignore_case: bool,
+    context: int,
+) -> None:
+    try:
+        regex = compile_pattern(pattern, ignore_case)
+    except re.error as error:
+        raise ArgumentsError(f"%remote grep: {pattern!r} is not a regular expression ({error})") from None
+    entries = _entries(cell.session)
+    if not entries:
+        raise RunsError("no runs in this context yet: %remote runs lists them")
+    entry = entries[0] if run is None else index.find(entries, run)
+    chosen = [r for r in entry.ranks if ranks is None or r.rank in ranks]
+    streams = (stream,) if stream else (OUT, ERR)
+    found: list[grep_text.Found] = []
+    ask: set[tuple[int, str]] = {(r.rank, s) for r in chosen for s in streams}
+    where = f"the hosts' files {entry.host_dir}/<rank>/out|err"
+    log = Path(cell.session.root, entry.log) if entry.log else None
+    if log is not None and log.exists():
+        found, ask = grep_text.grep_log(log, regex, context, chosen, streams)
+        where = f"log {entry.log}"
+    if ask:
+        try:
+            answers = cell.runner.call_all(
+                "grep", entry.id, pattern, ignore_case, context, sorted({r for r, _ in ask}), list(streams)
+            )
+        except MonarchJupyterError as error:
+            if not found:
+                raise RunsError(
+                    f"run {entry.id} has no kernel log and its hosts cannot be asked: {error}"
+                ) from None
+        else:
+            hosts = [f for f in grep_text.from_hosts(answers, chosen) if (f.rank.rank, f.stream) in ask]
+            keys = {(f.rank.rank, f.stream) for f in hosts}
+            found = [f for f in found if (f.rank.rank, f.stream) not in keys] + hosts
+            where += (
+                f", and the hosts' files for {len(keys)} rank stream{'s' if len(keys) != 1 else ''}"
+                if log
+                else ""
+            )
+    cell.write(grep_text.render(entry.id, first_line(entry.command), pattern, found, where))

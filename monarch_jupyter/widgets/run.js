@@ -20,6 +20,7 @@
  * @property {number | null} duration
  * @property {number | null} started  epoch seconds
  * @property {string | null} error
+ * @property {number | null} [quiet_since]  epoch seconds of its last output, while quiet
  */
 
 /** @typedef {[string, string]} Line  [stream, text] */
@@ -169,6 +170,9 @@ function render({ model, el: root }) {
     const node = el('div', `monarch-run-tile monarch-run-${tile.status}`);
     node.dataset.rank = String(tile.rank);
     node.dataset.status = tile.status;
+    if (tile.quiet_since) {
+      node.classList.add('monarch-run-quiet');
+    }
     if (tile.rank === model.get('selected')) {
       node.classList.add('monarch-run-selected');
     }
@@ -176,7 +180,13 @@ function render({ model, el: root }) {
     const head = el('div', 'monarch-run-tileHead');
     head.append(
       el('span', 'monarch-run-label', tile.label),
-      el('span', 'monarch-run-status', statusText(tile))
+      el(
+        'span',
+        'monarch-run-status',
+        tile.quiet_since
+          ? `quiet ${formatSeconds(now - tile.quiet_since)}`
+          : statusText(tile)
+      )
     );
     let seconds = tile.duration;
     if (

@@ -33,6 +33,7 @@ class Tile(TypedDict):
     duration: float | None
     started: float | None
     error: str | None
+    quiet_since: float | None  # epoch seconds of its last output while it is quiet (remote/quiet.py)
 
 
 def tile_json(index: int, rank: RankState) -> Tile:
@@ -46,6 +47,7 @@ def tile_json(index: int, rank: RankState) -> Tile:
         "duration": None if rank.duration is None else round(rank.duration, 3),
         "started": rank.started,
         "error": rank.error,
+        "quiet_since": rank.quiet_since,
     }
 
 

@@ -49,7 +49,7 @@ def test_flags_before_and_after_mode():
     )
     b = parse_cell("python --point hosts=1,gpu=0 --per-host gpu=2 --save res --group", "print(1)")
     assert b.mode == "python" and b.point == (("hosts", 1), ("gpu", 0)) and b.per_host == (("gpu", 2),)
-    assert b.save == "res" and b.group and not b.live
+    assert b.save == "res" and b.group and b.live  # --group folds live
     c = parse_cell("--mesh trainers --workdir '/tmp/a b' --output-dir=o/$SUBDIR --no-raise", "x")
     assert (c.mesh, c.workdir, c.output_dir, c.no_raise, c.all_meshes) == (
         "trainers",
@@ -71,7 +71,7 @@ def test_line_keeps_the_command_verbatim():
     # flags after the command's first word belong to the command, ours included
     assert parse_line("ls -la").command == "ls -la"
     assert parse_line("echo --rank 1 -h --").command == "echo --rank 1 -h --"
-    assert parse_line("grep -e x") == RemoteArgs(command="grep -e x")
+    assert parse_line("-- grep -e x") == RemoteArgs(command="grep -e x")  # grep is a verb
     b = parse_line('-eA=1  --env "B=two words"   python3 -c "print(1)"')
     assert b.env == (("A", "1"), ("B", "two words")) and b.command == 'python3 -c "print(1)"'
     with pytest.raises(ArgumentsError, match="unknown flag '--bogus'"):
@@ -223,7 +223,7 @@ def test_help_is_generated_from_the_definitions_that_parse():
     text = help_text()
     flags = _option_strings(PARSERS["%%remote"])
     assert flags == _option_strings(PARSERS["%remote"])  # both forms take the same flags
-    assert len(flags) == 15  # 14 flags, -e and --env being one
+    assert len(flags) == 17  # 16 flags, -e and --env being one
     for flag in flags:
         assert re.search(rf"^  (-e, )?{flag}\b", text, re.M), f"{flag} is not in %%remote? help"
     for action in PARSERS["%%remote"]._actions:
@@ -936,7 +936,7 @@ def test_each_verb_has_its_parser_and_a_handler_taking_its_options():
 
     from monarch_jupyter.remote import verbs
 
-    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks"]
+    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks", "grep"]
     for name, verb in verbs.REGISTRY.items():
         assert verb.parser is VERBS[name] and verb.parser.prog == f"%remote {name}"
         dests = {a.dest for a in verb.parser._actions if a.dest != "help"}

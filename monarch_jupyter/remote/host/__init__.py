@@ -22,5 +22,7 @@ imports :mod:`.layout` (the on-host run layout) and :mod:`.runs` (what a host kn
 - :mod:`.tail`: inotify, hole punching, tailing a rank's files.
 - :mod:`.runs`: what a host knows about runs: state, strays, stop, prune, following.
 - :mod:`.dumps`: what a run's processes are doing (py-spy stacks, process lines).
+- :mod:`.search`: the lines of a rank's output matching a pattern (``%remote grep``).
+- :mod:`.usage`: CPU %, RSS and GPU memory of a run's ranks (``%remote runs``).
 - :mod:`.actor`: the Monarch actor, endpoints over the above.
 """

@@ -34,7 +34,7 @@ from monarch.actor import Actor, context, endpoint
 
 from ... import _procfs
 from ..protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, WireSpec, encode, spec_from_wire
-from . import dumps, layout, runs, tail
+from . import dumps, layout, runs, search, tail, usage
 from .capture import CapturedProcess
 from .shell import ShellKeeper
 
@@ -379,6 +379,37 @@ class RemoteActor(Actor):
         except Exception:  # no rank: every rank folder of the run on this machine
             mine = None
         return await dumps.run_stacks(run_id, ranks, point, native, mine)
+
+    @endpoint
+    async def grep(
+        self,
+        run_id: str,
+        pattern: str,
+        ignore_case: bool,
+        context: int,
+        ranks: list[int] | None,
+        streams: list[str],
+    ) -> list[dict[str, Any]]:
+        """The lines of run ``run_id``'s rank files on this host matching ``pattern``:
+        :func:`.search.grep_run`, off the actor's loop (files may be large)."""
+        mine = self._mine()
+        return await asyncio.to_thread(
+            search.grep_run, run_id, pattern, ignore_case, context, ranks, streams, mine
+        )
+
+    @endpoint
+    async def usage(self, run_ids: list[str], interval: float) -> dict[str, list[dict[str, Any]]]:
+        """CPU %, RSS and GPU memory of these runs' ranks on this host: :func:`.usage.runs_usage`."""
+        return await asyncio.to_thread(usage.runs_usage, run_ids, interval, self._mine())
+
+    def _mine(self) -> dict[str, int] | None:
+        """This actor's point (None: no rank, every rank folder of the run on this machine)."""
+        try:
+            if self._rank is None:
+                self._rank = _rank_env()
+            return self._rank[1]
+        except Exception:
+            return None
 
     async def __cleanup__(self, exc: Any) -> None:
         self._shells.close()

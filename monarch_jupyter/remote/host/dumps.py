@@ -114,7 +114,7 @@ def _owner(pid: int, points: dict[str, dict[str, int]]) -> str | None:
     return None
 
 
-def _folders(
+def rank_folders(
     run_id: str, ranks: list[int] | None, point: dict[str, int] | None, mine: dict[str, int] | None
 ) -> list[tuple[Path, dict[str, Any]]]:
     """This host's rank folders of the run (with their meta), filtered: flat ``ranks``, ranks
@@ -149,7 +149,7 @@ async def run_stacks(
     """Each chosen rank of run ``run_id`` on this host: ``{"key", "rank", "point", "folder",
     "state", "returncode", "processes": [process…]}`` (see :func:`process`); a process's
     ``wrapper`` says it is the run's wrapper shell (the leader, or a subshell of it)."""
-    chosen = _folders(run_id, ranks, point, mine)
+    chosen = rank_folders(run_id, ranks, point, mine)
     leaders = {folder.name: int(meta["pid"]) for folder, meta in chosen if leader_alive(meta)}
     members = _procfs.group_members(set(leaders.values())) if leaders else {}
     pids = {name: list(members.get(leader, [])) for name, leader in leaders.items()}
