@@ -121,6 +121,10 @@ class TextRenderer:
         self._notes = []
         if self.fold is not None:
             return self._folded(now, out, force)
+        return self._plain(now, out)
+
+    def _plain(self, now: float, out: list[str]) -> str:
+        """One write of the plain live view: each rank's queued lines within its budgets."""
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
         if len(active) > SHOW_RANKS:
