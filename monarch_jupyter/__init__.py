@@ -108,6 +108,9 @@ def load_ipython_extension(ipython: Any) -> None:
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
     register_remote(ipython, current)
+    from .completion import install as install_completion
+
+    install_completion(ipython, current)  # Tab on %job, %%remote, %remote (completion.py)
     from ._orphans import reap_leftovers, reaped_line
 
     leftovers = reaped_line(reap_leftovers(current.layout.dir))  # workers of an apply that never completed
