@@ -385,10 +385,14 @@ class RemoteRunner:
 
     def spec(self, args: RemoteArgs, plan: Plan) -> RunSpec:
         here = plan.where or where(self.session)
+        env = dict(args.env)
+        if args.torch:  # the user's -e MASTER_ADDR=… / MASTER_PORT=… win
+            env = {**self._master(plan), **env}
         return RunSpec(
             mode=args.mode,
             command=args.command,
-            env=dict(args.env),
+            env=env,
+            torch=args.torch,
             workdir=args.workdir,
             client_cwd=str(here.root),
             output_dir=args.output_dir,
@@ -401,6 +405,20 @@ class RemoteRunner:
                 "apply_id": plan.apply_id,
             },
         )
+
+    def _master(self, plan: Plan) -> dict[str, str]:
+        """MASTER_ADDR / MASTER_PORT for ``--torch``: the first rank's host and a port free on it."""
+        first = plan.targets[0].actors
+        labels = dict.fromkeys(first.sizes, 0)
+
+        async def ask() -> tuple[str, int]:
+            return tuple(await first.slice(**labels).master.call_one())
+
+        try:
+            host, port = self.session.loop.run(ask(), timeout=ASK_TIMEOUT)
+        except Exception as error:
+            raise RemoteError(f"--torch: the first rank gave no master address: {error}") from None
+        return {"MASTER_ADDR": str(host), "MASTER_PORT": str(port)}
 
     def _entry(
         self, run_id: str, args: RemoteArgs, plan: Plan, log_path: Path | None, detached: bool = False
