@@ -99,11 +99,13 @@ def _actors_hook() -> None:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics and re-attach to the current context's job (in the background)."""
+    from ._log import from_env
     from ._quiet import install
     from ._warmup import begin
     from .magics import JobMagics
     from .remote.magic import register as register_remote
 
+    from_env()  # %env MONARCH_JUPYTER_DEBUG=1 before %load_ext: every record shows (_log.py)
     install()
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))

@@ -89,6 +89,8 @@ def _job(words: list[str], fragment: str, facts: Facts) -> Completions:
         return NOTHING
     if verb in ("status", "kill") and len(words) == 1:
         return _matching(fragment, facts.contexts)
+    if verb == "debug" and len(words) == 1:
+        return _matching(fragment, ("on", "off"))
     if verb == "logs" and fragment.startswith("-"):
         return _matching(fragment, ("--follow",))
     if verb == "apply":

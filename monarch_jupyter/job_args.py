@@ -70,6 +70,9 @@ def _parsers() -> dict[str, _Parser]:
     logs.add_argument("name", metavar="ID")
     logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")
     add("reconnect", "drop connections and re-attach from the cache")
+    add(
+        "debug", "show monarch_jupyter's and Monarch's log records in the cells (on), or stop (off)"
+    ).add_argument("name", nargs="?", choices=("on", "off"), metavar="on|off", help="default: on")
     add("context ls", "list contexts (* marks the active one)")
     for action, summary in (
         ("use", "switch the active context (attaches to its job)"),

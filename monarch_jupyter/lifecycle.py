@@ -21,16 +21,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _orphans, _quiet
+from . import _introspect, _log, _orphans, _quiet
 from .engines import engine_for
 from .errors import MonarchJupyterError
 
 Call = Callable[..., Any]
+_debug = _log.get(__name__).debug
 
 
 def reusable(old: Any, new: Any) -> bool:
     """Whether ``old`` (a cached or connected job) is alive and can run ``new``'s spec."""
-    return old is not None and engine_for(old).is_alive(old) and can_run(old, new)
+    if old is None:
+        _debug("apply policy: no previous job, a new one starts")
+        return False
+    alive = engine_for(old).is_alive(old)
+    found = alive and can_run(old, new)
+    _debug(
+        "apply policy: previous %s alive=%s can_run=%s: %s",
+        type(old).__name__,
+        alive,
+        found,
+        "reused" if found else "a new job starts",
+    )
+    return found
 
 
 def can_run(old: Any, new: Any) -> bool:
@@ -40,7 +53,8 @@ def can_run(old: Any, new: Any) -> bool:
         return False
     try:
         return bool(running.can_run(new))
-    except Exception:
+    except Exception as error:
+        _debug("can_run raised %s: %s; not reused", type(error).__name__, error)
         # can_run compares private fields and probes the allocation: a job pickled
         # by another Monarch version lacks a field (AttributeError, e.g. SSHJob's
         # _transport), or the probe fails (squeue, kubectl). Either way it cannot
@@ -51,10 +65,12 @@ def can_run(old: Any, new: Any) -> bool:
 def connect(job: Any) -> Any:
     """Connect to an already running ``job`` (never applies); returns its JobState."""
     engine = engine_for(job)
+    _debug("attach: %s with %s, before_connect", type(job).__name__, type(engine).__name__)
     engine.before_connect(job)  # e.g. an unpickled SSHJob's transport
     _quiet.start_client_context()
     # cached_path=None keeps Monarch off our cache file.
     state = job.state(cached_path=None)
+    _debug("attach: connected; after_connect")
     engine.after_connect(job)
     return state
 
@@ -68,6 +84,7 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
     processes write (SSH clients), see :mod:`.engines`.
     """
     engine = engine_for(job)
+    _debug("start: %s with %s (output, state, after_start)", type(job).__name__, type(engine).__name__)
     _quiet.start_client_context()
     try:
         with engine.output(job, log) or _quiet.quietly(), guard or contextlib.nullcontext():
@@ -86,6 +103,7 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
         if guard is not None:
             guard.done()
         line = engine.explain(job, error, log) or f"{type(error).__name__}: {error}"
+        _debug("start failed: %s; cleanup: %s", line, cleanup)
         raise StartFailed(line, cleanup) from None
 
 

@@ -34,7 +34,7 @@ def candidates(before: str, first_line: bool = True) -> list[str]:
 @pytest.mark.parametrize(
     ("before", "expected"),
     [
-        ("%job ", ["status", "apply", "kill", "batch", "logs", "reconnect", "context"]),
+        ("%job ", ["status", "apply", "kill", "batch", "logs", "reconnect", "debug", "context"]),
         ("%job re", ["reconnect"]),
         ("%job context ", ["ls", "use", "create", "rm"]),
         ("%job context use ", ["default", "quickstart"]),
@@ -48,6 +48,7 @@ def candidates(before: str, first_line: bool = True) -> list[str]:
         ("%job apply --", ["--local", "--ssh"]),
         ("%job apply --ssh w=a,b --p", ["--python", "--port"]),
         ("%job logs 1 -", ["--follow"]),
+        ("%job debug o", ["on", "off"]),
         ("  %job st", ["status"]),
     ],
 )
