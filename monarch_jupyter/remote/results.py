@@ -50,7 +50,7 @@ class RemoteResults(list[RankResult]):
         """A pandas DataFrame, one row per rank (the :class:`RankResult` fields, a column per
         point dim as ``point.<dim>``), indexed by label. Needs pandas (``pip install pandas``)."""
         try:
-            import pandas
+            import pandas  # type: ignore[import-not-found,unused-ignore]  # optional, untyped here
         except ImportError:
             raise ImportError("to_pandas() needs pandas: pip install pandas") from None
         rows = []
