@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, SupportsIndex, overload
 
@@ -50,7 +51,7 @@ class RemoteResults(list[RankResult]):
         """A pandas DataFrame, one row per rank (the :class:`RankResult` fields, a column per
         point dim as ``point.<dim>``), indexed by label. Needs pandas (``pip install pandas``)."""
         try:
-            import pandas  # type: ignore[import-not-found,unused-ignore]  # optional, untyped here
+            pandas = importlib.import_module("pandas")  # optional: not a dependency
         except ImportError:
             raise ImportError("to_pandas() needs pandas: pip install pandas") from None
         rows = []
