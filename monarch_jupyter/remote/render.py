@@ -98,9 +98,14 @@ class TextRenderer:
 
     def flush(self, now: float, force: bool = False) -> str:
         """Text for one cell write ('' if nothing to show or too soon)."""
+        return "".join(text for _, text in self.flush_streams(now, force))
+
+    def flush_streams(self, now: float, force: bool = False) -> list[tuple[str, str]]:
+        """:meth:`flush` as ``(stream, text)`` parts in order: a rank's stderr lines are ERR
+        parts (for the cell's stderr, which front ends colour), everything else OUT."""
         if not self.live or (not force and not self.due(now)):
-            return ""
-        out: list[str] = []
+            return []
+        out: list[tuple[str, str]] = []
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
         budget = max(20, self.write_lines // max(1, len(active)))
@@ -125,31 +130,37 @@ class TextRenderer:
             label = self.state.ranks[item.index].label
             if count > len(shown):
                 out.append(
-                    prefix(label, OUT, self.width)
-                    + f"… {count - len(shown)} lines not shown (they are in the log)"
+                    (
+                        OUT,
+                        prefix(label, OUT, self.width)
+                        + f"… {count - len(shown)} lines not shown (they are in the log)",
+                    )
                 )
-            out.extend(shown)
+            out.extend((item.stream, text) for text in shown)
             left[item.index] -= len(shown)
             view.shown += len(shown)
             if view.shown >= self.live_lines:
                 view.capped = True
                 out.append(
-                    prefix(label, OUT, self.width)
-                    + f"… more output not shown live; the last {FINAL_TAIL} lines come at the end"
-                    + (f" (full log: {self.state.log_path})" if self.state.log_path else "")
+                    (
+                        OUT,
+                        prefix(label, OUT, self.width)
+                        + f"… more output not shown live; the last {FINAL_TAIL} lines come at the end"
+                        + (f" (full log: {self.state.log_path})" if self.state.log_path else ""),
+                    )
                 )
         out.extend(self._partials(now))
         if not out:
-            return ""
+            return []
         self._tokens -= 1.0
         self.writes += 1
-        return "\n".join(out) + "\n"
+        return coalesce(out)
 
     def _line(self, index: int, stream: str, line: str) -> str:
         """A labelled line (the model already cut it to LINE_CHARS)."""
         return prefix(self.state.ranks[index].label, stream, self.width) + line
 
-    def _partials(self, now: float) -> list[str]:
+    def _partials(self, now: float) -> list[tuple[str, str]]:
         """Lines still without a newline (prompts, \\r progress bars), shown as they stand."""
         out = []
         for index, rank in enumerate(self.state.ranks):
@@ -169,23 +180,42 @@ class TextRenderer:
                     continue
                 view.partial[stream] = text
                 view.partial_at = now
-                out.append(self._line(index, stream, text))
+                out.append((stream, self._line(index, stream, text)))
         return out
 
     def finish(self) -> str:
         """Text after the run: pending lines, tails of capped ranks (and nothing else)."""
-        text = self.flush(0.0, force=True) if self.live else ""
-        extra = []
+        return "".join(text for _, text in self.finish_streams())
+
+    def finish_streams(self) -> list[tuple[str, str]]:
+        """:meth:`finish` as ``(stream, text)`` parts (see :meth:`flush_streams`)."""
+        parts = self.flush_streams(0.0, force=True) if self.live else []
+        extra: list[tuple[str, str]] = []
         for index, rank in enumerate(self.state.ranks):
             if self.live and self._ranks[index].capped:
                 tail = list(rank.lines)[-FINAL_TAIL:]
                 extra.append(
-                    prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:"
+                    (
+                        OUT,
+                        prefix(rank.label, OUT, self.width)
+                        + f"… last {len(tail)} of {rank.total_lines} lines:",
+                    )
                 )
-                extra.extend(self._line(index, stream, line) for stream, line in tail)
-        if extra:
-            text += "\n".join(extra) + "\n"
-        return text
+                extra.extend((stream, self._line(index, stream, line)) for stream, line in tail)
+        return coalesce(parts + coalesce(extra)) if extra else parts
+
+
+def coalesce(lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(stream, line)`` pairs (or already coalesced parts) as the fewest ``(stream, text)``
+    parts in the same order, each text ending with a newline."""
+    parts: list[tuple[str, str]] = []
+    for stream, text in lines:
+        text = text if text.endswith("\n") else text + "\n"
+        if parts and parts[-1][0] == stream:
+            parts[-1] = (stream, parts[-1][1] + text)
+        else:
+            parts.append((stream, text))
+    return parts
 
 
 def group_text(state: RunState) -> str:
