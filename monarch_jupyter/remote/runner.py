@@ -25,6 +25,7 @@ from .. import _files, _introspect, _log, _procfs, _quiet, _timefmt, engines
 from ..contexts import Layout
 from ..errors import MonarchJupyterError
 from .args import RemoteArgs, check_procs
+from .distributed import master_env
 from .drive import Drive, Plan, RunHandle, Sink, Target
 from .errors import RemoteError, RunsError
 from .host import runs as host_runs
@@ -389,7 +390,7 @@ class RemoteRunner:
         here = plan.where or where(self.session)
         env = dict(args.env)
         if args.torch:  # the user's -e MASTER_ADDR=… / MASTER_PORT=… win
-            env = {**self._master(plan), **env}
+            env = {**master_env(self.session.loop, plan.targets[0].actors, ASK_TIMEOUT), **env}
         return RunSpec(
             mode=args.mode,
             command=args.command,
@@ -407,20 +408,6 @@ class RemoteRunner:
                 "apply_id": plan.apply_id,
             },
         )
-
-    def _master(self, plan: Plan) -> dict[str, str]:
-        """MASTER_ADDR / MASTER_PORT for ``--torch``: the first rank's host and a port free on it."""
-        first = plan.targets[0].actors
-        labels = dict.fromkeys(first.sizes, 0)
-
-        async def ask() -> tuple[str, int]:
-            return tuple(await first.slice(**labels).master.call_one())
-
-        try:
-            host, port = self.session.loop.run(ask(), timeout=ASK_TIMEOUT)
-        except Exception as error:
-            raise RemoteError(f"--torch: the first rank gave no master address: {error}") from None
-        return {"MASTER_ADDR": str(host), "MASTER_PORT": str(port)}
 
     def _entry(
         self, run_id: str, args: RemoteArgs, plan: Plan, log_path: Path | None, detached: bool = False
@@ -448,9 +435,7 @@ class RemoteRunner:
         """Start the run on the loop; events go to ``sink`` (ending with Finished). The run's id
         is the log's name; its entry in the runs index is written as it starts and ends."""
         run_id = log_path.stem
-        _log.get(__name__).debug(
-            "run %s starts on %s: %s %r", run_id, plan.target, args.mode, args.command[:200]
-        )
+        _log.get(__name__).debug("run %s starts on %s: %r", run_id, plan.target, args.command[:200])
         handle = handle or RunHandle(self.session.loop)
         drive = Drive(
             run_id,
