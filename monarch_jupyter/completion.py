@@ -240,9 +240,11 @@ def _defined(tree: ast.Module) -> set[str]:
     return names
 
 
-def folder_facts(session: Any) -> Facts:
+def folder_facts(session: Any, line: str = "") -> Facts:
     """The facts of ``session``'s folder and context: context names, the meshes of its
-    ``status.json``, its run ids (running first), the folder's modules, the parsers."""
+    ``status.json``, its run ids (running first), the folder's modules, the parsers. Given the
+    ``line``, only what its magic can use is read (no runs index for ``%job``, no folder scan
+    for ``%remote``)."""
     from .remote import args as remote_args
 
     layout, context = session.layout, session.layout.current()
@@ -250,14 +252,15 @@ def folder_facts(session: Any) -> Facts:
     meshes = [m.get("name") for m in status.get("meshes") or () if isinstance(m, dict)]
     from .remote import index
 
-    entries = index.load_entries(layout.dir / context / "runs")
+    job_line = line.lstrip().startswith("%job")
+    entries = [] if job_line else index.load_entries(layout.dir / context / "runs")
     runs = [e.id for e in entries if e.is_running] + [e.id for e in entries if not e.is_running]
     root = Path(session.root)
     return Facts(
         contexts=layout.names(),
         meshes=[m for m in meshes if isinstance(m, str)],
         runs=runs,
-        modules=modules(root),
+        modules=modules(root) if job_line or not line else [],
         attrs=lambda module: top_level_names(root, module),
         remote_verbs=remote_args.VERBS,
         cell_parser=remote_args.PARSERS[remote_args.CELL],
@@ -279,7 +282,7 @@ def install(ipython: Any, session: Any) -> None:
             return {"completions": [], "suppress": False}
         first_line = context.cursor_line == 0
         try:
-            found = complete(before, folder_facts(session), first_line)
+            found = complete(before, folder_facts(session, before), first_line)
         except Exception:  # completion must never raise into the front end
             found = NOTHING
         return {
