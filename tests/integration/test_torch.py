@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,16 @@ def test_a_gloo_all_reduce_across_2_hosts_by_2_procs(shared):
     result = shared.ok(f"%%remote python --torch --per-host gpus=2 --timeout 120\n{code}", timeout=180)
     out = [line.split("] ", 1)[1] for line in result.stream("stdout").splitlines() if "] sum" in line]
     assert out == ["sum 10 of 4"] * 4, result.text
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch runs this test)")
+def test_the_readme_ddp_example_runs(shared):
+    """README's DDP example, as written there, on 2 hosts x 2 procs."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("%%remote python --torch --per-host gpus=2\n")
+    cell = readme[start : readme.index("```", start)]
+    result = shared.ok(cell, timeout=180)
+    out = sorted(
+        line.split("] ", 1)[1] for line in result.stream("stdout").splitlines() if " of 4 local " in line
+    )
+    assert out == ["0 of 4 local 0", "1 of 4 local 1", "2 of 4 local 0", "3 of 4 local 1"], result.text
