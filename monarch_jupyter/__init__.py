@@ -108,11 +108,13 @@ def _actors_hook() -> None:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics and re-attach to the current context's job (in the background)."""
+    from ._log import from_env
     from ._quiet import install
     from ._warmup import begin
     from .magics import JobMagics
     from .remote.magic import register as register_remote
 
+    from_env()  # %env MONARCH_JUPYTER_DEBUG=1 before %load_ext: every record shows (_log.py)
     install()
     current = current_session()
     ipython.register_magics(JobMagics(ipython, current))
@@ -120,6 +122,9 @@ def load_ipython_extension(ipython: Any) -> None:
     from .services.complete import register as register_completion
 
     register_completion(ipython, current)  # %job query's table names
+    from .completion import install as install_completion
+
+    install_completion(ipython, current)  # Tab on %job, %%remote, %remote (completion.py)
     from ._orphans import reap_leftovers, reaped_line
 
     leftovers = reaped_line(reap_leftovers(current.layout.dir))  # workers of an apply that never completed

@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import _faults
+from . import _faults, _log
 
 _GET_IN_LOOP = "Future.get() called from within an active event loop"
 _CHATTY_LOGGERS = {
@@ -46,12 +46,12 @@ class _AtLeast(logging.Filter):
         self.level = level
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= self.level
+        return record.levelno >= self.level or _log.debug_on()
 
 
 class _DropGetInLoop(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_GET_IN_LOOP)
+        return not str(record.msg).startswith(_GET_IN_LOOP) or _log.debug_on()
 
 
 _installed = False

@@ -84,6 +84,9 @@ def _parsers() -> dict[str, _Parser]:
         "a Perfetto trace of the job's next N seconds, in the background (needs --telemetry)",
     ).add_argument("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)")
     add("reconnect", "drop connections and re-attach from the cache")
+    add(
+        "debug", "show monarch_jupyter's and Monarch's log records in the cells (on), or stop (off)"
+    ).add_argument("name", nargs="?", choices=("on", "off"), metavar="on|off", help="default: on")
     add("context ls", "list contexts (* marks the active one)")
     for action, summary in (
         ("use", "switch the active context (attaches to its job)"),

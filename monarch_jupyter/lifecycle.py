@@ -21,17 +21,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _orphans, _quiet, services
+from . import _introspect, _log, _orphans, _quiet, services
 from .engines import engine_for
 from .errors import MonarchJupyterError
 from .services import banners, sidecar
 
 Call = Callable[..., Any]
+_debug = _log.get(__name__).debug
 
 
 def reusable(old: Any, new: Any) -> bool:
     """Whether ``old`` (a cached or connected job) is alive and can run ``new``'s spec."""
-    return old is not None and engine_for(old).is_alive(old) and can_run(old, new)
+    if old is None:
+        _debug("apply policy: no previous job, a new one starts")
+        return False
+    alive = engine_for(old).is_alive(old)
+    found = alive and can_run(old, new)
+    _debug(
+        "apply policy: previous %s alive=%s can_run=%s: %s",
+        type(old).__name__,
+        alive,
+        found,
+        "reused" if found else "a new job starts",
+    )
+    return found
 
 
 def can_run(old: Any, new: Any) -> bool:
@@ -43,7 +56,8 @@ def can_run(old: Any, new: Any) -> bool:
         return False  # Monarch's can_run compares the meshes only; the services differ
     try:
         return bool(running.can_run(new))
-    except Exception:
+    except Exception as error:
+        _debug("can_run raised %s: %s; not reused", type(error).__name__, error)
         # can_run compares private fields and probes the allocation: a job pickled
         # by another Monarch version lacks a field (AttributeError, e.g. SSHJob's
         # _transport), or the probe fails (squeue, kubectl). Either way it cannot
@@ -54,6 +68,7 @@ def can_run(old: Any, new: Any) -> bool:
 def connect(job: Any) -> Any:
     """Connect to an already running ``job`` (never applies); returns its JobState."""
     engine = engine_for(job)
+    _debug("attach: %s with %s, before_connect", type(job).__name__, type(engine).__name__)
     engine.before_connect(job)  # e.g. an unpickled SSHJob's transport
     _quiet.start_client_context()
     sidecar.start(job)  # the telemetry store lives on in its own session
@@ -62,6 +77,7 @@ def connect(job: Any) -> Any:
     with _quiet.quietly() if services.configured(job) else contextlib.nullcontext(), banners.to_log(None):
         state = job.state(cached_path=None)
     services.started(job)
+    _debug("attach: connected; after_connect")
     engine.after_connect(job)
     return state
 
@@ -75,6 +91,7 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
     processes write (SSH clients), see :mod:`.engines`.
     """
     engine = engine_for(job)
+    _debug("start: %s with %s (output, state, after_start)", type(job).__name__, type(engine).__name__)
     refusal = services.start_refusal(job)
     if refusal is not None:
         raise StartFailed(refusal, None)
@@ -101,6 +118,7 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
         if guard is not None:
             guard.done()
         line = engine.explain(job, error, log) or f"{type(error).__name__}: {error}"
+        _debug("start failed: %s; cleanup: %s", line, cleanup)
         raise StartFailed(line, cleanup) from None
 
 

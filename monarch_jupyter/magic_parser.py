@@ -68,3 +68,16 @@ class MagicParser(argparse.ArgumentParser):
         """The usage on one line, without ``[-h]``."""
         usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
         return usage.replace(" [-h]", "")
+
+    def options(self) -> list[tuple[tuple[str, ...], bool, str]]:
+        """Every flag as (its option strings, whether it takes a value, its dest), help flags
+        excepted: what completion offers."""
+        return [
+            (tuple(action.option_strings), action.nargs != 0, action.dest)
+            for action in self._actions
+            if action.option_strings and action.dest != "help"
+        ]
+
+    def positionals(self) -> list[str]:
+        """The dests of the positional arguments, in order."""
+        return [action.dest for action in self._actions if not action.option_strings]

@@ -53,6 +53,19 @@ class JobMagics(Magics):
 
     job.__doc__ = _JOB_DOC.format(commands=job_args.help_text())
 
+    def _do_debug(self, command: job_args.JobCommand) -> None:
+        from . import _log
+
+        on = command.name != "off"
+        _log.set_debug(on)
+        if on:
+            print(
+                f"monarch_jupyter: showing monarch_jupyter's and Monarch's log records (%job debug off stops; "
+                f"%env {_log.DEBUG_VAR}=1 before %load_ext turns it on at load)"
+            )
+        else:
+            print("monarch_jupyter: log records hidden again")
+
     def _do_status(self, command: job_args.JobCommand) -> None:
         status = self.session.status(command.context)
         from .widgets import in_widget_kernel

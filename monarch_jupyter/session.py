@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _orphans, cache, engines, lifecycle, services
+from . import _introspect, _log, _orphans, cache, engines, lifecycle, services
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -137,6 +137,7 @@ class JobSession:
             return self.status()
         job = self.store.load()
         if job is None or not engine_for(job).is_alive(job):
+            _log.get(__name__).debug("attach: %s", "no cached job" if job is None else "its workers are dead")
             return self.status(job_override=job)
         self._remember(job, self.loop.call(lifecycle.connect, job))
         return self.status()
@@ -191,6 +192,9 @@ class JobSession:
         job, saved_path, label = self.resolve(spec, namespace)
         name = self.context
         engine = engine_for(job)
+        _log.get(__name__).debug(
+            "apply %s in context %s: %s, engine %s", label, name, type(job).__name__, type(engine).__name__
+        )
         engine_notes = engine.prepare(job)  # fix the spec before can_run is asked (SSH: -tt)
         engine_notes += services.loopback(job)  # no service port open to other machines
         attachment = self._check_attachment()
@@ -246,6 +250,7 @@ class JobSession:
             self._attachment.label = label
 
         log = engines.apply_log(self.layout.dir / name)
+        _log.get(__name__).debug("engine step before_start (%s), then start, record, kill the old", log)
         engine.before_start(job, log)
         guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)
         try:
@@ -254,6 +259,7 @@ class JobSession:
             )
         except KeyboardInterrupt:
             guard.abandoned.set()  # the loop's worker stops spawning and kills what it started
+            _log.get(__name__).debug("apply interrupted: engine step interrupt")
             engine.interrupt(job)  # unblock a pending Slurm allocation / SSH readiness wait
             raise
         except BaseException:

@@ -36,6 +36,7 @@ from typing import Any
 
 from monarch.job import SlurmJob as _MonarchSlurmJob
 
+from . import _log
 from .engines import transport
 
 POLL = 0.5
@@ -44,7 +45,7 @@ PROGRESS_EVERY = 5.0
 
 class _WarningsOnly(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING
+        return record.levelno >= logging.WARNING or _log.debug_on()
 
 
 logging.getLogger("monarch._src.job.slurm").addFilter(_WarningsOnly())

@@ -95,8 +95,8 @@ class EchoingClient(NotebookClient):
             if kind == "stream":
                 text = content["text"]
                 sys.stdout.write(self._paint(RED, text) if content["name"] == "stderr" else text)
-            elif kind in ("display_data", "execute_result"):
-                sys.stdout.write(content["data"].get("text/plain", "") + "\n")
+            elif kind in ("display_data", "execute_result") and "text/plain" in content["data"]:
+                sys.stdout.write(content["data"]["text/plain"] + "\n")
             elif kind == "error":
                 sys.stdout.write(self._paint(RED, f"{content['ename']}: {content['evalue']}\n"))
             sys.stdout.flush()

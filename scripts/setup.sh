@@ -43,7 +43,7 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 echo "setup: installing monarch_jupyter and test tools into .venv (first time: a few minutes)"
-if ! .venv/bin/python -m pip install --disable-pip-version-check ".[test]" >.venv/pip-install.log 2>&1; then
+if ! .venv/bin/python -m pip install --disable-pip-version-check ".[server,test]" >.venv/pip-install.log 2>&1; then
   grep -v "^WARNING: Location .* is ignored" .venv/pip-install.log | tail -40 >&2
   echo "setup: pip install failed (full log: .venv/pip-install.log)" >&2
   exit 1

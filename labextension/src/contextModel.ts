@@ -61,6 +61,21 @@ export interface IRunItem {
 export interface IContextsResponse {
   root: string;
   contexts: IContextEntry[];
+  /** c.MonarchJupyter.poll_interval: seconds between the sidebar's refreshes. */
+  poll_seconds?: number;
+}
+
+/** The refresh interval a response asks for, in ms; `fallback` when it names none or a bad one. */
+export function pollMs(response: unknown, fallback: number): number {
+  const seconds =
+    typeof response === 'object' && response !== null
+      ? (response as IContextsResponse).poll_seconds
+      : undefined;
+  return typeof seconds === 'number' &&
+    Number.isFinite(seconds) &&
+    seconds >= 0.5
+    ? seconds * 1000
+    : fallback;
 }
 
 /** What the panel shows for one context. */

@@ -5,12 +5,18 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { IContextItem, IRunItem, stateClass, toItems } from './contextModel';
+import {
+  IContextItem,
+  IRunItem,
+  pollMs,
+  stateClass,
+  toItems
+} from './contextModel';
 import { el } from './dom';
 
 const CLASS = 'jp-MonarchPanel';
 
-/** How often the panel refreshes while visible. */
+/** How often the panel refreshes while visible, unless the server's settings say otherwise. */
 export const POLL_MS = 3000;
 
 /** Where the panel gets the contexts JSON from. */
@@ -32,7 +38,9 @@ export class MonarchPanel extends Widget {
   /** Fetch once and redraw; errors are shown in the panel. */
   async refresh(): Promise<void> {
     try {
-      this._items = toItems(await this._fetch());
+      const response = await this._fetch();
+      this._pollMs = pollMs(response, POLL_MS);
+      this._items = toItems(response);
       this._message.textContent = this._items.length
         ? ''
         : 'No contexts yet: start one with %job in a notebook.';
@@ -78,7 +86,7 @@ export class MonarchPanel extends Widget {
     const tick = async (): Promise<void> => {
       await this.refresh();
       if (this._polling && generation === this._generation) {
-        this._timer = window.setTimeout(tick, POLL_MS);
+        this._timer = window.setTimeout(tick, this._pollMs);
       }
     };
     void tick();
@@ -196,6 +204,7 @@ export class MonarchPanel extends Widget {
   private _selected: string | null = null;
   private _polling = false;
   private _timer = 0;
+  private _pollMs = POLL_MS;
   /** Bumped on every start so a stale in-flight tick cannot re-arm the timer. */
   private _generation = 0;
 }

@@ -12,6 +12,7 @@ from typing import Any
 
 from jupyter_server.utils import url_path_join
 
+from .config import MonarchJupyter
 from .handlers import ContextsHandler
 
 API_NAMESPACE = "monarch-jupyter"
@@ -26,8 +27,9 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
     web_app = server_app.web_app
     base_url = web_app.settings["base_url"]
     route = url_path_join(base_url, API_NAMESPACE, "contexts")
+    settings = MonarchJupyter(parent=server_app)  # c.MonarchJupyter.* (config.py)
     web_app.add_handlers(
         ".*$",
-        [(route, ContextsHandler, {"root_dir": server_app.root_dir})],
+        [(route, ContextsHandler, {"root_dir": server_app.root_dir, "settings": settings})],
     )
     server_app.log.info("monarch_jupyter: serving %s", route)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._files import UnsafeFileError, read_bytes
 from ..remote.host.layout import STATUS, rank_name
@@ -39,6 +39,18 @@ RUNS_DIR = "runs"
 MAX_RUN_FILES = 50  # newest index entries read per context (ids start with their UTC time)
 MAX_RUN_BYTES = 64 << 10  # an entry is < 10 KB (its command is cut at 4000 characters)
 COMMAND_CHARS = 120
+SCAN_DEPTH = 1  # folder levels below the listed one searched for .monarch/
+
+
+class Limits(NamedTuple):
+    """What one listing reads at most (the server's settings, ``config.MonarchJupyter``)."""
+
+    depth: int = SCAN_DEPTH
+    subfolders: int = MAX_SUBFOLDERS  # per folder scanned
+    run_files: int = MAX_RUN_FILES  # per context
+
+
+LIMITS = Limits()
 
 
 class InvalidPath(ValueError):
@@ -133,11 +145,11 @@ def _ended_on_this_host(entry: dict[str, Any]) -> bool:
     return True
 
 
-def running_runs(context_dir: str) -> list[dict[str, Any]]:
+def running_runs(context_dir: str, max_files: int = MAX_RUN_FILES) -> list[dict[str, Any]]:
     """The context's running runs from its runs index (``runs/<id>.json``), newest first:
     id, the command's first line, target, started (epoch seconds), state and the attach line.
 
-    Reads at most ``MAX_RUN_FILES`` entries, each through :func:`_files.read_bytes` (regular
+    Reads at most ``max_files`` entries, each through :func:`_files.read_bytes` (regular
     files only, no symlinks, non-blocking, bounded); never a pickle.
     """
     folder = os.path.join(context_dir, RUNS_DIR)
@@ -149,7 +161,7 @@ def running_runs(context_dir: str) -> list[dict[str, Any]]:
     except OSError:
         return []
     runs = []
-    for name in sorted(names, reverse=True)[:MAX_RUN_FILES]:
+    for name in sorted(names, reverse=True)[:max_files]:
         try:
             entry = json.loads(read_bytes(os.path.join(folder, name), MAX_RUN_BYTES, "run entry"))
         except (OSError, UnsafeFileError, ValueError):
@@ -187,7 +199,7 @@ def active_context(monarch_dir: str) -> str | None:
     return None
 
 
-def _contexts_in(monarch_dir: str, rel_monarch: str) -> list[dict[str, Any]]:
+def _contexts_in(monarch_dir: str, rel_monarch: str, max_runs: int = MAX_RUN_FILES) -> list[dict[str, Any]]:
     active = active_context(monarch_dir)
     contexts = []
     try:
@@ -208,29 +220,43 @@ def _contexts_in(monarch_dir: str, rel_monarch: str) -> list[dict[str, Any]]:
                 "active": entry.name == active,
                 "state": state if state in STATES else "unknown",
                 "status": status,
-                "runs": running_runs(entry.path),
+                "runs": running_runs(entry.path, max_runs),
             }
         )
     return contexts
 
 
-def _subfolders(folder: str) -> list[str]:
+def _subfolders(folder: str, limit: int = MAX_SUBFOLDERS) -> list[str]:
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
         return []
     names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
-    return names[:MAX_SUBFOLDERS]
+    return names[:limit]
 
 
-def list_contexts(root_dir: str, rel_path: str = "") -> dict[str, Any]:
+def _folders(folder: str, limits: Limits) -> list[str]:
+    """``""`` and the subfolders of ``folder`` down to ``limits.depth`` levels, as relative
+    paths, each level sorted and bounded."""
+    found, level = [""], [""]
+    for _ in range(limits.depth):
+        level = [
+            os.path.join(parent, name)
+            for parent in level
+            for name in _subfolders(os.path.join(folder, parent), limits.subfolders)
+        ][: limits.subfolders]
+        found.extend(level)
+    return found
+
+
+def list_contexts(root_dir: str, rel_path: str = "", limits: Limits = LIMITS) -> dict[str, Any]:
     """The ``/monarch-jupyter/contexts`` response for ``rel_path`` under ``root_dir``."""
     folder, rel = resolve_folder(root_dir, rel_path)
     prefix = f"{rel}/" if rel else ""
     contexts = []
-    for sub in ["", *_subfolders(folder)]:
+    for sub in _folders(folder, limits):
         monarch_dir = os.path.join(folder, sub, MONARCH_DIR)
         if _is_real_dir(monarch_dir):
             rel_monarch = f"{prefix}{sub}/{MONARCH_DIR}" if sub else f"{prefix}{MONARCH_DIR}"
-            contexts.extend(_contexts_in(monarch_dir, rel_monarch))
+            contexts.extend(_contexts_in(monarch_dir, rel_monarch, limits.run_files))
     return {"root": rel, "contexts": contexts}

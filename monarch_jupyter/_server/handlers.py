@@ -10,6 +10,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.ioloop import IOLoop
 
+from .config import MonarchJupyter
 from .contexts import InvalidPath, list_contexts
 
 #: Scans touch the file system (a slow or hung mount, thousands of folders):
@@ -24,15 +25,20 @@ class ContextsHandler(APIHandler):
     # Listing reads files under the root, so it needs the same permission as reading contents.
     auth_resource = "contents"
 
-    def initialize(self, root_dir: str) -> None:
+    def initialize(self, root_dir: str, settings: MonarchJupyter | None = None) -> None:
         self.root_dir = root_dir
+        self.settings_ = settings or MonarchJupyter()
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
         path = self.get_argument("path", "")
         try:
-            body = await IOLoop.current().run_in_executor(_SCANNER, list_contexts, self.root_dir, path)
+            limits = self.settings_.limits()
+            body = await IOLoop.current().run_in_executor(
+                _SCANNER, list_contexts, self.root_dir, path, limits
+            )
         except InvalidPath as exc:
             raise web.HTTPError(400, f"invalid path: {exc}") from None
+        body["poll_seconds"] = self.settings_.poll_interval  # the sidebar's refresh interval
         self.finish(json.dumps(body))

@@ -62,6 +62,7 @@ class RemoteArgs:
     diff: bool = False
     quiet: bool = False
     detach: bool = False
+    torch: bool = False
 
     @property
     def live(self) -> bool:
@@ -230,6 +231,7 @@ def _add_flags(parser: MagicParser) -> None:
 
     environment = parser.add_argument_group("environment")
     environment.add_argument("-e", "--env", action="append", type=_env, metavar="KEY=VALUE", help="set a variable (repeatable)")
+    environment.add_argument("--torch", action="store_true", help="also set torch.distributed's RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, as Monarch's SPMDActor (the last dim is the local one: --per-host gpus=N)")
     environment.add_argument("--workdir", action=_Once, type=_directory, metavar="DIR", help="run there (default: the notebook's folder when it exists on the worker, else the worker's)")
     environment.add_argument("--output-dir", action=_Once, type=_directory, metavar="DIR", help="also write each rank's stdout.txt / stderr.txt under DIR ($SUBDIR becomes the rank's coordinates, e.g. hosts_1_gpu_0)")
 
@@ -341,6 +343,17 @@ def parse_line(line: str) -> RemoteArgs | RemoteVerb:
 
 
 def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
+    if args.torch:
+        for flag, given in (
+            ("--point", args.point is not None),
+            ("--rank", args.ranks is not None),
+            ("--all", args.all_meshes),
+        ):
+            if given:
+                parser.error(
+                    f"--torch and {flag} exclude each other: torch's WORLD_SIZE counts every rank of "
+                    "one mesh, so every rank of it must run (choose the mesh with --mesh)"
+                )
     if args.detach:
         for flag, given in (("--timeout", args.timeout is not None), ("--save", args.save is not None)):
             if given:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _faults, _introspect, _procfs
+from .. import _faults, _introspect, _log, _procfs
 from . import stacks as stack_text
 from .index import RunEntry, Where
 from .model import Event, Exited, Finished, Lost, Output, RankState, Started, Stopping
@@ -352,6 +352,13 @@ class Drive:
                 target.actors.unfollow.broadcast(self.follow_id)
 
     def _finish(self, error: str | None) -> None:
+        _log.get(__name__).debug(
+            "run %s ended: %s, stop reason %s, error %s",
+            self.run_id,
+            _outcome_counts(self.outcomes),
+            self.handle.stop_reason,
+            error,
+        )
         try:
             self.spool.close()
         except OSError as exc:  # disk full, folder removed: the output was shown, say the log is not whole
@@ -359,3 +366,9 @@ class Drive:
         self.sink.put(Finished(error))
         if self.entry is not None:  # after the cell was told: off the path of a short command
             self.entry.end_with(self.outcomes, self.handle.stop_reason, error)
+
+
+def _outcome_counts(outcomes: dict[int, tuple[int | None, str | None]]) -> str:
+    """The ranks' outcomes as ``N ranks ended, M failed``, for the debug record."""
+    failed = sum(1 for rc, error in outcomes.values() if rc != 0 or error)
+    return f"{len(outcomes)} ranks ended, {failed} failed"

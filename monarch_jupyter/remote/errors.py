@@ -22,7 +22,8 @@ class RemoteInterrupted(KeyboardInterrupt):
     here, shown as one line instead of a traceback through the magic."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"KeyboardInterrupt: %%remote stopped on every rank; {self}"]
+        # the summary (str(self)) stands just above, as the run's result: not repeated here
+        return ["KeyboardInterrupt: %%remote stopped on every rank; the output so far is kept above"]
 
 
 class RunsError(MonarchJupyterError):

@@ -141,7 +141,7 @@ class RemoteMagics(Magics):
         except KeyboardInterrupt:
             handle.stop("interrupted")
         interrupted = self.pump(state, renderer, sink, handle) or handle.stop_reason == "interrupted"
-        self.write(renderer.finish())
+        self.write_streams(renderer.finish_streams())
         if args.group:
             self.write(group_text(state))
         if args.diff:
@@ -206,13 +206,21 @@ class RemoteMagics(Magics):
         self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue[Event], handle: RunHandle
     ) -> bool:
         """Apply events and write coalesced output until the run finished; True if interrupted."""
-        return _Pump(state, renderer, sink, handle, self.write).run()
+        return _Pump(state, renderer, sink, handle, self.write_streams).run()
 
     @staticmethod
     def write(text: str) -> None:
         if text:
             sys.stdout.write(text)
             sys.stdout.flush()
+
+    @staticmethod
+    def write_streams(parts: list[tuple[str, str]]) -> None:
+        """Each part to its stream, in order: a rank's stderr lines to the cell's stderr."""
+        for stream, text in parts:
+            out = sys.stderr if stream == ERR else sys.stdout
+            out.write(text)
+            out.flush()
 
     @staticmethod
     def display(bundle: dict[str, Any]) -> None:
@@ -229,7 +237,7 @@ class _Pump:
         renderer: TextRenderer,
         sink: queue.SimpleQueue[Event],
         handle: RunHandle,
-        write: Callable[[str], None],
+        write: Callable[[list[tuple[str, str]]], None],
     ) -> None:
         self.state = state
         self.renderer = renderer
@@ -254,7 +262,7 @@ class _Pump:
 
     def _step(self) -> None:
         self._apply_batch(self._next_event())
-        self.write(self.renderer.flush(time.monotonic()))
+        self.write(self.renderer.flush_streams(time.monotonic()))
         for observer in self.state.observers:
             tick = getattr(observer, "on_tick", None)
             if tick is not None:

@@ -485,11 +485,11 @@ class RunState:
 
     def running_bundle(self) -> dict[str, object]:
         """What stands in the cell while the run goes on (payload ``state: running``): saved
-        mid-run and reopened, it says the run was still going and how to follow it."""
+        mid-run and reopened, it says the run was still going and how to follow it. No
+        text/plain: a terminal prints that at once, mid-run, where the note is wrong."""
         text = f"run {self.run_id or ''} still running when saved: {self.attach_line()} follows it"
         return {
             MIME_TYPE: self.to_mime(),
-            "text/plain": text,
             "text/html": f"<div class='monarch-remote-running'>{html.escape(text)}</div>",
         }
 

@@ -11,7 +11,7 @@ measures what that costs).
 
 Client → actor (the ``run`` endpoint's argument)::
 
-    RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta)
+    RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta, torch)
 
 Actor → client (on the run's port; ``key`` is the mesh name the client sent, ``rank``
 the actor's flat rank in that mesh, ``pid`` the command's process group, None when
@@ -26,6 +26,7 @@ A command that ends quickly costs one message per rank (an :class:`Exit` with al
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 OUT = "out"
@@ -52,6 +53,7 @@ class RunSpec(NamedTuple):
     meta: dict[str, object] | None = (
         None  # JSON, written to the rank's run folder on its host (target, context, …)
     )
+    torch: bool = False  # also set torch's rank variables (torch_env), MASTER_* being in env
 
 
 class Data(NamedTuple):
@@ -91,7 +93,7 @@ WireHeartbeat = tuple[int, str, str, int, "int | None"]
 WireExit = tuple[int, str, str, int, "int | None", list[WireChunk], "int | None", float, "str | None"]
 Wire = WireData | WireHeartbeat | WireExit
 WireSpec = tuple[
-    str, str, dict[str, str], "str | None", "str | None", "str | None", "dict[str, object] | None"
+    str, str, dict[str, str], "str | None", "str | None", "str | None", "dict[str, object] | None", bool
 ]
 DATA, HEARTBEAT, EXIT = 0, 1, 2
 
@@ -128,3 +130,23 @@ def spec_to_wire(spec: RunSpec) -> WireSpec:
 
 def spec_from_wire(wire: WireSpec) -> RunSpec:
     return RunSpec._make(wire)
+
+
+def torch_env(point: dict[str, int], sizes: dict[str, int], rank: int) -> dict[str, str]:
+    """torchrun's variables for the rank at ``point`` (flat ``rank``) of a mesh of ``sizes``,
+    as Monarch's ``SPMDActor`` sets them: the last dim is the local one (the procs of a host);
+    MASTER_ADDR / MASTER_PORT are the run's, set by the kernel."""
+    local = list(sizes)[-1]
+    world = math.prod(sizes.values())
+    local_world = sizes[local]
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(point[local]),
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(local_world),
+        "GROUP_RANK": str(rank // local_world),
+        "GROUP_WORLD_SIZE": str(-(-world // local_world)),
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(world),
+        "ROLE_NAME": "rank",
+    }

@@ -112,18 +112,23 @@ class TextRenderer:
 
     def flush(self, now: float, force: bool = False) -> str:
         """Text for one cell write ('' if nothing to show or too soon)."""
+        return "".join(text for _, text in self.flush_streams(now, force))
+
+    def flush_streams(self, now: float, force: bool = False) -> list[tuple[str, str]]:
+        """:meth:`flush` as ``(stream, text)`` parts in order: a rank's stderr lines are ERR
+        parts (for the cell's stderr, which front ends colour), everything else OUT."""
         note = "" if self.quiet is None or self.state.finished else self.quiet.check(self.state.clock())
         if note and self.live:
             self._notes.append(note)
         if not self.live or (not force and not self.due(now)):
-            return ""
-        out: list[str] = self._notes
+            return []
+        out: list[tuple[str, str]] = [(OUT, note) for note in self._notes]
         self._notes = []
         if self.fold is not None:
             return self._folded(now, out, force)
         return self._plain(now, out)
 
-    def _plain(self, now: float, out: list[str]) -> str:
+    def _plain(self, now: float, out: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """One write of the plain live view: each rank's queued lines within its budgets."""
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
@@ -153,27 +158,33 @@ class TextRenderer:
             label = self.state.ranks[item.index].label
             if count > len(shown):
                 out.append(
-                    prefix(label, OUT, self.width)
-                    + f"… {count - len(shown)} lines not shown (they are in the log)"
+                    (
+                        OUT,
+                        prefix(label, OUT, self.width)
+                        + f"… {count - len(shown)} lines not shown (they are in the log)",
+                    )
                 )
-            out.extend(shown)
+            out.extend((item.stream, text) for text in shown)
             left[item.index] -= len(shown)
             view.shown += len(shown)
             if view.shown >= self.live_lines:
                 view.capped = True
                 out.append(
-                    prefix(label, OUT, self.width)
-                    + f"… more output not shown live; the last {FINAL_TAIL} lines come at the end"
-                    + (f" (full log: {self.state.log_path})" if self.state.log_path else "")
+                    (
+                        OUT,
+                        prefix(label, OUT, self.width)
+                        + f"… more output not shown live; the last {FINAL_TAIL} lines come at the end"
+                        + (f" (full log: {self.state.log_path})" if self.state.log_path else ""),
+                    )
                 )
         if fold:
-            out.append(fold)
+            out.append((OUT, fold))
         out.extend(self._partials(now))
         if not out:
-            return ""
+            return []
         self._tokens -= 1.0
         self.writes += 1
-        return "\n".join(out) + "\n"
+        return coalesce(out)
 
     def _fold(
         self, queue: list[tuple[Fed, bool]], active: set[int]
@@ -194,25 +205,26 @@ class TextRenderer:
         fold += f": {self.state.log_path})" if self.state.log_path else ")"
         return kept, shown, fold
 
-    def _folded(self, now: float, out: list[str], force: bool) -> str:
+    def _folded(self, now: float, out: list[tuple[str, str]], force: bool) -> list[tuple[str, str]]:
         """One write of ``--group``'s live fold: the lines its groups are ready to show."""
         assert self.fold is not None
         self._now = now
         self.fold.tick(now)
-        out.extend(self.fold.flush() if force else self.fold.take(self.write_lines))
+        lines = self.fold.flush() if force else self.fold.take(self.write_lines)
+        out.extend((OUT, line) for line in lines)  # a group's lines may mix streams: one stream
         if not out:
-            return ""
+            return []
         self._tokens -= 1.0
         self.writes += 1
-        return "\n".join(out) + "\n"
+        return coalesce(out)
 
     def _line(self, index: int, stream: str, line: str) -> str:
         """A labelled line (the model already cut it to LINE_CHARS)."""
         return prefix(self.state.ranks[index].label, stream, self.width) + line
 
-    def _partials(self, now: float) -> list[str]:
+    def _partials(self, now: float) -> list[tuple[str, str]]:
         """Lines still without a newline (prompts, \\r progress bars), shown as they stand."""
-        out = []
+        out: list[tuple[str, str]] = []
         for index, rank in enumerate(self.state.ranks):
             pending = rank.pending
             if not pending[OUT] and not pending[ERR]:
@@ -233,13 +245,17 @@ class TextRenderer:
                     continue
                 view.partial[stream] = text
                 view.partial_at = now
-                out.append(self._line(index, stream, text))
+                out.append((stream, self._line(index, stream, text)))
         return out
 
     def finish(self) -> str:
         """Text after the run: pending lines, tails of capped ranks (and nothing else)."""
-        text = self.flush(0.0, force=True) if self.live else ""
-        extra = []
+        return "".join(text for _, text in self.finish_streams())
+
+    def finish_streams(self) -> list[tuple[str, str]]:
+        """:meth:`finish` as ``(stream, text)`` parts (see :meth:`flush_streams`)."""
+        parts = self.flush_streams(0.0, force=True) if self.live else []
+        extra: list[tuple[str, str]] = []
         ranks = self.state.ranks
         capped = [i for i, view in enumerate(self._ranks) if view.capped] if self.live else []
         more = len(capped) - SHOW_RANKS
@@ -250,14 +266,28 @@ class TextRenderer:
             rank = ranks[index]
             tail = list(rank.lines)[-FINAL_TAIL:]
             extra.append(
-                prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:"
+                (
+                    OUT,
+                    prefix(rank.label, OUT, self.width) + f"… last {len(tail)} of {rank.total_lines} lines:",
+                )
             )
-            extra.extend(self._line(index, stream, line) for stream, line in tail)
+            extra.extend((stream, self._line(index, stream, line)) for stream, line in tail)
         if more > 0:
-            extra.append(f"… the last lines of {more} more ranks are in the log")
-        if extra:
-            text += "\n".join(extra) + "\n"
-        return text
+            extra.append((OUT, f"… the last lines of {more} more ranks are in the log"))
+        return coalesce(parts + coalesce(extra)) if extra else parts
+
+
+def coalesce(lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(stream, line)`` pairs (or already coalesced parts) as the fewest ``(stream, text)``
+    parts in the same order, each text ending with a newline."""
+    parts: list[tuple[str, str]] = []
+    for stream, text in lines:
+        text = text if text.endswith("\n") else text + "\n"
+        if parts and parts[-1][0] == stream:
+            parts[-1] = (stream, parts[-1][1] + text)
+        else:
+            parts.append((stream, text))
+    return parts
 
 
 def group_text(state: RunState) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
-from typing import SupportsIndex, overload
+import importlib
+from dataclasses import asdict, dataclass
+from typing import Any, SupportsIndex, overload
 
 from .. import _timefmt
 from .model import ERR, OK, OUT, SKIPPED, RunState
@@ -45,6 +46,22 @@ class RemoteResults(list[RankResult]):
     @property
     def ok(self) -> bool:
         return all(r.status == OK for r in self if r.status != SKIPPED)
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, one row per rank (the :class:`RankResult` fields, a column per
+        point dim as ``point.<dim>``), indexed by label. Needs pandas (``pip install pandas``)."""
+        try:
+            pandas = importlib.import_module("pandas")  # optional: not a dependency
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
+        rows = []
+        for r in self:
+            row = asdict(r)
+            row.update({f"point.{dim}": value for dim, value in row.pop("point").items()})
+            rows.append(row)
+        columns = [name for name in RankResult.__dataclass_fields__ if name != "point"]
+        frame = pandas.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
+        return frame.set_index("label")
 
     def _rows(self) -> list[tuple[str, str, str, str, str]]:
         return [

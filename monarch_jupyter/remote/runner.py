@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _files, _introspect, _procfs, _quiet, _timefmt, engines
+from .. import _files, _introspect, _log, _procfs, _quiet, _timefmt, engines
 from ..contexts import Layout
 from ..errors import MonarchJupyterError
 from .args import RemoteArgs, check_procs
+from .distributed import master_env
 from .drive import Drive, Plan, RunHandle, Sink, Target
 from .errors import RemoteError, RunsError
 from .host import runs as host_runs
@@ -258,6 +259,7 @@ class RemoteRunner:
 
     # ── warm actors ────────────────────────────────────────────────────
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple[tuple[str, int], ...]) -> _Warm:
+        _log.get(__name__).debug("spawning actors on mesh %s, per host %s", name, dict(per_host))
         # imported here for start-up cost: the actor imports Monarch
         from .host import actor
 
@@ -351,6 +353,7 @@ class RemoteRunner:
         if not entries:
             return {}
         ids = [e.id for e in entries]
+        _log.get(__name__).debug("stopping runs %s", ", ".join(ids))
         counts: dict[str, int] = {}
 
         def count(found: dict[str, int]) -> None:
@@ -385,10 +388,14 @@ class RemoteRunner:
 
     def spec(self, args: RemoteArgs, plan: Plan) -> RunSpec:
         here = plan.where or where(self.session)
+        env = dict(args.env)
+        if args.torch:  # the user's -e MASTER_ADDR=… / MASTER_PORT=… win
+            env = {**master_env(self.session.loop, plan.targets[0].actors, ASK_TIMEOUT), **env}
         return RunSpec(
             mode=args.mode,
             command=args.command,
-            env=dict(args.env),
+            env=env,
+            torch=args.torch,
             workdir=args.workdir,
             client_cwd=str(here.root),
             output_dir=args.output_dir,
@@ -428,6 +435,7 @@ class RemoteRunner:
         """Start the run on the loop; events go to ``sink`` (ending with Finished). The run's id
         is the log's name; its entry in the runs index is written as it starts and ends."""
         run_id = log_path.stem
+        _log.get(__name__).debug("run %s starts on %s: %r", run_id, plan.target, args.command[:200])
         handle = handle or RunHandle(self.session.loop)
         drive = Drive(
             run_id,
@@ -454,6 +462,7 @@ class RemoteRunner:
         """``%%remote --detach``: start on every rank, return at once with a line naming the run
         (its id is the log's name; no kernel-side log is written)."""
         run_id = log_path.stem
+        _log.get(__name__).debug("run %s starts detached on %s: %r", run_id, plan.target, args.command[:200])
         spec = self.spec(args, plan)
         entry = self._entry(run_id, args, plan, None, detached=True)
         entry.save()

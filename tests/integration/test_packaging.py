@@ -190,24 +190,25 @@ print("NODE", shutil.which("node"), "FROM", monarch_jupyter.__file__)
 """
 
 
-@pytest.mark.timeout(900)
-def test_the_wheel_alone_in_a_clean_venv(built, tmp_path, tag):
-    """What a user gets from `pip install monarch_jupyter.whl` (dependencies from the package
-    registry; ~50 s here): both extensions found, and %load_ext, %job and a %%remote run in
-    IPython of that venv, the code coming from the venv, not from this checkout."""
-    venv = tmp_path / "venv"
+def _venv(tmp_path: Path, tag: str, name: str):
+    """A fresh venv and a runner of commands in it, with no Node.js on PATH (bash for %%remote)."""
+    venv = tmp_path / name
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    tools = tmp_path / "bin"  # bash for %%remote on the workers; no node, npm or jlpm
+    tools = tmp_path / f"{name}-bin"  # bash for %%remote on the workers; no node, npm or jlpm
     tools.mkdir()
-    for name in ("bash", "sh"):
-        (tools / name).symlink_to(shutil.which(name) or f"/bin/{name}")
+    for tool in ("bash", "sh"):
+        (tools / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
     env = {"HOME": os.environ.get("HOME", str(tmp_path)), "PATH": f"{venv / 'bin'}:{tools}", TAG_VAR: tag}
 
-    def run(*command: str, cwd: Path = tmp_path, timeout: float = 120) -> str:
+    def run(*command: str, cwd: Path = tmp_path, timeout: float = 120, ok: bool = True) -> str:
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert (done.returncode == 0) == ok, done.stdout + done.stderr
         return done.stdout + done.stderr
 
+    return venv, run
+
+
+def _pip(run, venv: Path, *args: str) -> None:
     run(
         str(venv / "bin/python"),
         "-m",
@@ -215,9 +216,39 @@ def test_the_wheel_alone_in_a_clean_venv(built, tmp_path, tag):
         "install",
         "-q",
         "--disable-pip-version-check",
-        str(built["wheel"]),
+        *args,
         timeout=600,
     )
+
+
+@pytest.mark.timeout(900)
+def test_the_wheel_alone_in_a_kernel_venv(built, tmp_path, tag):
+    """What a kernel environment gets from `pip install monarch_jupyter.whl` (dependencies from
+    the package registry): no JupyterLab nor Jupyter server, and %load_ext, %job and a %%remote
+    run in IPython of that venv, the code coming from the venv, not from this checkout."""
+    venv, run = _venv(tmp_path, tag, "kernel")
+    _pip(run, venv, str(built["wheel"]))
+    python = str(venv / "bin/python")
+    for absent in ("jupyterlab", "jupyter_server"):
+        run(python, "-c", f"import {absent}", ok=False)
+    notebook = tmp_path / "nb"
+    notebook.mkdir()
+    (notebook / "check.ipy").write_text(CLEAN_CHECK)
+    out = run(str(venv / "bin/ipython"), "--no-banner", "--colors=NoColor", "check.ipy", cwd=notebook)
+    assert "applied: context 'default': ProcessJob hosts×2 (2 live)" in out, out
+    assert "[hosts=0] hi-from-0" in out and "[hosts=1] hi-from-1" in out, out
+    assert f"NODE None FROM {venv}/lib/" in out, out
+    assert "killed the job of context 'default'" in out, out
+
+
+@pytest.mark.timeout(900)
+def test_the_wheel_in_a_server_venv_without_monarch(built, tmp_path, tag):
+    """A server environment: JupyterLab and the wheel without its kernel-side dependencies
+    (`pip install --no-deps`): both extensions found and loadable, no Monarch anywhere."""
+    venv, run = _venv(tmp_path, tag, "server")
+    _pip(run, venv, "jupyterlab>=4,<5")
+    _pip(run, venv, "--no-deps", str(built["wheel"]))
+    run(str(venv / "bin/python"), "-c", "import monarch", ok=False)
     labext = [
         line
         for line in run(str(venv / "bin/jupyter"), "labextension", "list").splitlines()
@@ -227,12 +258,11 @@ def test_the_wheel_alone_in_a_clean_venv(built, tmp_path, tag):
     assert "(python, monarch_jupyter)" in labext[0], labext  # read from install.json
     server = run(str(venv / "bin/jupyter"), "server", "extension", "list")
     assert re.search(r"monarch_jupyter\._server\s+\S*enabled", server), server
-
-    notebook = tmp_path / "nb"
-    notebook.mkdir()
-    (notebook / "check.ipy").write_text(CLEAN_CHECK)
-    out = run(str(venv / "bin/ipython"), "--no-banner", "--colors=NoColor", "check.ipy", cwd=notebook)
-    assert "applied: context 'default': ProcessJob hosts×2 (2 live)" in out, out
-    assert "[hosts=0] hi-from-0" in out and "[hosts=1] hi-from-1" in out, out
-    assert f"NODE None FROM {venv}/lib/" in out, out
-    assert "killed the job of context 'default'" in out, out
+    assert re.search(r"monarch_jupyter\._server\s+\S*OK", server), server  # imported without Monarch
+    listed = run(
+        str(venv / "bin/python"),
+        "-c",
+        "import json, sys; from monarch_jupyter._server.contexts import list_contexts;"
+        "print(json.dumps(list_contexts('.'))); print(sorted(m for m in sys.modules if m.startswith('monarch')))",
+    )
+    assert '"contexts": []' in listed and "'monarch'" not in listed, listed

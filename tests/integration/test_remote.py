@@ -77,9 +77,10 @@ def test_streams_lines_as_they_are_printed(shared):
     first = next(t for text, t in stamps.items() if "first" in text)
     second = next(t for text, t in stamps.items() if "second" in text)
     assert second - first > 0.8, stamps
-    text = r.stream("stdout")
+    text, err = r.stream("stdout"), r.stream("stderr")
     assert "[hosts=0] first" in text and "[hosts=1] first" in text
-    assert "[hosts=0:err] second" in text and "[hosts=1:err] second" in text
+    assert "[hosts=0:err] second" in err and "[hosts=1:err] second" in err  # on the cell's stderr
+    assert ":err]" not in text
     assert "aux" not in text  # default: the first mesh only
     b = bundle(r)
     assert b["summary"]["ok"] == 2 and b["target"] == "mesh hosts (2 ranks)"

@@ -159,3 +159,26 @@ def test_a_fault_whose_report_fails_is_still_recorded(monkeypatch):
 
     _faults.record(Broken())
     assert _faults.faults[-1][1] == "broken failure"
+
+
+def test_torch_env_is_monarchs_spmd_rule():
+    """As monarch.spmd.SPMDActor: the last dim is the local one, ranks are row-major."""
+    from monarch_jupyter.remote.protocol import torch_env
+
+    sizes = {"hosts": 2, "gpus": 2}
+    seen = [torch_env({"hosts": h, "gpus": g}, sizes, h * 2 + g) for h in range(2) for g in range(2)]
+    assert [(e["RANK"], e["LOCAL_RANK"], e["GROUP_RANK"]) for e in seen] == [
+        ("0", "0", "0"),
+        ("1", "1", "0"),
+        ("2", "0", "1"),
+        ("3", "1", "1"),
+    ]
+    assert {(e["WORLD_SIZE"], e["LOCAL_WORLD_SIZE"], e["GROUP_WORLD_SIZE"]) for e in seen} == {
+        ("4", "2", "2")
+    }
+    only_hosts = torch_env({"hosts": 2}, {"hosts": 3}, 2)  # no --per-host: hosts is the last dim
+    assert (only_hosts["LOCAL_RANK"], only_hosts["LOCAL_WORLD_SIZE"], only_hosts["GROUP_RANK"]) == (
+        "2",
+        "3",
+        "0",
+    )

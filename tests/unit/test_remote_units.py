@@ -223,7 +223,7 @@ def test_help_is_generated_from_the_definitions_that_parse():
     text = help_text()
     flags = _option_strings(PARSERS["%%remote"])
     assert flags == _option_strings(PARSERS["%remote"])  # both forms take the same flags
-    assert len(flags) == 17  # 16 flags, -e and --env being one
+    assert len(flags) == 18  # 17 flags, -e and --env being one
     for flag in flags:
         assert re.search(rf"^  (-e, )?{flag}\b", text, re.M), f"{flag} is not in %%remote? help"
     for action in PARSERS["%%remote"]._actions:

@@ -496,7 +496,7 @@ def test_grid_stands_with_a_running_payload_that_the_end_empties():
     assert payload["version"] == 2 and payload["state"] == "running"
     assert payload["run_id"] == "20261201-010203-abc123"
     assert payload["ranks"][0]["status"] == "running"
-    assert "%remote attach 20261201-010203-abc123" in bundle["text/plain"]
+    assert "text/plain" not in bundle  # a terminal would print it mid-run, where it is wrong
     assert "%remote attach 20261201-010203-abc123" in bundle["text/html"]
     state.apply(model.Output(0, model.OUT, "step 2\n"))
     assert len(bundles) == 1  # shown once, not on every event

@@ -1,4 +1,10 @@
-import { folderOf, formatStarted, stateClass, toItems } from '../contextModel';
+import {
+  folderOf,
+  formatStarted,
+  pollMs,
+  stateClass,
+  toItems
+} from '../contextModel';
 
 const status = {
   context: 'default',
@@ -128,5 +134,17 @@ describe('running runs', () => {
     // contexts without runs (or an older server without the field) list none
     expect(items.find(i => i.name === 'old')!.runs).toEqual([]);
     expect(formatStarted(null)).toBe('');
+  });
+});
+
+describe('pollMs', () => {
+  it("takes the server's poll_seconds, else the fallback", () => {
+    expect(pollMs({ root: '', contexts: [], poll_seconds: 7.5 }, 3000)).toBe(
+      7500
+    );
+    expect(pollMs({ root: '', contexts: [] }, 3000)).toBe(3000); // an older server
+    expect(pollMs({ poll_seconds: 0 }, 3000)).toBe(3000);
+    expect(pollMs({ poll_seconds: 'x' }, 3000)).toBe(3000);
+    expect(pollMs(null, 3000)).toBe(3000);
   });
 });

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -33,7 +34,19 @@ from typing import IO, Any
 from monarch.actor import Actor, context, endpoint
 
 from ... import _procfs
-from ..protocol import OUT, Chunk, Data, Exit, Heartbeat, Message, RunSpec, WireSpec, encode, spec_from_wire
+from ..protocol import (
+    OUT,
+    Chunk,
+    Data,
+    Exit,
+    Heartbeat,
+    Message,
+    RunSpec,
+    WireSpec,
+    encode,
+    spec_from_wire,
+    torch_env,
+)
 from . import dumps, layout, runs, search, tail, usage
 from .capture import CapturedProcess
 from .shell import ShellKeeper
@@ -43,6 +56,13 @@ Ended = tuple["int | None", float, "str | None"]  # a run we started: (returncod
 
 QUICK_WAIT = 0.008  # a command that ends this fast is answered inline, in one message
 PRUNE_EVERY = 50  # runs started between two prunings of this host's run folders
+
+
+def _free_port() -> int:
+    """A TCP port free on this host now (as Monarch's SPMDActor finds MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
 
 
 def _rank_env() -> tuple[dict[str, str], dict[str, int], int]:
@@ -93,6 +113,12 @@ class RemoteActor(Actor):
     @endpoint
     async def ping(self) -> int:
         return os.getpid()
+
+    @endpoint
+    async def master(self) -> tuple[str, int]:
+        """``%%remote --torch``'s MASTER_ADDR and MASTER_PORT when this is the first rank: this
+        host's name and a port free on it."""
+        return socket.gethostname(), _free_port()
 
     @endpoint
     async def run(self, run_id: str, key: str, spec: WireSpec, port: Any) -> None:
@@ -166,6 +192,9 @@ class RemoteActor(Actor):
         if self._worker_env is None:  # the worker's environment does not change: copied once (~0.15 ms)
             self._worker_env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
         env = {**self._worker_env, **spec.env} if spec.env else self._worker_env
+        if spec.torch:
+            sizes = {k: int(env_extra[f"MONARCH_SIZE_{k}"]) for k in point}
+            env = {**env, **torch_env(point, sizes, rank)}
         workdir = spec.workdir
         if workdir:
             if not os.path.isdir(workdir):
