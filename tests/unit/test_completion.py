@@ -34,7 +34,10 @@ def candidates(before: str, first_line: bool = True) -> list[str]:
 @pytest.mark.parametrize(
     ("before", "expected"),
     [
-        ("%job ", ["status", "apply", "kill", "batch", "logs", "query", "profile", "reconnect", "debug", "context"]),
+        (
+            "%job ",
+            ["status", "apply", "kill", "batch", "logs", "query", "profile", "reconnect", "debug", "context"],
+        ),
         ("%job re", ["reconnect"]),
         ("%job context ", ["ls", "use", "create", "rm"]),
         ("%job context use ", ["default", "quickstart"]),
