@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import _files, _timefmt
+from . import _files, _signing, _timefmt
 from ._files import shown as _shown
 from .errors import CacheError
 
@@ -35,6 +35,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class UnreadableCacheError(CacheError):
     """The cache file is empty, corrupt, truncated or not a job: move it aside to recover."""
+
+
+class UntrustedCacheError(CacheError):
+    """The cache file carries no signature of this user's kernels: it was not unpickled."""
 
 
 def check_safe(path: Path) -> None:
@@ -59,6 +63,16 @@ def load_job(path: Path) -> Any:
     recover = "`%job kill` moves it aside, `%job apply SPEC` moves it aside and starts a new job"
     if not data:
         raise UnreadableCacheError(f"{_shown(path)} is empty; it was left as it is. {recover}")
+    why = _signing.check(path, data)
+    if why is not None:  # a writer of ours between the two files: read both once more
+        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
+        why = _signing.check(path, data)
+    if why is not None:
+        raise UntrustedCacheError(
+            f"{_shown(path)} was not written by your kernels ({why}; {describe(path)}): "
+            "it was not loaded. If it is yours (e.g. `monarch apply` in a terminal), "
+            "`%job trust` accepts it; otherwise remove it"
+        )
     try:
         job = pickle.loads(data)  # checked above: our own, private file
     except Exception as error:  # pickle can raise almost anything on bad input
@@ -75,6 +89,33 @@ def load_job(path: Path) -> Any:
     return job
 
 
+def describe(path: Path) -> str:
+    """Who owns the file at ``path`` and when it was written, for a person deciding to trust it."""
+    info = os.stat(path)
+    try:
+        import pwd
+
+        owner = pwd.getpwuid(info.st_uid).pw_name
+    except (KeyError, ImportError):
+        owner = f"uid {info.st_uid}"
+    return f"owner {owner}, written {_timefmt.local_time(info.st_mtime)}, {info.st_size} bytes"
+
+
+def trust(path: Path) -> str:
+    """Sign the cache at ``path`` as this user's own after the ownership checks, without
+    unpickling it; returns :func:`describe` of what was signed."""
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    try:
+        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
+        check_safe(path)
+    except _files.UnsafeFileError as error:
+        raise CacheError(str(error)) from None
+    _signing.sign(path, data)
+    return describe(path)
+
+
 def quarantine(path: Path) -> Path:
     """Move an unreadable cache file aside in its folder (never delete it); returns where."""
     path = Path(path)
@@ -83,6 +124,7 @@ def quarantine(path: Path) -> Path:
         target = path.with_name(f"{path.name}.unreadable-{stamp}" + (f"-{n}" if n else ""))
         if not os.path.lexists(target):
             os.rename(path, target)
+            _signing.remove(path)
             return target
     raise CacheError(f"could not move {_shown(path)} aside: too many unreadable copies next to it")
 
@@ -92,7 +134,9 @@ def dump_job(job: Any, path: Path) -> None:
     path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
     _files.private_dir(real.parent)
-    _files.write_atomic(real, pickle.dumps(job), 0o600)
+    data = pickle.dumps(job)
+    _signing.sign(real, data)  # first: a reader between the two writes re-reads once
+    _files.write_atomic(real, data, 0o600)
 
 
 def remove(path: Path) -> None:
@@ -100,6 +144,7 @@ def remove(path: Path) -> None:
     path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
     real.unlink(missing_ok=True)
+    _signing.remove(real)
 
 
 # ── one writer at a time ───────────────────────────────────────────────

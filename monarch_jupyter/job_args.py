@@ -70,6 +70,11 @@ def _parsers() -> dict[str, _Parser]:
     logs.add_argument("name", metavar="ID")
     logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")
     add("reconnect", "drop connections and re-attach from the cache")
+    add(
+        "trust",
+        "accept a cache your kernels did not write (e.g. `monarch apply` in a terminal): "
+        "shows its owner and time, signs it, attaches",
+    )
     add("context ls", "list contexts (* marks the active one)")
     for action, summary in (
         ("use", "switch the active context (attaches to its job)"),

@@ -304,6 +304,19 @@ class JobSession:
         self._board.publish(self.layout, after)
         return before
 
+    @cache.locked_method
+    def trust(self) -> tuple[str, JobStatus]:
+        """Sign the current context's cache as this user's own (see ``_signing``), then attach:
+        the deliberate step for a cache our kernels did not write (``monarch apply`` in a
+        terminal). Returns who owns the file and when it was written, and the status."""
+        path = self.store.state_path()
+        if not path.exists():
+            raise NoJobError(f"no job cache to trust in context '{self.context}' ({path} does not exist)")
+        what = cache.trust(path)
+        self._clear_attachment()
+        self._cached_place = None
+        return what, self.attach()
+
     def reconnect(self) -> JobStatus:
         """Drop the cached connection and attach again from the pickle."""
         self._clear_attachment()
