@@ -126,6 +126,17 @@ def _read(path: str, limit: int = 65536) -> bytes | None:
         return None
 
 
+def flock_holder(dev: int, ino: int) -> int | None:
+    """The PID ``/proc/locks`` names as holding a ``flock`` on file (``dev``, ``ino``), or None."""
+    device = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    data = _read("/proc/locks", 1 << 20) or b""
+    for line in data.decode(errors="replace").splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device and fields[4].isdigit():
+            return int(fields[4])
+    return None
+
+
 def wchan(pid: int) -> str | None:
     """The kernel function the process sleeps in (``/proc/<pid>/wchan``; ``0``: running), or None."""
     raw = _read(f"/proc/{pid}/wchan", 256)
