@@ -1,0 +1,47 @@
+"""#18 cases with a real second Unix user on this machine (created and removed by the fixture)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def shared_tmp():
+    """A sticky, world-writable temporary folder, as /tmp is (the kernel's TMPDIR)."""
+    folder = Path(tempfile.mkdtemp(prefix="mj-shared-tmp-", dir="/tmp"))
+    os.chmod(folder, 0o1777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("planted", ["folder", "symlink"])
+def test_a_runs_folder_another_user_made_first_is_not_used(
+    start_kernel, second_user, shared_tmp, tmp_path, planted
+):
+    name = shared_tmp / f"monarch_jupyter-runs-{os.getuid()}"
+    theirs = shared_tmp / "theirs"
+    assert second_user.run("mkdir", "-m", "777", str(theirs)).returncode == 0
+    if planted == "folder":
+        made = second_user.run("mkdir", "-m", "777", str(name))
+    else:
+        made = second_user.run("ln", "-s", str(theirs), str(name))
+    assert made.returncode == 0, made.stderr
+    cache = tmp_path / "cache"
+    k = start_kernel(env={"TMPDIR": str(shared_tmp), "XDG_CACHE_HOME": str(cache)})
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=1")
+    out = k.ok("%remote echo hello-from-rank").text
+    assert "hello-from-rank" in out, out
+    runs = cache / "monarch_jupyter" / "runs"
+    assert stat.S_IMODE(runs.stat().st_mode) == 0o700 and runs.stat().st_uid == os.getuid()
+    assert [p for p in runs.iterdir() if not p.name.startswith(".")], "the run is in the private fallback"
+    assert list(theirs.iterdir()) == [] and (planted == "symlink" or list(name.iterdir()) == [])
+    k.ok("%job kill")
