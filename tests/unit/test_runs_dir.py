@@ -40,5 +40,5 @@ def test_ours_but_open_is_refused_with_its_fix(places):
     default, _ = places
     default.mkdir()
     os.chmod(default, 0o755)
-    with pytest.raises(RuntimeError, match="chmod 700.*MONARCH_JUPYTER_RUNS_DIR"):
+    with pytest.raises(RuntimeError, match=r"chmod 700.*MONARCH_JUPYTER_RUNS_DIR"):
         L.runs_root()
