@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,29 @@ def test_a_runs_folder_another_user_made_first_is_not_used(
     assert [p for p in runs.iterdir() if not p.name.startswith(".")], "the run is in the private fallback"
     assert list(theirs.iterdir()) == [] and (planted == "symlink" or list(name.iterdir()) == [])
     k.ok("%job kill")
+
+
+def test_remote_stop_signals_only_our_own_processes(start_kernel, second_user, tag):
+    import re
+    import subprocess
+
+    from harness import poll
+
+    k = start_kernel()
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=1")
+    run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", k.ok("%%remote --detach\nsleep 300").text).group(1)
+    # another user's process carrying our run's marker in its environment
+    stranger = subprocess.Popen(second_user.command("env", f"MONARCH_JUPYTER_RUN={run_id}", "sleep", "301"))
+    try:
+        time.sleep(0.3)
+        stopped = k.ok(f"%remote stop {run_id}").text
+        assert "stopped" in stopped, stopped
+        time.sleep(1.0)
+        assert stranger.poll() is None, "another user's process was signalled"
+        assert "stopped" in k.ok("%remote runs").text
+    finally:
+        stranger.kill()
+        stranger.wait()
+    k.ok("%job kill")
+    assert poll(lambda: stranger.poll() is not None, 5)
