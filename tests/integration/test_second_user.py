@@ -72,3 +72,49 @@ def test_remote_stop_signals_only_our_own_processes(start_kernel, second_user, t
         stranger.wait()
     k.ok("%job kill")
     assert poll(lambda: stranger.poll() is not None, 5)
+
+
+MONARCH_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from monarch_jupyter import _monarch_log
+line = _monarch_log.secure()
+print("LINE", line, flush=True)
+from monarch.actor import this_host
+procs = this_host().spawn_procs(per_host={{"gpus": 1}})
+print("LOG", _monarch_log.log_path(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("folder_owner", ["victim", "stranger"])
+def test_monarch_log_does_not_follow_a_planted_symlink(second_user, shared_tmp, folder_owner):
+    """The victim is the second user here (root plays the neighbour): its /tmp/<name>/ exists
+    before it ever ran Monarch, with monarch_log.log a link to a file of the victim's."""
+    victim_file = shared_tmp / "victim-notes"
+    victim_file.write_text("precious\n")
+    os.chown(victim_file, second_user.uid, second_user.gid)
+    folder = Path("/tmp") / second_user.name
+    folder.mkdir(mode=0o777)
+    try:
+        os.chmod(folder, 0o777)
+        if folder_owner == "victim":
+            os.chown(folder, second_user.uid, second_user.gid)
+        (folder / "monarch_log.log").symlink_to(victim_file)
+        script = shared_tmp / "victim.py"
+        script.write_text(MONARCH_SCRIPT.format(root=str(Path(__file__).parents[2])))
+        os.chmod(script, 0o644)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(shared_tmp)}
+        import sys as _sys
+
+        done = second_user.run(_sys.executable, str(script), env=env, cwd=str(shared_tmp), timeout=120)
+        assert "LOG" in done.stdout, done.stdout + done.stderr
+        assert victim_file.read_text() == "precious\n", "Monarch's log followed the planted link"
+        log = Path(done.stdout.split("LOG ", 1)[1].split()[0])
+        assert log.is_file() and not log.is_symlink() and log.stat().st_uid == second_user.uid
+        if folder_owner == "victim":
+            assert "LINE None" in done.stdout
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and log.name == "monarch_log.log"
+        else:
+            assert "is not a folder of yours" in done.stdout and log.name != "monarch_log.log"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
