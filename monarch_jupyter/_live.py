@@ -128,8 +128,11 @@ def stop(found: LiveRecord) -> list[int]:
 
 
 def orphan_note(found: LiveRecord | None) -> str | None:
-    """The line ``%job`` adds when a job's cache is gone but its workers run, else None."""
+    """The line ``%job`` adds when a job's cache is gone but its workers run, else None
+    (a record whose workers all ended is removed)."""
     alive = found.alive() if found else []
+    if found is not None and not alive:
+        forget(found.folder, found.context)
     if not alive:
         return None
     shown = ", ".join(map(str, alive[:8])) + (", …" if len(alive) > 8 else "")

@@ -50,6 +50,8 @@ def test_a_foreign_cache_runs_nothing_and_says_how_to_accept_it(start_kernel, wo
     assert "does not match its signature" in usage_error(k.execute("%job"))
     time.sleep(0.5)
     assert not marker.exists() and worker_pids(tag) == []
+    state.unlink()
+    assert "no job cache to trust in context 'default'" in usage_error(k.execute("%job trust"))
     assert state.exists()  # left as it is
 
 

@@ -36,9 +36,11 @@ def test_a_foreign_or_linked_default_falls_back(places, tmp_path):
     assert L.runs_path() == fallback
 
 
-def test_ours_but_open_is_refused_with_its_fix(places):
+def test_ours_but_open_is_tightened_or_refused_with_its_fix(places):
     default, _ = places
     default.mkdir()
     os.chmod(default, 0o755)
+    assert L.runs_root() == default and stat.S_IMODE(default.stat().st_mode) == 0o700
+    os.chmod(default, 0o777)
     with pytest.raises(RuntimeError, match=r"chmod 700.*MONARCH_JUPYTER_RUNS_DIR"):
         L.runs_root()

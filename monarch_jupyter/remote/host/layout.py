@@ -93,6 +93,11 @@ def runs_root() -> Path:
                     root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 root.mkdir(mode=0o700, parents=RUNS_DIR_ENV in os.environ)
             info = os.lstat(root)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
+            with contextlib.suppress(OSError):  # ours, readable by others: tightened, as .monarch/
+                if info.st_mode & 0o077:
+                    os.chmod(root, 0o700)
+                    info = os.lstat(root)
         if _private(info):
             return root
         if RUNS_DIR_ENV in os.environ or fallback:
