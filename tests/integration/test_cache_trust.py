@@ -50,9 +50,9 @@ def test_a_foreign_cache_runs_nothing_and_says_how_to_accept_it(start_kernel, wo
     assert "does not match its signature" in usage_error(k.execute("%job"))
     time.sleep(0.5)
     assert not marker.exists() and worker_pids(tag) == []
+    assert state.exists()  # left as it is
     state.unlink()
     assert "no job cache to trust in context 'default'" in usage_error(k.execute("%job trust"))
-    assert state.exists()  # left as it is
 
 
 def test_a_cache_the_monarch_cli_rewrote_works_after_one_job_trust(start_kernel, workdir, tag):
