@@ -53,6 +53,16 @@ def _private_folder(folder: Path) -> None:
 
 def _key() -> bytes:
     """The signing key, made on first use (atomically: two kernels starting at once agree)."""
+    try:
+        return _read_or_make_key()
+    except OSError as error:
+        raise CacheError(
+            f"cannot read or make the cache signing key in {_files.shown(config_dir())} "
+            f"({error.strerror or error}): set XDG_CONFIG_HOME to a private folder you can write"
+        ) from None
+
+
+def _read_or_make_key() -> bytes:
     folder = config_dir()
     _private_folder(folder)
     path = folder / KEY_NAME

@@ -66,3 +66,11 @@ def test_remove_and_quarantine_drop_the_signature(tmp_path):
     _signing.sign(path, path.read_bytes())
     cache.quarantine(path)
     assert not _signing.sig_path(path).exists()
+
+
+def test_an_unwritable_config_folder_is_one_line(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(blocker))  # a file where the folder should be
+    with pytest.raises(CacheError, match="set XDG_CONFIG_HOME to a private folder"):
+        _signing.sign(tmp_path / "state.pkl", b"x")
