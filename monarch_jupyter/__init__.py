@@ -108,6 +108,11 @@ def _actors_hook() -> None:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics and re-attach to the current context's job (in the background)."""
+    from ._monarch_log import secure
+
+    unsafe = secure()  # before Monarch loads and opens its own log (see _monarch_log)
+    if unsafe:
+        print(unsafe)
     from ._log import from_env
     from ._quiet import install
     from ._warmup import begin

@@ -137,7 +137,7 @@ def _same(pid: int, start: int | None) -> bool:
     return start is not None and _procfs.alive(pid, start)
 
 
-def _leads_session(pid: int) -> bool:
+def leads_session(pid: int) -> bool:
     try:
         return os.getsid(pid) == pid
     except OSError:
@@ -214,7 +214,7 @@ def reap_leftovers(monarch_dir: Path) -> list[int]:
         # Only processes that carry this apply's token (every worker it spawned
         # does) are signalled: a record naming other PIDs cannot make us kill them.
         marked = _carrying(token) if token else []
-        alive = {pid for pid in marked if _leads_session(pid)}
+        alive = {pid for pid in marked if leads_session(pid)}
         kill_sessions(alive)
         reaped.extend(sorted(alive))
         with contextlib.suppress(OSError):

@@ -126,6 +126,17 @@ def _read(path: str, limit: int = 65536) -> bytes | None:
         return None
 
 
+def flock_holder(dev: int, ino: int) -> int | None:
+    """The PID ``/proc/locks`` names as holding a ``flock`` on file (``dev``, ``ino``), or None."""
+    device = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    data = _read("/proc/locks", 1 << 20) or b""
+    for line in data.decode(errors="replace").splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device and fields[4].isdigit():
+            return int(fields[4])
+    return None
+
+
 def wchan(pid: int) -> str | None:
     """The kernel function the process sleeps in (``/proc/<pid>/wchan``; ``0``: running), or None."""
     raw = _read(f"/proc/{pid}/wchan", 256)
@@ -167,14 +178,23 @@ def env_value(pid: int, name: str) -> str | None:
     return environ[at + len(needle) : end if end >= 0 else None].decode(errors="replace")
 
 
+def owner(pid: int) -> int | None:
+    """The uid that owns the process, or None (gone)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 def pids_with_env(name: str, values: Iterable[str] | None = None) -> dict[str, list[int]]:
-    """Live processes (not this one, not zombies) whose environment carries ``name=value``, by
-    value; only these ``values`` when given."""
+    """Live processes of this user (not this one, not zombies) whose environment carries
+    ``name=value``, by value; only these ``values`` when given. Another user's process is never
+    one (root reads every environment: a marker in a stranger's must not make it ours)."""
     wanted = None if values is None else set(values)
     found: dict[str, list[int]] = {}
-    me = os.getpid()
+    me, uid = os.getpid(), os.getuid()
     for pid in pids():
-        if pid == me:
+        if pid == me or owner(pid) != uid:
             continue
         value = env_value(pid, name)
         if value is None or (wanted is not None and value not in wanted) or not alive(pid):

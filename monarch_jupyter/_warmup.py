@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _procfs, _timefmt, cache, formatting
+from . import _procfs, _signing, _timefmt, cache, formatting
 from ._files import read_small
 from .contexts import DEFAULT_CONTEXT, STATUS_FILE
 from .errors import Interrupted, MonarchJupyterError
@@ -163,8 +163,11 @@ def _looks_loadable(path: Path, info: os.stat_result) -> bool:
     try:
         cache.check_safe(path)
         with open(path, "rb") as stream:
-            for _ in pickletools.genops(stream.read(_MAX_PICKLE)):
-                pass
+            data = stream.read(_MAX_PICKLE)
+        if _signing.check(path, data) is not None:
+            return False  # not signed by our kernels: the synchronous path says so, unpickling nothing
+        for _ in pickletools.genops(data):
+            pass
     except Exception:  # anything odd: let the synchronous path say what
         return False
     return True

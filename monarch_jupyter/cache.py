@@ -20,14 +20,15 @@ import os
 import pickle
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import _files, _timefmt
+from . import _files, _procfs, _signing, _timefmt
 from ._files import shown as _shown
-from .errors import CacheError
+from .errors import CacheError, Interrupted
 
 LOCK_FILE = ".lock"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,6 +36,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class UnreadableCacheError(CacheError):
     """The cache file is empty, corrupt, truncated or not a job: move it aside to recover."""
+
+
+class UntrustedCacheError(CacheError):
+    """The cache file carries no signature of this user's kernels: it was not unpickled."""
 
 
 def check_safe(path: Path) -> None:
@@ -59,6 +64,16 @@ def load_job(path: Path) -> Any:
     recover = "`%job kill` moves it aside, `%job apply SPEC` moves it aside and starts a new job"
     if not data:
         raise UnreadableCacheError(f"{_shown(path)} is empty; it was left as it is. {recover}")
+    why = _signing.check(path, data)
+    if why is not None:  # a writer of ours between the two files: read both once more
+        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
+        why = _signing.check(path, data)
+    if why is not None:
+        raise UntrustedCacheError(
+            f"{_shown(path)} was not written by your kernels ({why}; {describe(path)}): "
+            "it was not loaded. If it is yours (e.g. `monarch apply` in a terminal), "
+            "`%job trust` accepts it; otherwise remove it"
+        )
     try:
         job = pickle.loads(data)  # checked above: our own, private file
     except Exception as error:  # pickle can raise almost anything on bad input
@@ -75,6 +90,33 @@ def load_job(path: Path) -> Any:
     return job
 
 
+def describe(path: Path) -> str:
+    """Who owns the file at ``path`` and when it was written, for a person deciding to trust it."""
+    info = os.stat(path)
+    try:
+        import pwd
+
+        owner = pwd.getpwuid(info.st_uid).pw_name
+    except (KeyError, ImportError):
+        owner = f"uid {info.st_uid}"
+    return f"owner {owner}, written {_timefmt.local_time(info.st_mtime)}, {info.st_size} bytes"
+
+
+def trust(path: Path) -> str:
+    """Sign the cache at ``path`` as this user's own after the ownership checks, without
+    unpickling it; returns :func:`describe` of what was signed."""
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    try:
+        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
+        check_safe(path)
+    except _files.UnsafeFileError as error:
+        raise CacheError(str(error)) from None
+    _signing.sign(path, data)
+    return describe(path)
+
+
 def quarantine(path: Path) -> Path:
     """Move an unreadable cache file aside in its folder (never delete it); returns where."""
     path = Path(path)
@@ -83,6 +125,7 @@ def quarantine(path: Path) -> Path:
         target = path.with_name(f"{path.name}.unreadable-{stamp}" + (f"-{n}" if n else ""))
         if not os.path.lexists(target):
             os.rename(path, target)
+            _signing.remove(path)
             return target
     raise CacheError(f"could not move {_shown(path)} aside: too many unreadable copies next to it")
 
@@ -92,7 +135,9 @@ def dump_job(job: Any, path: Path) -> None:
     path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
     _files.private_dir(real.parent)
-    _files.write_atomic(real, pickle.dumps(job), 0o600)
+    data = pickle.dumps(job)
+    _signing.sign(real, data)  # first: a reader between the two writes re-reads once
+    _files.write_atomic(real, data, 0o600)
 
 
 def remove(path: Path) -> None:
@@ -100,6 +145,7 @@ def remove(path: Path) -> None:
     path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
     real.unlink(missing_ok=True)
+    _signing.remove(real)
 
 
 # ── one writer at a time ───────────────────────────────────────────────
@@ -111,7 +157,8 @@ _held_guard = threading.RLock()
 def locked(monarch_dir: Path, create: bool = True) -> Iterator[None]:
     """Hold the folder's ``.monarch/.lock`` (re-entrant within this process).
 
-    Blocks while another process holds it; Ctrl-C interrupts the wait. Without
+    Waits while another process holds it, saying who after a second; Ctrl-C or
+    ``MONARCH_JUPYTER_LOCK_TIMEOUT`` seconds (default 120) give up in one line. Without
     ``create``, a folder with no ``.monarch/`` yet is left as it is (nothing to guard).
     """
     monarch_dir = Path(monarch_dir)
@@ -141,7 +188,7 @@ def locked(monarch_dir: Path, create: bool = True) -> Iterator[None]:
                 raise CacheError(
                     f"{_shown(lock_path)} is {_files.kind(os.fstat(fd).st_mode)}, not a regular file; remove it"
                 )
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _wait_for_lock(fd, lock_path)
             _held[key] = 1
             try:
                 yield
@@ -150,6 +197,72 @@ def locked(monarch_dir: Path, create: bool = True) -> Iterator[None]:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+#: Where the one "waiting for the lock" line goes (the kernel's print: the running cell).
+notify: Callable[[str], None] = functools.partial(print, flush=True)
+_SAY_AFTER = 1.0
+_POLL = 0.05
+LOCK_TIMEOUT_VAR = "MONARCH_JUPYTER_LOCK_TIMEOUT"
+_DEFAULT_LOCK_TIMEOUT = 120.0
+
+
+class LockWaitInterrupted(Interrupted):
+    """Ctrl-C while waiting for another process's ``.monarch/.lock``: nothing was done."""
+
+
+def lock_holder(fd: int) -> str | None:
+    """Who holds the ``flock`` on open file ``fd``: "pid N (command)"."""
+    info = os.fstat(fd)
+    pid = _procfs.flock_holder(info.st_dev, info.st_ino)
+    if pid is None:
+        return None
+    words = " ".join(_procfs.cmdline(pid) or [])
+    command = "".join(c if c.isprintable() else " " for c in words)[:120] or "command unknown"
+    return f"pid {pid} ({command})"
+
+
+def _lock_timeout() -> float:
+    try:
+        value = float(os.environ.get(LOCK_TIMEOUT_VAR, _DEFAULT_LOCK_TIMEOUT))
+    except ValueError:
+        return _DEFAULT_LOCK_TIMEOUT
+    return value if 0 < value < 86400 else _DEFAULT_LOCK_TIMEOUT
+
+
+def _wait_for_lock(fd: int, lock_path: Path) -> None:
+    """Take the lock; after a second say once who holds it; Ctrl-C or the bound gives up (one line)."""
+    start = time.monotonic()
+    said = False
+    bound = _lock_timeout()
+    holder: str | None = None
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            waited = time.monotonic() - start
+            if waited >= _SAY_AFTER and not said:
+                said = True
+                holder = lock_holder(fd)
+                notify(
+                    f"waiting for {_shown(lock_path)}, held by {holder or 'another process'}; "
+                    f"Ctrl-C stops waiting (nothing is done then)"
+                )
+            if waited >= bound:
+                raise CacheError(
+                    f"{_shown(lock_path)} is still held by {lock_holder(fd) or 'another process'} "
+                    f"after {bound:g} s: nothing was done; try again when it is done "
+                    f"(%env {LOCK_TIMEOUT_VAR}=SECONDS waits longer)"
+                )
+            time.sleep(_POLL)
+    except KeyboardInterrupt:
+        raise LockWaitInterrupted(
+            f"stopped waiting for {_shown(lock_path)} (held by {holder or lock_holder(fd) or 'another process'}): "
+            "nothing was done"
+        ) from None
 
 
 def locked_method(method: F) -> F:

@@ -41,6 +41,8 @@ def _applied(status: JobStatus, now: float | None) -> str:
 def attach_line(status: JobStatus, now: float | None = None) -> str:
     """The one line ``%load_ext`` prints about the current context."""
     ctx = f"context '{status.context}'"
+    if status.state == NO_JOB and status.note:
+        return f"monarch_jupyter: no job cached in {ctx}, but {status.note}"
     if status.state == NO_JOB:
         return f"monarch_jupyter: no job in {ctx} yet; %job apply --local hosts=2 starts one"
     what = f"{status.job_class} {short_id(status.apply_id)}"
@@ -94,6 +96,8 @@ def _rows(status: JobStatus, now: float | None) -> list[tuple[str, str]]:
     rows.append(("spec", status.spec or "-"))
     if status.cache_path:
         rows.append(("cache", status.cache_path))
+    if status.note:
+        rows.append(("note", status.note))
     if status.services:
         rows.append(("services", ", ".join(status.services)))
     for key, url in status.urls.items():

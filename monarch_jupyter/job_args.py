@@ -85,6 +85,11 @@ def _parsers() -> dict[str, _Parser]:
     ).add_argument("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)")
     add("reconnect", "drop connections and re-attach from the cache")
     add(
+        "trust",
+        "accept a cache your kernels did not write (e.g. `monarch apply` in a terminal): "
+        "shows its owner and time, signs it, attaches",
+    )
+    add(
         "debug", "show monarch_jupyter's and Monarch's log records in the cells (on), or stop (off)"
     ).add_argument("name", nargs="?", choices=("on", "off"), metavar="on|off", help="default: on")
     add("context ls", "list contexts (* marks the active one)")

@@ -186,6 +186,12 @@ class JobMagics(Magics):
     def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))
 
+    def _do_trust(self, command: job_args.JobCommand) -> None:
+        path = os.path.relpath(self.session.store.state_path(), self.session.root)
+        what, status = self.session.trust()
+        print(f"trusted {path} ({what}): signed as yours")
+        print(formatting.attach_line(status))
+
     def _do_context_ls(self, command: job_args.JobCommand) -> None:
         print(formatting.contexts_text(self.session.contexts()))
 

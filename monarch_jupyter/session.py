@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _log, _orphans, cache, engines, lifecycle, services
+from . import _introspect, _live, _log, _orphans, cache, engines, lifecycle, services
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -108,8 +108,12 @@ class JobSession:
         """The attachment, forgotten first if the folder, context or cache moved on."""
         self._wait_ready()
         place = self._place()
-        self._attachment.forget_unless((place.root, place.context), place.stamp)
-        return self._attachment
+        attachment = self._attachment
+        job = attachment.job
+        attachment.forget_unless(
+            (place.root, place.context), place.stamp, lambda: engine_for(job).is_alive(job)
+        )
+        return attachment
 
     def _wait_ready(self) -> None:
         if self.ready_hook is not None:
@@ -122,6 +126,10 @@ class JobSession:
     def _remember(self, job: Any, state: Any) -> None:
         place = self._place()
         self._attachment.remember(job, state, (place.root, place.context), place.stamp)
+        if engine_for(job).workers_are_local:  # a second record, outside .monarch/ (see _live)
+            _live.record(
+                place.root, place.context, getattr(job, "apply_id", None), _introspect.worker_pids(job)
+            )
 
     # ── attach / status ─────────────────────────────────────────────────
     @property
@@ -153,6 +161,13 @@ class JobSession:
             job = job_override if job_override is not None else self.store.load(name)
             state = None
         status = self._describe(name, job, state)
+        if current and attachment.connected and attachment.cache_gone:
+            status.note = (
+                f"the cache {os.path.relpath(self.store.state_path(name), self.root)} vanished "
+                "(removed or renamed); this kernel still holds the job: %job kill stops its workers"
+            )
+        elif job is None:
+            status.note = _live.orphan_note(_live.find(str(self.root), name))
         if current:
             self._board.publish(self.layout, status)
         return status
@@ -296,7 +311,7 @@ class JobSession:
             self._board.publish(self.layout, after)
             return after
         if job is None:
-            raise NoJobError(f"no job to kill in context '{name}' ({store.state_path(name)} does not exist)")
+            return self._kill_recorded(name, store)
         before = self._describe(name, job, attachment.state if current else None)
         failed = self.loop.call(lifecycle.kill_error, job)
         if failed:
@@ -305,11 +320,40 @@ class JobSession:
                 f"its cache was kept so %job kill can try again"
             )
         store.remove(name)
+        _live.forget(str(self.root), name)
         if current:
             self._clear_attachment()
         after = JobStatus(context=name, state=NO_JOB, spec=before.spec)
         self._board.publish(self.layout, after)
         return before
+
+    def _kill_recorded(self, name: str, store: JobStore) -> JobStatus:
+        """``%job kill`` with no cache: the workers of a job whose cache is gone (see ``_live``)."""
+        found = _live.find(str(self.root), name)
+        if found is None or not found.alive():
+            raise NoJobError(f"no job to kill in context '{name}' ({store.state_path(name)} does not exist)")
+        stopped = _live.stop(found)
+        after = JobStatus(
+            context=name,
+            state=NO_JOB,
+            note=f"stopped {len(stopped)} worker(s) of a job whose cache was gone: pid "
+            + ", ".join(map(str, stopped)),
+        )
+        self._board.publish(self.layout, after)
+        return after
+
+    @cache.locked_method
+    def trust(self) -> tuple[str, JobStatus]:
+        """Sign the current context's cache as this user's own (see ``_signing``), then attach:
+        the deliberate step for a cache our kernels did not write (``monarch apply`` in a
+        terminal). Returns who owns the file and when it was written, and the status."""
+        path = self.store.state_path()
+        if not path.exists():
+            raise NoJobError(f"no job cache to trust in context '{self.context}' ({path} does not exist)")
+        what = cache.trust(path)
+        self._clear_attachment()
+        self._cached_place = None
+        return what, self.attach()
 
     def reconnect(self) -> JobStatus:
         """Drop the cached connection and attach again from the pickle."""

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import Kernel, new_tag, reap, tagged_pids
+from harness import Kernel, can_add_users, new_tag, other_user, reap, tagged_pids
 
 _RUN_TAGS: list[str] = []
 
@@ -26,6 +26,15 @@ def tag() -> str:
     _RUN_TAGS.append(value)
     yield value
     reap(value)
+
+
+@pytest.fixture
+def second_user():
+    """A throwaway second Unix user (harness.other_user); skipped unless we are root."""
+    if not can_add_users():
+        pytest.skip("needs root with useradd/userdel/setpriv to create a second user")
+    with other_user() as user:
+        yield user
 
 
 @pytest.fixture

@@ -239,3 +239,63 @@ def job_kernel(folder: Path, meshes: str, *setup: str) -> Iterator[Kernel]:
         for cell in setup:
             kernel.ok(cell)
         yield kernel
+
+
+# ── a second Unix user (needs root, as in CI) ─────────────────────────────
+@dataclass
+class OtherUser:
+    """A throwaway Unix user: commands run as it with ``setpriv`` (no groups of ours)."""
+
+    name: str
+    uid: int
+    gid: int
+
+    def command(self, *args: str) -> list[str]:
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--", *args]
+
+    def run(self, *args: str, timeout: float = 60, **kwargs):
+        import subprocess
+
+        kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("text", True)
+        return subprocess.run(self.command(*args), timeout=timeout, **kwargs)
+
+    def pids(self) -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.stat(f"/proc/{entry}").st_uid == self.uid:
+                        found.append(int(entry))
+        return found
+
+
+def can_add_users() -> bool:
+    return os.geteuid() == 0 and all(shutil.which(tool) for tool in ("useradd", "userdel", "setpriv"))
+
+
+@contextlib.contextmanager
+def other_user() -> Iterator[OtherUser]:
+    """Create ``mjtest<random>`` (no home, no login); afterwards every process it runs is
+    killed by PID and the user deleted, whatever happened."""
+    import pwd
+    import subprocess
+
+    name = f"mjtest{uuid.uuid4().hex[:8]}"
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True, timeout=30
+    )
+    try:
+        entry = pwd.getpwnam(name)
+        yield OtherUser(name, entry.pw_uid, entry.pw_gid)
+    finally:
+        with contextlib.suppress(KeyError):
+            user = OtherUser(name, pwd.getpwnam(name).pw_uid, 0)
+            for _ in range(3):
+                for pid in user.pids():
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                if not user.pids():
+                    break
+                time.sleep(0.1)
+        subprocess.run(["userdel", name], timeout=30, check=False)

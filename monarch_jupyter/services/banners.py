@@ -17,17 +17,24 @@ class _Filter:
     ``print`` writes after it) goes to ``log``, the rest to ``out``."""
 
     def __init__(self, out: TextIO, log: Path | None) -> None:
-        self._out, self._log, self._diverted = out, log, False
+        self._out, self._log, self._held = out, log, ""
 
     def write(self, text: str) -> int:
-        if text.startswith(BANNER) or (self._diverted and text == "\n"):
-            self._diverted = not self._diverted if text == "\n" else True
-            if self._log is not None:
-                with contextlib.suppress(OSError), open(self._log, "a", encoding="utf-8") as log:
-                    log.write(text)
+        if text.startswith(BANNER) or (self._held and text == "\n"):
+            self._held += text
+            if self._held.endswith("\n"):  # one append: other writers of the log never split it
+                self._append()
             return len(text)
-        self._diverted = False
+        if self._held:  # a banner print()ed without its newline: logged as it stands
+            self._held += "\n"
+            self._append()
         return self._out.write(text)
+
+    def _append(self) -> None:
+        line, self._held = self._held, ""
+        if self._log is not None:
+            with contextlib.suppress(OSError), open(self._log, "a", encoding="utf-8") as log:
+                log.write(line)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._out, name)

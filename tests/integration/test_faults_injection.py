@@ -20,6 +20,7 @@ import pytest
 
 from harness import Kernel, tagged_pids, usage_error, worker_pids
 from harness import poll as wait_for
+from monarch_jupyter import _signing
 from test_server_ext import TOKEN, _get, server  # noqa: F401 - the server fixture, on our tree
 
 
@@ -103,6 +104,7 @@ def test_unreadable_cache_is_recovered_from_the_notebook(start_kernel, workdir, 
     ctx = context(workdir)
     (ctx / "state.pkl").write_bytes(content)
     (ctx / "state.pkl").chmod(0o600)
+    _signing.sign(ctx / "state.pkl", content)  # our own cache, corrupted
     k = start_kernel()
     assert "moves it aside" in one_line(k.ok("%load_ext monarch_jupyter"))
     killed = one_line(k.ok("%job kill"))
@@ -115,6 +117,7 @@ def test_unreadable_cache_is_recovered_from_the_notebook(start_kernel, workdir, 
     # the same through %job apply
     (ctx / "state.pkl").write_bytes(content)
     (ctx / "state.pkl").chmod(0o600)
+    _signing.sign(ctx / "state.pkl", content)  # our own cache, corrupted
     applied = k.ok("%job apply --local hosts=1").text
     assert "applied: context 'default'" in applied and "moved the unreadable" in applied
     assert len(list(ctx.glob("state.pkl.unreadable-*"))) == 2

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import TAG_VAR, usage_error, worker_pids
+from monarch_jupyter import _signing
 
 MONARCH_CLI = str(Path(sys.executable).with_name("monarch"))
 NOISE = ("Future.get()", "Monarch internal logs", "UserWarning", "Traceback", "Found cached job")
@@ -138,7 +139,10 @@ def test_cli_and_notebook_see_the_same_jobs(start_kernel, tag, workdir):
     assert done.returncode == 0, done.stderr
     kernel = start_kernel()
     loaded = kernel.ok("%load_ext monarch_jupyter")
-    assert "attaching to the cached job of context 'default'" in loaded.text  # no status.json from the CLI
+    # the CLI signs nothing: one deliberate step accepts its cache (#18.2)
+    assert "was not written by your kernels" in loaded.text and "`%job trust`" in loaded.text
+    trusted = kernel.ok("%job trust").text
+    assert "trusted .monarch/default/state.pkl (owner " in trusted and "signed as yours" in trusted
     state, _, pids = status_of(kernel)
     assert state == "running" and len(pids) == 2
 
@@ -248,6 +252,7 @@ def test_corrupt_cache_is_one_line_and_untouched(start_kernel, workdir, content)
     (workdir / ".monarch/job_state.pkl").symlink_to("default/state.pkl")
     state.write_bytes(content)
     state.chmod(0o600)
+    _signing.sign(state, content)  # our own cache, corrupted
     kernel = start_kernel()
     loaded = kernel.ok("%load_ext monarch_jupyter")
     assert loaded.text.startswith("monarch_jupyter: ") and "left as it is" in loaded.text

@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from monarch_jupyter import cache
+from monarch_jupyter import _signing, cache
 from monarch_jupyter.errors import CacheError
 
 
@@ -67,6 +67,7 @@ def test_corrupt_or_truncated_is_reported_and_left_alone(tmp_path, job, data):
         data = pickle.dumps(job)[:-20]
     path.write_bytes(data)
     path.chmod(0o600)
+    _signing.sign(path, data)  # our own file, corrupted: not a question of trust
     with pytest.raises(CacheError) as info:
         cache.load_job(path)
     assert "left as it is" in str(info.value)
@@ -77,6 +78,7 @@ def test_not_a_job_is_refused(tmp_path):
     path = tmp_path / "state.pkl"
     path.write_bytes(pickle.dumps({"a": 1}))
     path.chmod(0o600)
+    _signing.sign(path, path.read_bytes())
     with pytest.raises(CacheError, match="not a Monarch job"):
         cache.load_job(path)
 
@@ -147,6 +149,7 @@ def test_unreadable_cache_is_its_own_error_and_quarantine_keeps_it(tmp_path, dat
     path = tmp_path / "state.pkl"
     path.write_bytes(data)
     path.chmod(0o600)
+    _signing.sign(path, data)
     with pytest.raises(cache.UnreadableCacheError, match="moves it aside"):
         cache.load_job(path)
     moved = cache.quarantine(path)

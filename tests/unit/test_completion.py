@@ -36,7 +36,19 @@ def candidates(before: str, first_line: bool = True) -> list[str]:
     [
         (
             "%job ",
-            ["status", "apply", "kill", "batch", "logs", "query", "profile", "reconnect", "debug", "context"],
+            [
+                "status",
+                "apply",
+                "kill",
+                "batch",
+                "logs",
+                "query",
+                "profile",
+                "reconnect",
+                "trust",
+                "debug",
+                "context",
+            ],
         ),
         ("%job re", ["reconnect"]),
         ("%job context ", ["ls", "use", "create", "rm"]),

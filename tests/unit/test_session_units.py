@@ -63,9 +63,22 @@ def test_a_kill_that_fails_keeps_the_cache(session, tmp_path):
 def test_a_foreign_cache_change_drops_the_attachment(session, tmp_path):
     apply(session, FakeJob("a"))
     assert session.attached
-    (tmp_path / ".monarch/default/state.pkl").unlink()  # as `monarch kill` does
+    session.job().kill()  # as `monarch kill` does: the workers, then the cache
+    (tmp_path / ".monarch/default/state.pkl").unlink()
     assert not session.attached
     assert session.status().state == "no job"
+
+
+def test_a_vanished_cache_keeps_a_live_job_attached_and_killable(session, tmp_path):
+    import shutil
+
+    apply(session, FakeJob("a"))
+    job = session.job()
+    shutil.rmtree(tmp_path / ".monarch")  # rm -rf .monarch: the workers still run (#18.5)
+    assert session.attached
+    assert "vanished" in (session.status().note or "")
+    session.kill()
+    assert not job.alive and not session.attached
 
 
 def test_the_attachment_check_rereads_only_what_changed(session, tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import _warmup
+from monarch_jupyter import _signing, _warmup
 from monarch_jupyter.contexts import Layout
 from monarch_jupyter.errors import CacheError
 from monarch_jupyter.status import NO_JOB, RUNNING, JobStatus
@@ -58,6 +58,7 @@ def write_cache(
     layout.ensure()
     state = layout.state_path("default")
     state.write_bytes(pickle.dumps({"a": "job"}))
+    _signing.sign(state, state.read_bytes())
     state.chmod(0o600)
     if pids is not None:
         applied = state.stat().st_mtime if fresh else state.stat().st_mtime - 60

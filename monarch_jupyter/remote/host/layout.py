@@ -2,7 +2,8 @@
 
 Per user and host (:func:`runs_root`)::
 
-    $TMPDIR/monarch_jupyter-runs-<uid>/            0700, or $MONARCH_JUPYTER_RUNS_DIR
+    $TMPDIR/monarch_jupyter-runs-<uid>/            0700, or $MONARCH_JUPYTER_RUNS_DIR; if another
+                                                   user holds that name, ~/.cache/monarch_jupyter/runs
         <run_id>/<key>.<rank>/                     one folder per rank (mesh name, flat rank)
             out, err      what the command printed, written by the command itself
             meta.json     command, target, started, pid (= process group), leader start time, marker
@@ -44,27 +45,68 @@ FREE_RUN = ".freerun."  # a pruned run's folder, emptied, waiting to be the next
 RUNS_DIR_ENV = "MONARCH_JUPYTER_RUNS_DIR"
 
 
+def _default_path() -> Path:
+    return Path(tempfile.gettempdir()) / f"monarch_jupyter-runs-{os.getuid()}"
+
+
+def _fallback_path() -> Path:
+    """Where runs go when someone else took the default name in the shared temporary folder."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "monarch_jupyter" / "runs"
+
+
+def _private(info: os.stat_result) -> bool:
+    """A real folder of ours that nobody else can enter (mode 0700 or stricter)."""
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+
+
 def runs_path() -> Path:
-    """Where this user's runs folder is on this host (not created)."""
+    """Where this user's runs folder is on this host (not created): ``$MONARCH_JUPYTER_RUNS_DIR``,
+    else ``$TMPDIR/monarch_jupyter-runs-<uid>`` unless something not ours and private holds that
+    name (another user can make it first, or a link), then ``~/.cache/monarch_jupyter/runs``.
+    Every process of the user on the host decides alike, so they all find the same runs."""
     custom = os.environ.get(RUNS_DIR_ENV)
-    return Path(custom) if custom else Path(tempfile.gettempdir()) / f"monarch_jupyter-runs-{os.getuid()}"
+    if custom:
+        return Path(custom)
+    default = _default_path()
+    try:
+        info = os.lstat(default)
+    except FileNotFoundError:
+        return default
+    except OSError:
+        return _fallback_path()
+    ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+    return default if ours else _fallback_path()  # ours but open to others: refused, with its fix
 
 
 def runs_root() -> Path:
-    """This user's runs folder on this host (created 0700; refused if someone else could write it).
-    Checked on every call: one lstat when it is there."""
-    root = runs_path()
-    try:
-        info = os.lstat(root)
-    except FileNotFoundError:
-        with contextlib.suppress(FileExistsError):
-            root.mkdir(mode=0o700, parents=RUNS_DIR_ENV in os.environ)
-        info = os.lstat(root)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise RuntimeError(
-            f"{root} is not a folder of ours that only we can write: remove it or fix it (chmod 700)"
-        )
-    return root
+    """This user's runs folder on this host (created 0700; refused unless ours and private).
+    Checked on every call: one or two lstats when it is there."""
+    for _ in range(2):  # the default name taken between our look and our mkdir: the fallback
+        root = runs_path()
+        fallback = root == _fallback_path()
+        try:
+            info = os.lstat(root)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                if fallback:
+                    root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                root.mkdir(mode=0o700, parents=RUNS_DIR_ENV in os.environ)
+            info = os.lstat(root)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
+            with contextlib.suppress(OSError):  # ours, readable by others: tightened, as .monarch/
+                if info.st_mode & 0o077:
+                    os.chmod(root, 0o700)
+                    info = os.lstat(root)
+        if _private(info):
+            return root
+        if RUNS_DIR_ENV in os.environ or fallback:
+            break
+    raise RuntimeError(
+        f"{root} is not a folder of ours that only we can use (a link, another user's, or "
+        f"group/others may enter it): remove it, fix it (chmod 700), or set {RUNS_DIR_ENV} "
+        "to a private folder of yours"
+    )
 
 
 def rank_name(key: object, rank: object) -> str:
