@@ -25,6 +25,7 @@ from typing import Any
 from .. import _introspect, _timefmt
 from .._files import private_dir
 from . import cells, worker
+from .debugger import Debugger, loopback_only
 from .failures import CallFailure, Frame, from_record, render, strip_ansi
 from .output import Forwarder, Log, kernel_publisher
 
@@ -41,6 +42,7 @@ class Inbox:
     def __init__(self, on_output: Callable[[dict], None]) -> None:
         self.ref, receiver = _introspect.open_kernel_port()
         self.on_output = on_output
+        self.on_debug: Callable[[dict], None] | None = None  # stopped / resumed records
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
@@ -61,6 +63,11 @@ class Inbox:
                 continue
             if data.get("kind") == "output":
                 self.on_output(data)
+                continue
+            if data.get("kind") in ("stopped", "resumed"):
+                with contextlib.suppress(Exception):  # a bad record must not stop the inbox
+                    if self.on_debug is not None:
+                        self.on_debug(data)
                 continue
             if data.get("kind") == "failure":
                 with self._cond:
@@ -106,12 +113,22 @@ class _Kernel:
         self.output = Forwarder(kernel_publisher(shell), log, shown)
         self.inbox = Inbox(self.output.feed)
         self.cell_started = time.monotonic()
-        self.output.cell(time.time(), dict(getattr(shell, "parent_header", {}) or {}))
+        self.parent: dict = dict(getattr(shell, "parent_header", {}) or {})
+        self.output.cell(time.time(), self.parent)
+        self.debugger: Debugger | None = None
+        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+            loopback_only()
+            publish = kernel_publisher(shell)
+            self.debugger = Debugger(
+                self.locate, self.cell_source, _debug_folder(session), lambda text: publish(self.parent, text)
+            )
+            self.inbox.on_debug = self.debugger.record
 
     def pre_run_cell(self, *_: Any) -> None:
         self.cell_started = time.monotonic()
         self.inbox.forget_before(self.cell_started)
-        self.output.cell(time.time(), dict(getattr(self.shell, "parent_header", {}) or {}))
+        self.parent = dict(getattr(self.shell, "parent_header", {}) or {})
+        self.output.cell(time.time(), self.parent)
 
     def post_run_cell(self, *_: Any) -> None:
         self.output.settle()
@@ -136,6 +153,9 @@ class _Kernel:
 
     def locate(self, frame: Frame) -> tuple[int, str] | None:
         return cells.find(cells.kernel_cells(self.shell), frame)
+
+    def cell_source(self, number: int) -> str | None:
+        return dict(cells.kernel_cells(self.shell)).get(number)
 
     def called_from(self, tb: TracebackType | None) -> list[str]:
         """``called from cell [6] line 1: a.boom.call(1).get()`` for the cell frames of ``tb``."""
@@ -173,6 +193,14 @@ class _Kernel:
         sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # %debug, %tb still work
         shell._showtraceback(etype, shown, stb)  # noqa: SLF001 (ipykernel's hook that sends the error; pinned)
         return stb
+
+
+def _debug_folder(session: Any) -> Any:
+    """Where this context's stopped ranks are recorded (``%remote debug`` lists them)."""
+    try:
+        return session.layout.context_dir(session.context) / "actors" / "debug"
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 KEEP_LOGS = 20  # actor output logs kept per context (one per kernel that used actors)

@@ -1,0 +1,119 @@
+"""``breakpoint()`` in an actor endpoint, debugged from the cell over the stdin channel (real
+kernel, real ``--local hosts=2`` workers)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import job_kernel
+
+pytestmark = pytest.mark.kernel
+
+ACTOR = """from monarch.actor import Actor, endpoint, current_rank
+import monarch_jupyter
+
+class Stepper(Actor):
+    @endpoint
+    def compute(self, stop_on: int) -> int:
+        rank = current_rank().rank
+        x = 40 + rank
+        if rank == stop_on or stop_on < 0:
+            breakpoint()
+        y = x + 2
+        return y
+
+procs = monarch_jupyter.state().hosts.spawn_procs()
+steppers = procs.spawn("steppers", Stepper)
+"""
+BREAK_LINE = next(n for n, line in enumerate(ACTOR.splitlines(), 1) if "breakpoint()" in line)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    with job_kernel(tmp_path_factory.mktemp("debug") / "nb", "hosts=2", ACTOR) as kernel:
+        yield kernel
+
+
+def scripted(replies: list[str], prompts: list[str]):
+    """An ``on_input`` answering ``replies`` in turn (then ``continue``), keeping the prompts."""
+
+    def answer(prompt: str, _result) -> str:
+        prompts.append(prompt)
+        return replies.pop(0) if replies else "continue"
+
+    return answer
+
+
+def test_p_n_c_on_one_rank_then_the_result(shared):
+    prompts: list[str] = []
+    result = shared.execute(
+        "print(steppers.compute.call(1).get().item(hosts=1))",
+        timeout=90,
+        on_input=scripted(["p x", "n", "p y", "l", "c"], prompts),
+    )
+    text = result.text
+    assert result.error is None, result.traceback
+    cell = re.search(r"hosts=1 stopped at cell \[(\d+)\] line (\d+) in compute\(\)", text)
+    assert cell, text
+    assert int(cell[2]) == BREAK_LINE, text
+    assert prompts and prompts[0] == "[hosts=1] (Pdb) ", prompts
+    assert "\n41\n" in text, text  # p x
+    assert "\n43\n" in text, text  # p y after n
+    assert "y = x + 2" in text, text  # the source line of a notebook-defined class
+    assert "[EOF]" not in text, text
+    assert text.rstrip().endswith("43"), text  # the call completed with its result
+    assert len(prompts) == 5, prompts
+
+
+def test_second_rank_while_first_attached_then_attach(shared):
+    prompts: list[str] = []
+    result = shared.execute(
+        "print(steppers.compute.call(-1).get().item(hosts=0))",
+        timeout=90,
+        on_input=scripted(["p x", "ranks", "attach 1", "p x", "continue"], prompts),
+    )
+    text = result.text
+    assert result.error is None, result.traceback
+    assert "hosts=0 stopped at" in text and "hosts=1 stopped at" in text, text
+    assert "\n40\n" in text and "\n41\n" in text, text
+    assert "[hosts=1] (Pdb) " in prompts, prompts
+    assert text.rstrip().endswith("42"), text
+
+
+def test_ctrl_c_while_stopped_releases_the_ranks(shared):
+    answered: list[float] = []
+
+    def never(prompt: str, _result) -> str:
+        answered.append(time.monotonic())
+        shared.interrupt()
+        time.sleep(1.0)
+        return ""
+
+    result = shared.execute("steppers.compute.call(0).get()", timeout=90, on_input=never)
+    assert result.error is not None and result.error["ename"] == "KeyboardInterrupt", result.text
+    assert "hosts=0 continued" in result.text, result.text
+    # the ranks went on: the next call is answered without any breakpoint
+    after = shared.ok("print(steppers.compute.call(5).get().item(hosts=0))", timeout=60)
+    assert after.text.strip().endswith("42"), after.text
+
+
+def test_stopped_record_for_other_kernels(shared):
+    prompts: list[str] = []
+    seen: list[str] = []
+
+    def answer(prompt: str, result) -> str:
+        prompts.append(prompt)
+        if len(prompts) == 1:
+            folder = Path(shared.cwd) / ".monarch"
+            seen.extend(str(p) for p in folder.rglob("debug/*.json"))
+            return "c"
+        return "continue"
+
+    result = shared.execute("steppers.compute.call(1).get()", timeout=90, on_input=answer)
+    assert result.error is None, result.traceback
+    assert seen, "no record of the stopped rank"
+    assert not list((Path(shared.cwd) / ".monarch").rglob("debug/*.json"))
