@@ -19,7 +19,6 @@ as after any interrupted ``get()``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -30,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from .. import breakpoints as stopped
 from . import debug_text
 from .debug_text import Command, Stop
 
@@ -150,21 +150,14 @@ class Debugger:
                     signal.pthread_kill(self.main, SIGNAL)  # type: ignore[arg-type]
 
     def _write_record(self, key: tuple[str, int], stop: Stop | None) -> None:
-        """``<context>/actors/debug/<pid>-<actor>-<rank>.json`` while the rank waits (``%remote
-        debug`` of any kernel of the folder reads them)."""
         if self.folder is None:
             return
-        path = self.folder / f"{os.getpid()}-{key[0]}-{key[1]}.json"
-        with contextlib.suppress(OSError):
-            if stop is None:
-                path.unlink(missing_ok=True)
-                return
-            self.folder.mkdir(parents=True, exist_ok=True)
-            entry = {"pid": os.getpid(), "rank": stop.label, "actor": stop.actor}
-            entry["where"] = debug_text.where(stop.frame, self.locate)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(entry))
-            tmp.replace(path)
+        if stop is None:
+            stopped.remove(self.folder, *key)
+        else:
+            stopped.write(
+                self.folder, stop.actor, stop.rank, stop.label, debug_text.where(stop.frame, self.locate)
+            )
 
     # -- on the main thread
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:

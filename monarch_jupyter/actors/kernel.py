@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from .. import _introspect, _timefmt
+from .. import breakpoints as stopped
 from .._files import private_dir
 from . import cells, worker
 from .debugger import Debugger, loopback_only
@@ -120,7 +121,10 @@ class _Kernel:
             loopback_only()
             publish = kernel_publisher(shell)
             self.debugger = Debugger(
-                self.locate, self.cell_source, _debug_folder(session), lambda text: publish(self.parent, text)
+                self.locate,
+                self.cell_source,
+                stopped.folder_of(session),
+                lambda text: publish(self.parent, text),
             )
             self.inbox.on_debug = self.debugger.record
 
@@ -193,14 +197,6 @@ class _Kernel:
         sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # %debug, %tb still work
         shell._showtraceback(etype, shown, stb)  # noqa: SLF001 (ipykernel's hook that sends the error; pinned)
         return stb
-
-
-def _debug_folder(session: Any) -> Any:
-    """Where this context's stopped ranks are recorded (``%remote debug`` lists them)."""
-    try:
-        return session.layout.context_dir(session.context) / "actors" / "debug"
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 KEEP_LOGS = 20  # actor output logs kept per context (one per kernel that used actors)

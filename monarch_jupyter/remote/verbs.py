@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _timefmt
+from .. import _timefmt, breakpoints
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
 from . import index
@@ -365,3 +365,8 @@ def stacks(
         native,
     )
     cell.write(stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers)))
+
+
+@verb("debug", "the ranks waiting at a breakpoint, from any kernel of this context")
+def debug(cell: Cell) -> None:
+    cell.write(breakpoints.waiting_text(breakpoints.folder_of(cell.session)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import job_kernel
+from harness import job_kernel, poll, scratch_kernel
 
 pytestmark = pytest.mark.kernel
 
@@ -101,19 +101,22 @@ def test_ctrl_c_while_stopped_releases_the_ranks(shared):
     assert after.text.strip().endswith("42"), after.text
 
 
-def test_stopped_record_for_other_kernels(shared):
-    prompts: list[str] = []
-    seen: list[str] = []
+def test_remote_debug_lists_the_waiting_rank_from_another_kernel(shared):
+    with scratch_kernel("debug-other", folder=Path(shared.cwd)) as other:
+        other.ok("%load_ext monarch_jupyter")
+        listed: list[str] = []
 
-    def answer(prompt: str, result) -> str:
-        prompts.append(prompt)
-        if len(prompts) == 1:
-            folder = Path(shared.cwd) / ".monarch"
-            seen.extend(str(p) for p in folder.rglob("debug/*.json"))
-            return "c"
-        return "continue"
+        def answer(prompt: str, _result) -> str:
+            if not listed:
+                listed.append(other.ok("%remote debug", timeout=60).text)
+                return "c"
+            return "continue"
 
-    result = shared.execute("steppers.compute.call(1).get()", timeout=90, on_input=answer)
-    assert result.error is None, result.traceback
-    assert seen, "no record of the stopped rank"
-    assert not list((Path(shared.cwd) / ".monarch").rglob("debug/*.json"))
+        result = shared.execute("steppers.compute.call(1).get()", timeout=90, on_input=answer)
+        assert result.error is None, result.traceback
+        assert listed and re.search(
+            rf"hosts=1 of steppers stopped at cell \[\d+\] line {BREAK_LINE} in compute\(\) \(kernel pid \d+\)",
+            listed[0],
+        ), listed
+        after = poll(lambda: (t := other.ok("%remote debug").text) and "no rank" in t and t, timeout=20)
+        assert after.startswith("no rank is waiting"), after
