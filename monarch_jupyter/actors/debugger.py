@@ -193,6 +193,11 @@ class Debugger:
         except KeyboardInterrupt:
             self.release_all()
             raise
+        except (NotImplementedError, EOFError):  # IPython's StdinNotImplementedError: no stdin here
+            print(
+                "monarch_jupyter: this front end sends no input (stdin): stopped ranks continue", flush=True
+            )
+            self.release_all()
         except (OSError, ConnectionError, TimeoutError) as error:
             print(f"monarch_jupyter: lost the debugger ({error}); stopped ranks are continued", flush=True)
             self.release_all()

@@ -116,19 +116,27 @@ class _Kernel:
         self.cell_started = time.monotonic()
         self.parent: dict = dict(getattr(shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
+        self.session = session
         self.debugger: Debugger | None = None
+        self.start_debugger()
+
+    def start_debugger(self) -> None:
+        """The cell debugger (its signal handler needs the main thread: retried at each cell)."""
+        if self.debugger is not None:
+            return
         with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
             loopback_only()
-            publish = kernel_publisher(shell)
+            publish = kernel_publisher(self.shell)
             self.debugger = Debugger(
                 self.locate,
                 self.cell_source,
-                stopped.folder_of(session),
+                stopped.folder_of(self.session),
                 lambda text: publish(self.parent, text),
             )
             self.inbox.on_debug = self.debugger.record
 
     def pre_run_cell(self, *_: Any) -> None:
+        self.start_debugger()
         self.cell_started = time.monotonic()
         self.inbox.forget_before(self.cell_started)
         self.parent = dict(getattr(self.shell, "parent_header", {}) or {})

@@ -120,3 +120,11 @@ def test_remote_debug_lists_the_waiting_rank_from_another_kernel(shared):
         ), listed
         after = poll(lambda: (t := other.ok("%remote debug").text) and "no rank" in t and t, timeout=20)
         assert after.startswith("no rank is waiting"), after
+
+
+def test_a_front_end_without_stdin_gets_the_ranks_continued(shared):
+    result = shared.execute("print(steppers.compute.call(1).get().item(hosts=1))", timeout=90)
+    assert result.error is None, result.traceback
+    assert "hosts=1 stopped at cell" in result.text, result.text
+    assert "sends no input (stdin): stopped ranks continue" in result.text, result.text
+    assert result.text.rstrip().endswith("43"), result.text
