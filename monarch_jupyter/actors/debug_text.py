@@ -86,11 +86,23 @@ def parse(line: str) -> Command:
         return Command("continue")
     if word in ("ranks", "help", "h") and not rest:
         return Command("ranks" if word == "ranks" else "help")
-    if word in ("l", "list") and not rest:
-        return Command("list")
+    if word in ("l", "list") and (not rest or span(rest) is not None):
+        return Command("list", rest)
     if word in ("ll", "longlist") and not rest:
         return Command("longlist")
     return Command("pdb", text)
+
+
+def span(arg: str) -> tuple[int, int] | None:
+    """``list FIRST[, LAST]``'s lines (pdb's: one number lists 11 lines around it)."""
+    parts = [p.strip() for p in arg.split(",")] if arg.strip() else []
+    if not parts or len(parts) > 2 or not all(p.isdigit() for p in parts):
+        return None
+    first = int(parts[0])
+    if len(parts) == 1:
+        return max(1, first - 5), first + 5
+    last = int(parts[1])
+    return first, last if last >= first else first + last  # pdb: a smaller LAST is a count
 
 
 def pick(arg: str, stops: Sequence[Stop]) -> Stop | None:
@@ -139,13 +151,16 @@ def listing(source: str, current: int, first: int, last: int) -> str:
     return "\n".join(rows) if rows else "[EOF]"
 
 
-def cell_listing(frame: Frame, locate: Locate, source: Source, whole: bool) -> str | None:
-    """``list`` (11 lines around) or ``ll`` (the whole cell) of a notebook frame; None when the
-    frame is not a cell's (pdb lists it itself)."""
+def cell_listing(
+    frame: Frame, locate: Locate, source: Source, whole: bool, lines: tuple[int, int] | None = None
+) -> str | None:
+    """``list`` (11 lines around, or ``lines``) or ``ll`` (the whole cell) of a notebook frame;
+    None when the frame is not a cell's (pdb lists it itself)."""
     found = locate(frame) if frame.filename.startswith("<") else None
     text = source(found[0]) if found else None
     if found is None or text is None:
         return None
     if whole:
         return f"cell [{found[0]}]:\n" + listing(text, frame.lineno, 1, len(text.splitlines()))
-    return listing(text, frame.lineno, frame.lineno - 5, frame.lineno + 5)
+    first, last = lines or (frame.lineno - 5, frame.lineno + 5)
+    return listing(text, frame.lineno, first, last)

@@ -114,7 +114,6 @@ class Debugger:
         self.link: Link | None = None
         self.main = threading.main_thread().ident
         self.code = _get_code()
-        self.stop_times: dict[tuple[str, int], tuple[float, float]] = {}  # proc's stop, shown: benchmarks
         previous = signal.getsignal(SIGNAL)
         self.previous = previous if callable(previous) else None
         signal.signal(SIGNAL, self._on_signal)
@@ -128,7 +127,6 @@ class Debugger:
             if stop is not None:
                 self.stops[key] = stop
                 self.shown.discard(key)
-                self.stop_times[key] = (float(data.get("time", 0.0)), 0.0)
             else:
                 self.stops.pop(key, None)
             active = self.active
@@ -182,7 +180,6 @@ class Debugger:
             if key not in self.shown:
                 self.shown.add(key)
                 print(debug_text.stopped_line(stop, self.locate), flush=True)
-                self.stop_times[key] = (self.stop_times.get(key, (0.0, 0.0))[0], time.time())
 
     def _session(self) -> None:
         self._announce()
@@ -309,17 +306,19 @@ class _Prompt:
             self.link.ask("detach")
             self.current = None
             self._go_on(current)
-        elif command.kind in ("list", "longlist") and self._list(command.kind == "longlist"):
+        elif command.kind in ("list", "longlist") and self._list(
+            command.kind == "longlist", debug_text.span(command.arg)
+        ):
             pass
         else:
-            pdb_line = {"list": "l", "longlist": "ll"}.get(command.kind, command.arg)
+            pdb_line = {"list": f"l {command.arg}".strip(), "longlist": "ll"}.get(command.kind, command.arg)
             self._show(self.link.ask(pdb_line))
         return ""
 
-    def _list(self, whole: bool) -> bool:
+    def _list(self, whole: bool, span: tuple[int, int] | None = None) -> bool:
         if self.frame is None:
             return False
-        text = debug_text.cell_listing(self.frame, self.debugger.locate, self.debugger.source, whole)
+        text = debug_text.cell_listing(self.frame, self.debugger.locate, self.debugger.source, whole, span)
         if text is not None:
             print(text, flush=True)
         return text is not None

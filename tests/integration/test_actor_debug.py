@@ -53,7 +53,7 @@ def test_p_n_c_on_one_rank_then_the_result(shared):
     result = shared.execute(
         "print(steppers.compute.call(1).get().item(hosts=1))",
         timeout=90,
-        on_input=scripted(["p x", "n", "p y", "l", "c"], prompts),
+        on_input=scripted(["p x", "n", "p y", "l", "l 6, 7", "c"], prompts),
     )
     text = result.text
     assert result.error is None, result.traceback
@@ -66,7 +66,8 @@ def test_p_n_c_on_one_rank_then_the_result(shared):
     assert "y = x + 2" in text, text  # the source line of a notebook-defined class
     assert "[EOF]" not in text, text
     assert text.rstrip().endswith("43"), text  # the call completed with its result
-    assert len(prompts) == 5, prompts
+    assert "   6   \t    def compute(self, stop_on: int) -> int:" in text, text  # l 6, 7
+    assert len(prompts) == 6, prompts
 
 
 def test_second_rank_while_first_attached_then_attach(shared):

@@ -39,7 +39,8 @@ def test_parse_commands():
     assert debug_text.parse("c") == Command("pdb", "c")
     assert debug_text.parse("p x + 1") == Command("pdb", "p x + 1")
     assert debug_text.parse("l") == Command("list")
-    assert debug_text.parse("l 3, 9") == Command("pdb", "l 3, 9")
+    assert debug_text.parse("l 3, 9") == Command("list", "3, 9")
+    assert debug_text.parse("l foo") == Command("pdb", "l foo")
     assert debug_text.parse("ll") == Command("longlist")
     assert debug_text.parse("ranks") == Command("ranks")
     assert debug_text.parse("a") == Command("pdb", "a")  # pdb's own `args`
@@ -74,3 +75,14 @@ def test_cell_listing_around_and_whole():
     whole = debug_text.cell_listing(frame, locate, {7: CELL}.get, whole=True)
     assert whole is not None and whole.startswith("cell [7]:") and len(whole.splitlines()) == 6
     assert debug_text.cell_listing(Frame("/x.py", 1, "f"), locate, {7: CELL}.get, whole=False) is None
+
+
+def test_list_span_as_pdb():
+    assert debug_text.span("") is None
+    assert debug_text.span("7") == (2, 12)
+    assert debug_text.span("3, 9") == (3, 9)
+    assert debug_text.span("3, 2") == (3, 5)
+    assert debug_text.span("x") is None
+    frame = Frame("<dynamic-code>", 4, "compute")
+    text = debug_text.cell_listing(frame, locate, {7: CELL}.get, whole=False, lines=(2, 3))
+    assert text == "   2   \t    def compute(self):\n   3   \t        x = 1"
