@@ -14,6 +14,7 @@ from harness import job_kernel, poll, scratch_kernel
 pytestmark = pytest.mark.kernel
 
 ACTOR = """from monarch.actor import Actor, endpoint, current_rank
+import time
 import monarch_jupyter
 
 class Stepper(Actor):
@@ -21,6 +22,8 @@ class Stepper(Actor):
     def compute(self, stop_on: int) -> int:
         rank = current_rank().rank
         x = 40 + rank
+        if stop_on == -2 and rank == 1:
+            time.sleep(1.5)  # stops while rank 0 is attached
         if rank == stop_on or stop_on < 0:
             breakpoint()
         y = x + 2
@@ -30,6 +33,7 @@ procs = monarch_jupyter.state().hosts.spawn_procs()
 steppers = procs.spawn("steppers", Stepper)
 """
 BREAK_LINE = next(n for n, line in enumerate(ACTOR.splitlines(), 1) if "breakpoint()" in line)
+DEF_LINE = next(n for n, line in enumerate(ACTOR.splitlines(), 1) if "def compute" in line)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,7 @@ def test_p_n_c_on_one_rank_then_the_result(shared):
     result = shared.execute(
         "print(steppers.compute.call(1).get().item(hosts=1))",
         timeout=90,
-        on_input=scripted(["p x", "n", "p y", "l", "l 6, 7", "c"], prompts),
+        on_input=scripted(["p x", "n", "p y", "l", f"l {DEF_LINE}, {DEF_LINE + 1}", "c"], prompts),
     )
     text = result.text
     assert result.error is None, result.traceback
@@ -66,7 +70,7 @@ def test_p_n_c_on_one_rank_then_the_result(shared):
     assert "y = x + 2" in text, text  # the source line of a notebook-defined class
     assert "[EOF]" not in text, text
     assert text.rstrip().endswith("43"), text  # the call completed with its result
-    assert "   6   \t    def compute(self, stop_on: int) -> int:" in text, text  # l 6, 7
+    assert f"{DEF_LINE:4d}   \t    def compute(self, stop_on: int) -> int:" in text, text  # l A, B
     assert len(prompts) == 6, prompts
 
 
@@ -83,6 +87,25 @@ def test_second_rank_while_first_attached_then_attach(shared):
     assert "\n40\n" in text and "\n41\n" in text, text
     assert "[hosts=1] (Pdb) " in prompts, prompts
     assert text.rstrip().endswith("42"), text
+
+
+def test_a_rank_stopping_while_another_is_attached_is_announced(shared):
+    prompts: list[str] = []
+    replies = ["p x", "attach hosts=1", "p x", "continue"]
+
+    def answer(prompt: str, _result) -> str:
+        prompts.append(prompt)
+        if len(prompts) == 1:
+            time.sleep(3.0)  # rank 1 stops meanwhile, with rank 0's prompt open
+        return replies.pop(0) if replies else "continue"
+
+    result = shared.execute("print(steppers.compute.call(-2).get())", timeout=90, on_input=answer)
+    text = result.text
+    assert result.error is None, result.traceback
+    assert prompts[0] == "[hosts=0] (Pdb) ", prompts
+    assert re.search(r"hosts=1 stopped at cell \[\d+\] line \d+ in compute\(\)  \(attach 1\)", text), text
+    assert "[hosts=1] (Pdb) " in prompts, prompts
+    assert "\n40\n" in text and "\n41\n" in text, text
 
 
 def test_ctrl_c_while_stopped_releases_the_ranks(shared):
