@@ -104,9 +104,11 @@ class Debugger:
         source: debug_text.Source,
         folder: Path | None = None,
         publish: Callable[[str], None] | None = None,
+        cell_running: Callable[[], bool] = lambda: False,
     ) -> None:
         self.locate, self.source, self.folder = locate, source, folder
         self.publish = publish  # shows a line in the waiting cell from another thread
+        self.cell_running = cell_running
         self.stops: dict[tuple[str, int], Stop] = {}
         self.shown: set[tuple[str, int]] = set()
         self.lock = threading.Lock()
@@ -161,8 +163,11 @@ class Debugger:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.previous is not None:
             self.previous(signum, frame)
-        if self.active or not self.stops or not _waiting_in_get(frame, self.code):
-            return  # not inside a call's get(): the next nudge tries again
+        if self.active or not self.stops:
+            return
+        if not _waiting_in_get(frame, self.code):
+            self._announce_elsewhere()  # e.g. an `await`ed call: say so; the next nudge tries again
+            return
         self.active = True
         try:
             self._session()
@@ -180,6 +185,19 @@ class Debugger:
             if key not in self.shown:
                 self.shown.add(key)
                 print(debug_text.stopped_line(stop, self.locate), flush=True)
+
+    def _announce_elsewhere(self) -> None:
+        """Stopped ranks while the running cell waits for them some other way than ``get()``."""
+        if self.publish is None or not self.cell_running():
+            return
+        for stop in self.pending():
+            key = (stop.actor, stop.rank)
+            if key not in self.shown:
+                self.shown.add(key)
+                line = debug_text.stopped_line(stop, self.locate)
+                self.publish(
+                    f"{line}  (the prompt opens in a cell waiting with .get(); %remote debug lists it)\n"
+                )
 
     def _session(self) -> None:
         self._announce()

@@ -117,6 +117,7 @@ class _Kernel:
         self.parent: dict = dict(getattr(shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
         self.session = session
+        self.running = True  # between pre_run_cell and post_run_cell (enable() runs in a cell)
         self.debugger: Debugger | None = None
         self.start_debugger()
 
@@ -132,17 +133,20 @@ class _Kernel:
                 self.cell_source,
                 stopped.folder_of(self.session),
                 lambda text: publish(self.parent, text),
+                lambda: self.running,
             )
             self.inbox.on_debug = self.debugger.record
 
     def pre_run_cell(self, *_: Any) -> None:
         self.start_debugger()
+        self.running = True
         self.cell_started = time.monotonic()
         self.inbox.forget_before(self.cell_started)
         self.parent = dict(getattr(self.shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
 
     def post_run_cell(self, *_: Any) -> None:
+        self.running = False
         self.output.settle()
 
     def failure(self, error: BaseException) -> CallFailure:

@@ -152,3 +152,22 @@ def test_a_front_end_without_stdin_gets_the_ranks_continued(shared):
     assert "hosts=1 stopped at cell" in result.text, result.text
     assert "sends no input (stdin): stopped ranks continue" in result.text, result.text
     assert result.text.rstrip().endswith("43"), result.text
+
+
+def test_a_stop_while_the_cell_does_something_else_is_said_then_get_debugs_it(shared):
+    """Not waiting in get() (here sleeping; `await` is the same): the cell says where the rank
+    stopped, and the prompt opens when the cell waits with get()."""
+    prompts: list[str] = []
+    result = shared.execute(
+        "import time\nfut = steppers.compute.call(0)\ntime.sleep(3)\nprint(fut.get().item(hosts=0))",
+        timeout=60,
+        on_input=scripted(["p x", "continue"], prompts),
+    )
+    text = result.text
+    assert result.error is None, result.traceback
+    assert re.search(r"hosts=0 stopped at cell \[\d+\] line \d+ in compute\(\)  \(the prompt opens", text), (
+        text
+    )
+    assert text.count("hosts=0 stopped at") == 1, text
+    assert prompts == ["[hosts=0] (Pdb) ", "[hosts=0] (Pdb) "], prompts
+    assert "\n40\n" in text and text.rstrip().endswith("42"), text
