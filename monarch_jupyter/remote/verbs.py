@@ -367,6 +367,6 @@ def stacks(
     cell.write(stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers)))
 
 
-@verb("debug", "the ranks waiting at a breakpoint, from any kernel of this context")
+@verb("debug", "ranks waiting at a breakpoint (from any kernel)")
 def debug(cell: Cell) -> None:
     cell.write(breakpoints.waiting_text(breakpoints.folder_of(cell.session)))
