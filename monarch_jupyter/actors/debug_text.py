@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .failures import Frame
+from .failures import Frame, internal
 
 Locate = Callable[[Frame], "tuple[int, str] | None"]
 Source = Callable[[int], "str | None"]  # a cell's source by its number
@@ -138,6 +138,30 @@ def translate(text: str, locate: Locate) -> tuple[str, Frame | None]:
             "-> " + found[1].strip(),
         ]
     return "\n".join(out), current
+
+
+_MACHINERY = ("/threading.py", "/asyncio/", "/concurrent/")
+
+
+def trim_stack(text: str) -> str:
+    """``where``'s stack without the leading frames of Monarch's dispatch and the thread that runs
+    it (one line says how many; ``bt`` shows them all)."""
+    lines = text.split("\n")
+    cut = 0
+    for index, line in enumerate(lines):
+        match = _LOCATION.match(line)
+        if match is None:
+            continue
+        frame = Frame(match["file"], int(match["line"]), match["func"])
+        if not (internal(frame) or any(part in frame.filename for part in _MACHINERY)):
+            break
+        cut = index + 1
+        if cut < len(lines) and lines[cut].startswith("->"):
+            cut += 1
+    if cut == 0:
+        return text
+    frames = sum(1 for line in lines[:cut] if _LOCATION.match(line))
+    return "\n".join([f"  ({frames} frames of Monarch's dispatch: bt shows them)", *lines[cut:]])
 
 
 def listing(source: str, current: int, first: int, last: int) -> str:

@@ -330,7 +330,8 @@ class _Prompt:
             pass
         else:
             pdb_line = {"list": f"l {command.arg}".strip(), "longlist": "ll"}.get(command.kind, command.arg)
-            self._show(self.link.ask(pdb_line))
+            answer = self.link.ask(pdb_line)
+            self._show(debug_text.trim_stack(answer) if pdb_line in ("w", "where") else answer)
         return ""
 
     def _list(self, whole: bool, span: tuple[int, int] | None = None) -> bool:

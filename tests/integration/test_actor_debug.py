@@ -57,7 +57,7 @@ def test_p_n_c_on_one_rank_then_the_result(shared):
     result = shared.execute(
         "print(steppers.compute.call(1).get().item(hosts=1))",
         timeout=90,
-        on_input=scripted(["p x", "n", "p y", "l", f"l {DEF_LINE}, {DEF_LINE + 1}", "c"], prompts),
+        on_input=scripted(["where", "p x", "n", "p y", "l", f"l {DEF_LINE}, {DEF_LINE + 1}", "c"], prompts),
     )
     text = result.text
     assert result.error is None, result.traceback
@@ -71,7 +71,8 @@ def test_p_n_c_on_one_rank_then_the_result(shared):
     assert "[EOF]" not in text, text
     assert text.rstrip().endswith("43"), text  # the call completed with its result
     assert f"{DEF_LINE:4d}   \t    def compute(self, stop_on: int) -> int:" in text, text  # l A, B
-    assert len(prompts) == 6, prompts
+    assert "frames of Monarch's dispatch: bt shows them" in text and "threading.py" not in text, text
+    assert len(prompts) == 7, prompts
 
 
 def test_second_rank_while_first_attached_then_attach(shared):

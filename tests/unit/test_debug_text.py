@@ -86,3 +86,15 @@ def test_list_span_as_pdb():
     frame = Frame("<dynamic-code>", 4, "compute")
     text = debug_text.cell_listing(frame, locate, {7: CELL}.get, whole=False, lines=(2, 3))
     assert text == "   2   \t    def compute(self):\n   3   \t        x = 1"
+
+
+def test_where_drops_the_dispatch_frames_bt_keeps_them():
+    text = (
+        "  /usr/lib/python3.11/threading.py(1002)_bootstrap()\n-> self._bootstrap_inner()\n"
+        "  /x/site-packages/monarch/_src/actor/actor_mesh.py(900)handle()\n-> r = the_method(self, *args)\n"
+        "> <dynamic-code>(4)compute()\n(Pdb) "
+    )
+    trimmed = debug_text.trim_stack(text)
+    assert trimmed.splitlines()[0] == "  (2 frames of Monarch's dispatch: bt shows them)", trimmed
+    assert "threading" not in trimmed and "> <dynamic-code>(4)compute()" in trimmed
+    assert debug_text.trim_stack("> /x/mine.py(3)f()\n(Pdb) ") == "> /x/mine.py(3)f()\n(Pdb) "
