@@ -75,18 +75,21 @@ class Kernel:
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
 
-    def execute(self, code: str, timeout: float = 120, on_output=None) -> Result:
-        """Run ``code``; every IOPub output is stamped with its arrival time."""
+    def execute(self, code: str, timeout: float = 120, on_output=None, on_input=None) -> Result:
+        """Run ``code``; every IOPub output is stamped with its arrival time. With ``on_input``
+        (prompt, result so far -> reply), the cell may ask for input on the stdin channel."""
         start = time.monotonic()
-        msg_id = self.kc.execute(code, store_history=True)
+        msg_id = self.kc.execute(code, store_history=True, allow_stdin=on_input is not None)
         result = Result()
         deadline = start + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"cell did not finish in {timeout} s: {code[:80]!r}")
+            if on_input is not None:
+                self._answer(on_input, result)
             try:
-                msg = self.kc.get_iopub_msg(timeout=min(left, 1.0))
+                msg = self.kc.get_iopub_msg(timeout=min(left, 0.05 if on_input else 1.0))
             except Exception:
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
@@ -110,6 +113,14 @@ class Kernel:
                     on_output(out)
         result.duration = time.monotonic() - start
         return result
+
+    def _answer(self, on_input, result: Result) -> None:
+        try:
+            request = self.kc.get_stdin_msg(timeout=0.01)
+        except Exception:
+            return
+        if request["msg_type"] == "input_request":
+            self.kc.input(on_input(request["content"]["prompt"], result))
 
     def ok(self, code: str, timeout: float = 120) -> Result:
         """Execute and fail the test with the kernel's traceback on error."""

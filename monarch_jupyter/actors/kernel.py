@@ -23,8 +23,10 @@ from types import TracebackType
 from typing import Any
 
 from .. import _introspect, _timefmt
+from .. import breakpoints as stopped
 from .._files import private_dir
 from . import cells, worker
+from .debugger import Debugger, loopback_only
 from .failures import CallFailure, Frame, from_record, render, strip_ansi
 from .output import Forwarder, Log, kernel_publisher
 
@@ -41,6 +43,7 @@ class Inbox:
     def __init__(self, on_output: Callable[[dict], None]) -> None:
         self.ref, receiver = _introspect.open_kernel_port()
         self.on_output = on_output
+        self.on_debug: Callable[[dict], None] | None = None  # stopped / resumed records
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
@@ -61,6 +64,11 @@ class Inbox:
                 continue
             if data.get("kind") == "output":
                 self.on_output(data)
+                continue
+            if data.get("kind") in ("stopped", "resumed"):
+                with contextlib.suppress(Exception):  # a bad record must not stop the inbox
+                    if self.on_debug is not None:
+                        self.on_debug(data)
                 continue
             if data.get("kind") == "failure":
                 with self._cond:
@@ -106,14 +114,39 @@ class _Kernel:
         self.output = Forwarder(kernel_publisher(shell), log, shown)
         self.inbox = Inbox(self.output.feed)
         self.cell_started = time.monotonic()
-        self.output.cell(time.time(), dict(getattr(shell, "parent_header", {}) or {}))
+        self.parent: dict = dict(getattr(shell, "parent_header", {}) or {})
+        self.output.cell(time.time(), self.parent)
+        self.session = session
+        self.running = True  # between pre_run_cell and post_run_cell (enable() runs in a cell)
+        self.debugger: Debugger | None = None
+        self.start_debugger()
+
+    def start_debugger(self) -> None:
+        """The cell debugger (its signal handler needs the main thread: retried at each cell)."""
+        if self.debugger is not None:
+            return
+        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+            loopback_only()
+            publish = kernel_publisher(self.shell)
+            self.debugger = Debugger(
+                self.locate,
+                self.cell_source,
+                stopped.folder_of(self.session),
+                lambda text: publish(self.parent, text),
+                lambda: self.running,
+            )
+            self.inbox.on_debug = self.debugger.record
 
     def pre_run_cell(self, *_: Any) -> None:
+        self.start_debugger()
+        self.running = True
         self.cell_started = time.monotonic()
         self.inbox.forget_before(self.cell_started)
-        self.output.cell(time.time(), dict(getattr(self.shell, "parent_header", {}) or {}))
+        self.parent = dict(getattr(self.shell, "parent_header", {}) or {})
+        self.output.cell(time.time(), self.parent)
 
     def post_run_cell(self, *_: Any) -> None:
+        self.running = False
         self.output.settle()
 
     def failure(self, error: BaseException) -> CallFailure:
@@ -136,6 +169,9 @@ class _Kernel:
 
     def locate(self, frame: Frame) -> tuple[int, str] | None:
         return cells.find(cells.kernel_cells(self.shell), frame)
+
+    def cell_source(self, number: int) -> str | None:
+        return dict(cells.kernel_cells(self.shell)).get(number)
 
     def called_from(self, tb: TracebackType | None) -> list[str]:
         """``called from cell [6] line 1: a.boom.call(1).get()`` for the cell frames of ``tb``."""

@@ -119,6 +119,7 @@ def _install(sink: Any, output: bool) -> None:
     from monarch._src.actor import actor_mesh
 
     _wrap_errors(actor_mesh, sink)
+    _wrap_breakpoints(actor_mesh, sink)
     if not output:
         return
     ctx = actor_mesh.context()
@@ -146,6 +147,65 @@ def _wrap_errors(actor_mesh: Any, sink: Any) -> None:
 
     setattr(report, _WRAPPED, True)
     actor_mesh._Actor._report_exception = report
+
+
+def _send(actor_mesh: Any, sink: Any, data: dict[str, Any]) -> None:
+    with contextlib.suppress(Exception):  # telling the kernel must never change the call
+        port = actor_mesh.Port(sink, actor_mesh.context().actor_instance._as_rust(), None)
+        port.return_undeliverable = False
+        port.send(data)
+
+
+def _wrap_breakpoints(actor_mesh: Any, sink: Any) -> None:
+    """``breakpoint()`` and ``pdb.set_trace()`` tell the kernel which rank stopped where, then
+    enter Monarch's remote pdb (its ``remote_breakpointhook``, inlined: it traces its caller's
+    frame, so it cannot be wrapped); the end of the session tells the kernel too."""
+    import pdb
+
+    from monarch._src.actor.debugger.debug_controller import debug_controller
+    from monarch._src.actor.debugger.pdb_wrapper import PdbWrapper
+
+    if getattr(PdbWrapper.end_debug_session, _WRAPPED, False):
+        return
+
+    def who() -> dict[str, Any]:
+        ctx = actor_mesh.context()
+        point = ctx.message_rank
+        return {
+            "actor": ctx.actor_instance.actor_id.actor_name,
+            "rank": point.rank,
+            "point": [(name, point[name]) for name in point],
+            "pid": os.getpid(),
+        }
+
+    def stop_here(frame: Any, header: str | None = None) -> None:
+        ctx = actor_mesh.context()
+        rank = ctx.message_rank
+        code = frame.f_code
+        where = (code.co_filename, frame.f_lineno, code.co_name, getattr(code, "co_qualname", code.co_name))
+        _send(actor_mesh, sink, {"kind": "stopped", "frame": where, "time": time.time(), **who()})
+        wrapper = PdbWrapper(
+            rank.rank, {k: rank[k] for k in rank}, ctx.actor_instance.actor_id, debug_controller(), header
+        )
+        actor_mesh.DebugContext.set(actor_mesh.DebugContext(wrapper))
+        wrapper.set_trace(frame)
+
+    def hook(*_: Any, **__: Any) -> None:
+        stop_here(sys._getframe(1))
+
+    def set_trace(*, header: str | None = None) -> None:
+        stop_here(sys._getframe(1), header)
+
+    original_end = PdbWrapper.end_debug_session
+
+    def end_debug_session(self: Any) -> None:
+        _send(actor_mesh, sink, {"kind": "resumed", "time": time.time(), **who()})
+        original_end(self)
+
+    setattr(end_debug_session, _WRAPPED, True)
+    PdbWrapper.end_debug_session = end_debug_session
+    sys.breakpointhook = hook
+    pdb.set_trace = set_trace
 
 
 def _pump(read_fd: int, out_fd: int, stream: str, send: Callable[[dict], None], who: dict) -> None:

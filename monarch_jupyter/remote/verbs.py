@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _timefmt
+from .. import _timefmt, breakpoints
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
 from . import grep as grep_text
@@ -459,3 +459,8 @@ def grep(
                 else ""
             )
     cell.write(grep_text.render(entry.id, first_line(entry.command), pattern, found, where))
+
+
+@verb("debug", "ranks waiting at a breakpoint (from any kernel)")
+def debug(cell: Cell) -> None:
+    cell.write(breakpoints.waiting_text(breakpoints.folder_of(cell.session)))

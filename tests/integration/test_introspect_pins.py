@@ -245,6 +245,9 @@ def test_no_other_module_reads_monarch_private_fields():
     allowed = {
         ("batch.py", 'python = getattr(job, "_python_exe", sys.executable)'),
         ("worker.py", "from monarch._src.actor import actor_mesh"),
+        # test_debugger_members pins these two
+        ("worker.py", "from monarch._src.actor.debugger.debug_controller import debug_controller"),
+        ("worker.py", "from monarch._src.actor.debugger.pdb_wrapper import PdbWrapper"),
     }
     package = Path(monarch_jupyter.__file__).parent
     offenders = [
@@ -343,3 +346,41 @@ def test_job_services_members():
     assert not isinstance(start, functools.partial)
     assert "host" in inspect.signature(start).parameters, "_introspect.bind_dashboard_to"
     assert "start_telemetry_servers(" in inspect.getsource(telemetry_config._TelemetryHandle._bootstrap)
+
+
+def test_debugger_members():
+    """actors/worker._wrap_breakpoints inlines Monarch's remote_breakpointhook and wraps
+    PdbWrapper.end_debug_session; actors/debugger.Link speaks the DebugController's socket
+    protocol (what `monarch debug` uses) and sets its host/port through the environment."""
+    from monarch._src.actor import actor_mesh
+    from monarch._src.actor.debugger import breakpoint as hook_module
+    from monarch._src.actor.debugger import debug_command, debug_controller, debug_io, debug_session
+    from monarch._src.actor.debugger.pdb_wrapper import PdbWrapper
+    from monarch.tools import debug_env
+
+    where = "actors/worker._wrap_breakpoints"
+    params = list(inspect.signature(PdbWrapper.__init__).parameters)
+    assert params == ["self", "rank", "coords", "actor_id", "controller", "header"], (
+        f"{MONARCH}: PdbWrapper{params} changed; update {where}"
+    )
+    pin(PdbWrapper, "end_debug_session", where)
+    pin(actor_mesh, "DebugContext", where)
+    pin(debug_controller, "debug_controller", where)
+    hook = inspect.getsource(hook_module.remote_breakpointhook)
+    assert "DebugContext.set(DebugContext(pdb_wrapper))" in hook and "set_trace(frame)" in hook, (
+        f"{MONARCH}: remote_breakpointhook changed; update {where} (it inlines it)"
+    )
+    assert "pdb_wrapper.end_debug_session()" in inspect.getsource(actor_mesh), (
+        f"{MONARCH}: the end of an endpoint no longer ends its debug session; update actors/debugger"
+    )
+    link = "actors/debugger.Link / _Prompt"
+    assert debug_env._MONARCH_DEBUG_SERVER_HOST_ENV_VAR == "MONARCH_DEBUG_SERVER_HOST", link
+    assert debug_env._MONARCH_DEBUG_SERVER_PORT_ENV_VAR == "MONARCH_DEBUG_SERVER_PORT", link
+    controller = inspect.getsource(debug_controller.DebugController)
+    assert '"monarch_dbg> "' in controller and "DebugCliIO(reader, writer)" in controller, (
+        f"{MONARCH}: the DebugController's prompt or client IO changed; update {link}"
+    )
+    assert 'line == "detach"' in inspect.getsource(debug_session.DebugSession._event_loop), link
+    grammar = inspect.getsource(debug_command._get_debug_input_parser)
+    assert 'cast: "cast" _WS actor_name ranks pdb_command' in grammar and "attach:" in grammar, link
+    assert "readline()" in inspect.getsource(debug_io.DebugCliIO.input), link
