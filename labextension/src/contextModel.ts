@@ -61,6 +61,19 @@ export interface IRunItem {
 export interface IContextsResponse {
   root: string;
   contexts: IContextEntry[];
+  /** The server left contexts or folders out (too many to send). */
+  truncated?: boolean;
+}
+
+/** The note under a response the server had to cut; empty when it sent everything. */
+export function truncatedNote(response: unknown): string {
+  const cut =
+    typeof response === 'object' &&
+    response !== null &&
+    (response as IContextsResponse).truncated === true;
+  return cut
+    ? 'Not every context is listed: the folder has too many contexts or subfolders.'
+    : '';
 }
 
 /** What the panel shows for one context. */

@@ -5,7 +5,13 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { IContextItem, IRunItem, stateClass, toItems } from './contextModel';
+import {
+  IContextItem,
+  IRunItem,
+  stateClass,
+  toItems,
+  truncatedNote
+} from './contextModel';
 import { el } from './dom';
 
 const CLASS = 'jp-MonarchPanel';
@@ -32,9 +38,10 @@ export class MonarchPanel extends Widget {
   /** Fetch once and redraw; errors are shown in the panel. */
   async refresh(): Promise<void> {
     try {
-      this._items = toItems(await this._fetch());
+      const response = await this._fetch();
+      this._items = toItems(response);
       this._message.textContent = this._items.length
-        ? ''
+        ? truncatedNote(response)
         : 'No contexts yet: start one with %job in a notebook.';
     } catch (error) {
       this._message.textContent = `Cannot list contexts: ${error}`;

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 from jupyter_server.auth.decorator import authorized
@@ -10,7 +9,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.ioloop import IOLoop
 
-from .contexts import InvalidPath, list_contexts
+from .contexts import InvalidPath, contexts_json
 
 #: Scans touch the file system (a slow or hung mount, thousands of folders):
 #: they run here, never on the server's event loop, so no file can stall
@@ -32,7 +31,9 @@ class ContextsHandler(APIHandler):
     async def get(self) -> None:
         path = self.get_argument("path", "")
         try:
-            body = await IOLoop.current().run_in_executor(_SCANNER, list_contexts, self.root_dir, path)
+            # scanned and serialised in the thread: the loop only writes the (bounded) text
+            body = await IOLoop.current().run_in_executor(_SCANNER, contexts_json, self.root_dir, path)
         except InvalidPath as exc:
             raise web.HTTPError(400, f"invalid path: {exc}") from None
-        self.finish(json.dumps(body))
+        self.set_header("Content-Type", "application/json")
+        self.finish(body)

@@ -14,6 +14,7 @@ import {
   parseRunResult
 } from '../model';
 import { RunResultRenderer } from '../renderer';
+import { truncatedNote } from '../contextModel';
 
 function rank(i: number, status = 'ok', extra: Record<string, unknown> = {}) {
   return {
@@ -165,5 +166,15 @@ describe('paging', () => {
     expect(node.querySelectorAll('.jp-MonarchRun-rank').length).toBe(100);
     expect(more.hidden).toBe(true);
     renderer.dispose();
+  });
+});
+
+describe('sidebar response bounds', () => {
+  it('notes a response the server cut', () => {
+    expect(
+      truncatedNote({ root: '', contexts: [], truncated: true })
+    ).toContain('Not every context is listed');
+    expect(truncatedNote({ root: '', contexts: [] })).toBe('');
+    expect(truncatedNote(null)).toBe('');
   });
 });
