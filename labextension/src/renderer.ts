@@ -25,6 +25,7 @@ import {
   truncatedNotice
 } from './model';
 import { el } from './dom';
+import { appendAnsi } from './ansi';
 
 const CLASS = 'jp-MonarchRun';
 
@@ -79,7 +80,9 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
   const fill = (): void => {
     if (panel.open && !lines.childElementCount) {
       for (const [stream, text] of rank.lines) {
-        lines.appendChild(el('div', `${CLASS}-line ${CLASS}-${stream}`, text));
+        const line = el('div', `${CLASS}-line ${CLASS}-${stream}`);
+        appendAnsi(line, text);
+        lines.appendChild(line);
       }
     }
   };

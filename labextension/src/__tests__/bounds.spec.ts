@@ -178,3 +178,25 @@ describe('sidebar response bounds', () => {
     expect(truncatedNote(null)).toBe('');
   });
 });
+
+describe('rank lines', () => {
+  it('show SGR colours as classes, not as raw [31m', async () => {
+    const renderer = new RunResultRenderer({
+      mimeType: MIME_TYPE,
+      sanitizer: {} as any,
+      resolver: null,
+      linkHandler: null,
+      latexTypesetter: null
+    });
+    const data = payload([
+      rank(0, 'failed', {
+        lines: [['err', '\x1b[31mboom\x1b[0m \x1b]0;t\x07']]
+      })
+    ]);
+    await renderer.renderModel({ data: { [MIME_TYPE]: data } } as any);
+    const line = renderer.node.querySelector('.jp-MonarchRun-line')!;
+    expect(line.textContent).toBe('boom ');
+    expect(line.querySelector('span.ansi-red-fg')!.textContent).toBe('boom');
+    renderer.dispose();
+  });
+});
