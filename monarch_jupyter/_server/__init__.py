@@ -12,7 +12,7 @@ from typing import Any
 
 from jupyter_server.utils import url_path_join
 
-from .handlers import ContextsHandler
+from .handlers import ContextsHandler, WidgetCodeHandler
 
 API_NAMESPACE = "monarch-jupyter"
 
@@ -26,8 +26,9 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
     web_app = server_app.web_app
     base_url = web_app.settings["base_url"]
     route = url_path_join(base_url, API_NAMESPACE, "contexts")
+    static = url_path_join(base_url, API_NAMESPACE, "static", r"([a-z]+\.(?:js|css))")
     web_app.add_handlers(
         ".*$",
-        [(route, ContextsHandler, {"root_dir": server_app.root_dir})],
+        [(route, ContextsHandler, {"root_dir": server_app.root_dir}), (static, WidgetCodeHandler)],
     )
     server_app.log.info("monarch_jupyter: serving %s", route)

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.ioloop import IOLoop
 
 from .contexts import InvalidPath, contexts_json
+
+#: The run grid's front end, loaded by the stub each grid's widget state carries.
+WIDGET_FILES = {
+    "run.js": "text/javascript",
+    "run.css": "text/css",
+}
+_WIDGETS = Path(__file__).resolve().parent.parent / "widgets"
 
 #: Scans touch the file system (a slow or hung mount, thousands of folders):
 #: they run here, never on the server's event loop, so no file can stall
@@ -37,3 +45,19 @@ class ContextsHandler(APIHandler):
             raise web.HTTPError(400, f"invalid path: {exc}") from None
         self.set_header("Content-Type", "application/json")
         self.finish(body)
+
+
+class WidgetCodeHandler(JupyterHandler):
+    """GET the run grid's run.js / run.css (public code of this package, cacheable)."""
+
+    auth_resource = "contents"
+
+    @web.authenticated
+    @authorized
+    def get(self, name: str) -> None:
+        if name not in WIDGET_FILES:
+            raise web.HTTPError(404)
+        self.set_header("Content-Type", WIDGET_FILES[name])
+        # the stub asks for ?v=<version>: a new version is a new URL
+        self.set_header("Cache-Control", "max-age=86400" if self.get_argument("v", "") else "no-cache")
+        self.finish((_WIDGETS / name).read_bytes())

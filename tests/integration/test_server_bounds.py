@@ -185,3 +185,30 @@ def test_the_server_answers_other_requests_while_tabs_poll(server: str) -> None:
         for proc in procs:
             assert proc.wait(timeout=120) == 0
     print(f"\n/api/status while 5 tabs poll: max {max(times) * 1e3:.0f} ms")
+
+
+def test_the_run_grid_code_is_served_for_the_saved_loader(server: str) -> None:
+    """The loader each saved grid carries (widgets/run_stub.js) imports these two files."""
+    widgets = REPO / "monarch_jupyter" / "widgets"
+    for name, kind in (("run.js", "text/javascript"), ("run.css", "text/css")):
+        request = urllib.request.Request(
+            f"{server}/monarch-jupyter/static/{name}?v=1", headers={"Authorization": f"token {TOKEN}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Content-Type"] == kind
+            assert response.read() == (widgets / name).read_bytes()
+    for name in ("run.py", "job.js", "..%2Frun.py"):
+        request = urllib.request.Request(
+            f"{server}/monarch-jupyter/static/{name}", headers={"Authorization": f"token {TOKEN}"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=10)
+        assert error.value.code == 404, name
+    with pytest.raises(urllib.error.HTTPError) as error:  # no token: refused (or sent to log in)
+        urllib.request.build_opener(_NoRedirect).open(f"{server}/monarch-jupyter/static/run.js", timeout=10)
+    assert error.value.code in (302, 401, 403)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
