@@ -315,10 +315,14 @@ function render({ model, el: root }) {
   const note = el('span', 'monarch-run-note');
   header.append(title, summary, filterLabel, stop, note);
   const grid = el('div', 'monarch-run-grid');
+  grid.setAttribute('role', 'group');
+  grid.setAttribute('aria-label', 'ranks');
   const detail = el('div', 'monarch-run-detail');
+  detail.setAttribute('aria-live', 'polite');
   root.append(header, grid, detail);
 
   let frame = 0;
+  let refocus = -1; // a tile to give the focus back to after the next redraw
   const schedule = () => {
     if (!frame) {
       frame = requestAnimationFrame(draw);
@@ -366,13 +370,27 @@ function render({ model, el: root }) {
       )
     );
     node.append(head, foot);
-    node.addEventListener('click', () => {
-      model.set(
-        'selected',
-        model.get('selected') === tile.rank ? -1 : tile.rank
-      );
+    // a button for the keyboard and screen readers: Tab to it, Enter or Space shows its output
+    node.tabIndex = 0;
+    node.setAttribute('role', 'button');
+    const selected = tile.rank === model.get('selected');
+    node.setAttribute('aria-pressed', String(selected));
+    node.setAttribute(
+      'aria-label',
+      `${tile.label}: ${statusText(tile)}${tile.error ? `, ${tile.error}` : ''}; ${selected ? 'hide' : 'show'} its output`
+    );
+    const toggle = () => {
+      model.set('selected', selected ? -1 : tile.rank);
       model.save_changes();
+      refocus = tile.rank; // the grid is redrawn: keep the focus on this tile
       schedule();
+    };
+    node.addEventListener('click', toggle);
+    node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        toggle();
+      }
     });
     return node;
   }
@@ -446,9 +464,17 @@ function render({ model, el: root }) {
         )
       );
     }
+    const focused = grid.contains(document.activeElement)
+      ? Number(/** @type {HTMLElement} */ (document.activeElement).dataset.rank)
+      : refocus;
     for (const tile of shown) {
-      grid.append(drawTile(tile, now));
+      const node = drawTile(tile, now);
+      grid.append(node);
+      if (tile.rank === focused) {
+        node.focus({ preventScroll: true });
+      }
     }
+    refocus = -1;
     drawDetail(tiles);
   }
 
