@@ -149,7 +149,9 @@ NOTEBOOK = _Notebook()
 class JupyterServer:
     """``python -m jupyter lab|notebook`` on 127.0.0.1 with a random token, in ``root``."""
 
-    def __init__(self, root: Path, home: Path, tag: str, ui: Frontend = LAB) -> None:
+    def __init__(
+        self, root: Path, home: Path, tag: str, ui: Frontend = LAB, extra: tuple[str, ...] = ()
+    ) -> None:
         self.ui = ui
         self.root = Path(root)
         self.port = free_port()
@@ -185,6 +187,7 @@ class JupyterServer:
                     f"--IdentityProvider.token={self.token}",
                     f"--ServerApp.root_dir={self.root}",
                     *ui.server_args(home),
+                    *extra,
                     *(["--allow-root"] if os.geteuid() == 0 else []),
                 ],
                 cwd=self.root,
