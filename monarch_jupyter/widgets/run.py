@@ -20,6 +20,7 @@ as the toolbar's interrupt button does.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import time
@@ -38,12 +39,15 @@ RUN_JS = _HERE / "run.js"
 RUN_CSS = _HERE / "run.css"
 
 
+def code_version() -> str:
+    """A digest of run.js and run.css: the loader's cache-busting query (new code, new URL)."""
+    return hashlib.sha256(RUN_JS.read_bytes() + RUN_CSS.read_bytes()).hexdigest()[:12]
+
+
 def _stub() -> str:
     """The loader saved as each grid's ``_esm`` (run_stub.js): it fetches run.js and run.css
     from the server extension, or asks this widget for them (:meth:`RunWidget._on_front_end_msg`)."""
-    from .. import __version__
-
-    text = (_HERE / "run_stub.js").read_text().replace("__VERSION__", __version__)
+    text = (_HERE / "run_stub.js").read_text().replace("__VERSION__", code_version())
     lines = (line.strip() for line in text.splitlines())  # saved once per grid: no comments
     return "\n".join(line for line in lines if line and not line.startswith(("//", "/**")))
 

@@ -5,7 +5,7 @@
 // grids of the page); without one (VS Code, a server without monarch_jupyter)
 // it asks the kernel for the code in a message, which a busy kernel answers
 // when the cell ends. Custom messages that arrive while it loads are replayed.
-// __VERSION__ is replaced by the Python side (cache busting).
+// __VERSION__ is replaced by the Python side: a digest of run.js + run.css (cache busting).
 
 const VERSION = '__VERSION__';
 

@@ -6,8 +6,7 @@ import pytest
 
 pytest.importorskip("anywidget")
 
-from monarch_jupyter import __version__
-from monarch_jupyter.widgets.run import RUN_CSS, RUN_JS, RunWidget
+from monarch_jupyter.widgets.run import RUN_CSS, RUN_JS, RunWidget, code_version
 from test_widgets import run_state
 
 
@@ -17,7 +16,7 @@ def test_the_widget_state_carries_a_loader_not_the_code() -> None:
         state = widget.get_state()
         assert len(state["_esm"]) < 3000, len(state["_esm"])
         assert state["_css"] == ""
-        assert f"'{__version__}'" in state["_esm"] and "monarch-jupyter/static/" in state["_esm"]
+        assert f"'{code_version()}'" in state["_esm"] and "monarch-jupyter/static/" in state["_esm"]
         assert "//" not in state["_esm"].split("\n")[0]  # comments stripped
         assert len(RUN_JS.read_text()) > 4 * len(state["_esm"])
     finally:
