@@ -14,6 +14,7 @@ import jupyterPlugin from '@jupyter/eslint-plugin';
 // Run from the repository root with --config (see package.json): outside its base path
 // (this folder) ESLint would ignore it.
 const RUN_WIDGET = 'monarch_jupyter/widgets/run.js';
+const RUN_STUB = 'monarch_jupyter/widgets/run_stub.js';
 // Prettier finds no configuration above run.js: give it this folder's explicitly.
 const prettierOptions = JSON.parse(
   readFileSync(join(import.meta.dirname, '.prettierrc.json'), 'utf8')
@@ -28,6 +29,7 @@ export default defineConfig([
       'lib',
       '**/*.js',
       `!${RUN_WIDGET}`,
+      `!${RUN_STUB}`,
       '**/*.d.ts',
       '.venv'
     ]
@@ -87,7 +89,7 @@ export default defineConfig([
     }
   },
   {
-    files: [RUN_WIDGET],
+    files: [RUN_WIDGET, RUN_STUB],
     languageOptions: {
       globals: { ...globals.browser },
       sourceType: 'module'
@@ -104,7 +106,7 @@ export default defineConfig([
     rules: { curly: ['error', 'all'] }
   },
   {
-    files: [RUN_WIDGET],
+    files: [RUN_WIDGET, RUN_STUB],
     rules: { 'prettier/prettier': ['error', prettierOptions] }
   }
 ]);

@@ -186,3 +186,15 @@ class StatusView:
 
     def __repr__(self) -> str:
         return status_text(self.status)
+
+
+#: The class of a widget's static companion output: front ends with our labextension hide it
+#: beside the live widget (style/base.css); nbconvert's HTML and a widget-less viewer show it.
+STATIC_CLASS = "monarch-static-fallback"
+
+
+def static_bundle(status: JobStatus) -> dict[str, str]:
+    """The HTML-only output shown after the ``%job`` widget: what an export without a widget
+    manager (``jupyter nbconvert --to html`` offline) shows in its place. No text/plain, so text
+    front ends, which show the widget's own text, do not print it twice."""
+    return {"text/html": f'<div class="{STATIC_CLASS}">{status_html(status)}</div>'}

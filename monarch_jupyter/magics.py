@@ -79,6 +79,9 @@ class JobMagics(Magics):
             # every status change would put update messages in other cells' IOPub
             # and make the saved text differ from what nbval sees.
             display(JobWidget(self.session, status))
+            # nbconvert picks the widget's view over its text/html and shows nothing offline:
+            # this HTML-only output is the export's copy (the labextension hides it by the widget)
+            display(formatting.static_bundle(status), raw=True)
         else:
             display(formatting.StatusView(status))
         context_dir = self.session.layout.dir / status.context

@@ -40,6 +40,7 @@ from nbclient.exceptions import CellExecutionError  # noqa: E402
 from monarch_jupyter import cache  # noqa: E402
 from monarch_jupyter._orphans import stop_carrying  # noqa: E402
 from monarch_jupyter.contexts import MONARCH_DIR, STATE_FILE  # noqa: E402
+from monarch_jupyter.termtext import terminal_text  # noqa: E402
 
 RUN_VAR = "MONARCH_JUPYTER_NOTEBOOK_RUN"  # inherited by the kernel and all it starts
 
@@ -92,13 +93,15 @@ class EchoingClient(NotebookClient):
         kind = msg["msg_type"]
         content = msg["content"]
         try:
+            # remote text: colours kept, titles, clipboard writes, links and screen clears dropped
             if kind == "stream":
-                text = content["text"]
+                text = terminal_text(content["text"], self._colour)
                 sys.stdout.write(self._paint(RED, text) if content["name"] == "stderr" else text)
             elif kind in ("display_data", "execute_result") and "text/plain" in content["data"]:
-                sys.stdout.write(content["data"]["text/plain"] + "\n")
+                sys.stdout.write(terminal_text(content["data"]["text/plain"], self._colour) + "\n")
             elif kind == "error":
-                sys.stdout.write(self._paint(RED, f"{content['ename']}: {content['evalue']}\n"))
+                error = terminal_text(f"{content['ename']}: {content['evalue']}", self._colour)
+                sys.stdout.write(self._paint(RED, f"{error}\n"))
             sys.stdout.flush()
         except BrokenPipeError:  # nobody reads us any more (| head): stop, as SIGPIPE would
             _silence_stdout()

@@ -28,6 +28,26 @@ from pathlib import Path
 
 from harness import TAG_VAR
 
+REPO = Path(__file__).resolve().parents[1]
+# This checkout's prebuilt labextension (`cd labextension && jlpm build:prod`).
+BUILT = REPO / "monarch_jupyter" / "labextension"
+
+
+def jupyter_path(home: Path) -> str:
+    """A JUPYTER_PATH that serves this checkout's built labextension, ahead of the copy
+    `pip install` put in the virtualenv (Jupyter takes the first one it finds); the
+    current JUPYTER_PATH when the checkout has no build."""
+    current = os.environ.get("JUPYTER_PATH", "")
+    if not (BUILT / "package.json").is_file():
+        return current
+    share = home / "share"
+    (share / "labextensions").mkdir(parents=True, exist_ok=True)
+    link = share / "labextensions" / "monarch_jupyter"
+    if not link.exists():
+        link.symlink_to(BUILT, target_is_directory=True)
+    return os.pathsep.join(p for p in (str(share), current) if p)
+
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -129,7 +149,9 @@ NOTEBOOK = _Notebook()
 class JupyterServer:
     """``python -m jupyter lab|notebook`` on 127.0.0.1 with a random token, in ``root``."""
 
-    def __init__(self, root: Path, home: Path, tag: str, ui: Frontend = LAB) -> None:
+    def __init__(
+        self, root: Path, home: Path, tag: str, ui: Frontend = LAB, extra: tuple[str, ...] = ()
+    ) -> None:
         self.ui = ui
         self.root = Path(root)
         self.port = free_port()
@@ -148,6 +170,7 @@ class JupyterServer:
             "JUPYTER_CONFIG_DIR": str(config),
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
             "JUPYTER_PLATFORM_DIRS": "1",
+            "JUPYTER_PATH": jupyter_path(home),
         }
         self.log_path = home / f"jupyter-{ui.app}.log"
         with open(self.log_path, "wb") as log:  # the server writes through its own copy
@@ -164,6 +187,7 @@ class JupyterServer:
                     f"--IdentityProvider.token={self.token}",
                     f"--ServerApp.root_dir={self.root}",
                     *ui.server_args(home),
+                    *extra,
                     *(["--allow-root"] if os.geteuid() == 0 else []),
                 ],
                 cwd=self.root,

@@ -63,6 +63,8 @@ export interface IContextsResponse {
   contexts: IContextEntry[];
   /** c.MonarchJupyter.poll_interval: seconds between the sidebar's refreshes. */
   poll_seconds?: number;
+  /** The server left contexts or folders out (too many to send). */
+  truncated?: boolean;
 }
 
 /** The refresh interval a response asks for, in ms; `fallback` when it names none or a bad one. */
@@ -76,6 +78,17 @@ export function pollMs(response: unknown, fallback: number): number {
     seconds >= 0.5
     ? seconds * 1000
     : fallback;
+}
+
+/** The note under a response the server had to cut; empty when it sent everything. */
+export function truncatedNote(response: unknown): string {
+  const cut =
+    typeof response === 'object' &&
+    response !== null &&
+    (response as IContextsResponse).truncated === true;
+  return cut
+    ? 'Not every context is listed: the folder has too many contexts or subfolders.'
+    : '';
 }
 
 /** What the panel shows for one context. */

@@ -92,11 +92,36 @@ export interface IRunResult {
   log_path: string | null;
   summary: Summary;
   ranks: IRank[];
+  /** Ranks of the payload not parsed (beyond MAX_RANKS). */
+  omitted: number;
   /** The run's id (version 2; null in version 1). */
   run_id: string | null;
   /** 'running': written while the run went on (version 2); version 1 is always finished. */
   state: RunStateName;
 }
+
+/*
+ * Bounds on what a (possibly hostile) saved payload costs the tab: ranks parsed,
+ * lines and characters kept; values outside the schema's ranges read as unknown.
+ */
+
+/** Ranks parsed from one payload; failing ranks are taken first. */
+export const MAX_RANKS = 10000;
+
+/** Lines kept per rank (the last ones; the others count as truncated). */
+export const MAX_LINES = 500;
+
+/** Characters kept per line (the kernel side cuts long lines well before). */
+export const MAX_LINE_CHARS = 4000;
+
+/** Characters of line text kept over the whole payload. */
+export const MAX_TEXT_CHARS = 4_000_000;
+
+/** Characters kept of any other string (command, label, error...). */
+export const MAX_STRING_CHARS = 10000;
+
+/** Durations above this (seconds, ~31 years) read as unknown. */
+export const MAX_DURATION = 1e9;
 
 /** Thrown by `parseRunResult` when the payload is not a valid result. */
 export class RunResultError extends Error {}
@@ -110,22 +135,36 @@ function str(obj: Record<string, unknown>, key: string, where: string): string {
   if (typeof value !== 'string') {
     throw new RunResultError(`${where}.${key} must be a string`);
   }
-  return value;
+  return cut(value, MAX_STRING_CHARS);
+}
+
+/** `text` cut to `max` characters, with an ellipsis when cut. */
+export function cut(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 function optStr(obj: Record<string, unknown>, key: string): string | null {
   const value = obj[key];
-  return typeof value === 'string' ? value : null;
+  return typeof value === 'string' ? cut(value, MAX_STRING_CHARS) : null;
 }
 
-function optNum(obj: Record<string, unknown>, key: string): number | null {
+/** A duration in the schema's range [0, MAX_DURATION], else null (unknown). */
+function optDuration(obj: Record<string, unknown>, key: string): number | null {
   const value = obj[key];
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+  return typeof value === 'number' && value >= 0 && value <= MAX_DURATION
+    ? value
+    : null;
+}
+
+/** A safe integer (the schema's "integer"), else null. */
+function optInt(obj: Record<string, unknown>, key: string): number | null {
+  const value = obj[key];
+  return Number.isSafeInteger(value) ? (value as number) : null;
 }
 
 function count(value: unknown): number {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0
-    ? value
+  return Number.isSafeInteger(value) && (value as number) > 0
+    ? (value as number)
     : 0;
 }
 
@@ -138,22 +177,47 @@ function parseLine(value: unknown, where: string): Line {
   ) {
     throw new RunResultError(`${where} must be ["out"|"err", string]`);
   }
-  return [value[0], value[1]];
+  return [value[0], cut(value[1], MAX_LINE_CHARS)];
 }
 
 function parsePoint(value: unknown): Record<string, number> {
   const point: Record<string, number> = {};
   if (isObject(value)) {
-    for (const [dim, coord] of Object.entries(value)) {
-      if (typeof coord === 'number') {
-        point[dim] = coord;
+    for (const [dim, coord] of Object.entries(value).slice(0, 16)) {
+      if (Number.isSafeInteger(coord)) {
+        point[cut(dim, 100)] = coord as number;
       }
     }
   }
   return point;
 }
 
-function parseRank(value: unknown, index: number): IRank {
+/** What is left of MAX_TEXT_CHARS while one payload is parsed. */
+interface IBudget {
+  chars: number;
+}
+
+/** The last MAX_LINES lines that fit the budget; the count of those dropped. */
+function parseLines(
+  lines: unknown[],
+  where: string,
+  budget: IBudget
+): [Line[], number] {
+  const start = Math.max(0, lines.length - MAX_LINES);
+  const kept: Line[] = [];
+  for (let i = lines.length - 1; i >= start; i--) {
+    const line = parseLine(lines[i], `${where}.lines[${i}]`);
+    if (line[1].length > budget.chars) {
+      break;
+    }
+    budget.chars -= line[1].length;
+    kept.push(line);
+  }
+  kept.reverse();
+  return [kept, lines.length - kept.length];
+}
+
+function parseRank(value: unknown, index: number, budget: IBudget): IRank {
   const where = `ranks[${index}]`;
   if (!isObject(value)) {
     throw new RunResultError(`${where} must be an object`);
@@ -166,18 +230,45 @@ function parseRank(value: unknown, index: number): IRank {
   if (!Array.isArray(lines)) {
     throw new RunResultError(`${where}.lines must be a list`);
   }
+  const [kept, dropped] = parseLines(lines, where, budget);
+  const rank = optInt(value, 'rank');
   return {
     label: str(value, 'label', where),
     mesh: optStr(value, 'mesh') ?? '',
     point: parsePoint(value.point),
-    rank: optNum(value, 'rank') ?? index,
+    rank: rank !== null && rank >= 0 ? rank : index,
     status: status as RankStatus,
-    returncode: optNum(value, 'returncode'),
-    duration: optNum(value, 'duration'),
-    lines: lines.map((line, i) => parseLine(line, `${where}.lines[${i}]`)),
-    truncated: count(value.truncated),
+    returncode: optInt(value, 'returncode'),
+    duration: optDuration(value, 'duration'),
+    lines: kept,
+    truncated: Math.min(
+      count(value.truncated) + dropped,
+      Number.MAX_SAFE_INTEGER
+    ),
     error: optStr(value, 'error')
   };
+}
+
+/** Indices of the ranks to parse, in payload order: failing ones first, at most MAX_RANKS. */
+function pickRanks(ranks: unknown[]): number[] {
+  if (ranks.length <= MAX_RANKS) {
+    return ranks.map((_, i) => i);
+  }
+  const failing: number[] = [];
+  const others: number[] = [];
+  for (let i = 0; i < ranks.length; i++) {
+    const raw = ranks[i];
+    const status = isObject(raw) ? raw.status : undefined;
+    if (FAILING_STATUSES.includes(status as RankStatus)) {
+      if (failing.length < MAX_RANKS) {
+        failing.push(i);
+      }
+    } else if (others.length < MAX_RANKS) {
+      others.push(i);
+    }
+  }
+  const picked = failing.concat(others.slice(0, MAX_RANKS - failing.length));
+  return picked.sort((a, b) => a - b);
 }
 
 /** Validate an untrusted payload into an `IRunResult`, or throw `RunResultError`. */
@@ -193,7 +284,9 @@ export function parseRunResult(data: unknown): IRunResult {
   if (!Array.isArray(data.ranks)) {
     throw new RunResultError('ranks must be a list');
   }
-  const ranks = data.ranks.map(parseRank);
+  const budget: IBudget = { chars: MAX_TEXT_CHARS };
+  const raw = data.ranks as unknown[];
+  const ranks = pickRanks(raw).map(i => parseRank(raw[i], i, budget));
   const rawSummary = isObject(data.summary) ? data.summary : {};
   const summary = {} as Summary;
   for (const key of FINAL_STATUSES) {
@@ -205,10 +298,11 @@ export function parseRunResult(data: unknown): IRunResult {
     mode: optStr(data, 'mode') ?? '',
     target: optStr(data, 'target') ?? '',
     started: optStr(data, 'started') ?? '',
-    duration: optNum(data, 'duration'),
+    duration: optDuration(data, 'duration'),
     log_path: optStr(data, 'log_path'),
     summary,
     ranks,
+    omitted: raw.length - ranks.length,
     run_id: optStr(data, 'run_id'),
     state: data.state === 'running' ? 'running' : 'finished'
   };
@@ -250,6 +344,38 @@ export function initiallyOpen(rank: IRank, rankCount: number): boolean {
 /** The ranks to show: all of them, or only the failing ones. */
 export function filterRanks(ranks: IRank[], failingOnly: boolean): IRank[] {
   return failingOnly ? ranks.filter(isFailing) : ranks;
+}
+
+/** Ranks rendered at first, and added by each "show more". */
+export const PAGE_RANKS = 100;
+
+/**
+ * The ranks to show, in order: failing ranks first when there are more than
+ * one page of them, so a failure among many ranks is on the first page.
+ */
+export function orderRanks(ranks: IRank[], failingOnly: boolean): IRank[] {
+  const shown = filterRanks(ranks, failingOnly);
+  if (failingOnly || shown.length <= PAGE_RANKS) {
+    return shown;
+  }
+  return shown.filter(isFailing).concat(shown.filter(rank => !isFailing(rank)));
+}
+
+/** "Show 100 more ranks (99,800 not shown)"; empty when all are shown. */
+export function moreText(shown: number, total: number): string {
+  const left = total - shown;
+  if (left <= 0) {
+    return '';
+  }
+  const next = Math.min(PAGE_RANKS, left);
+  return `Show ${next} more rank${next === 1 ? '' : 's'} (${left.toLocaleString('en-US')} not shown)`;
+}
+
+/** The note of ranks the payload had but this view did not read; empty if none. */
+export function omittedNotice(omitted: number): string {
+  return omitted > 0
+    ? `${omitted.toLocaleString('en-US')} more rank${omitted === 1 ? '' : 's'} not read (too many for one view; the run log has them)`
+    : '';
 }
 
 /** "1.23s", "2m 05s"; empty for an unknown duration. */

@@ -10,7 +10,8 @@ import {
   IRunItem,
   pollMs,
   stateClass,
-  toItems
+  toItems,
+  truncatedNote
 } from './contextModel';
 import { el } from './dom';
 
@@ -30,7 +31,9 @@ export class MonarchPanel extends Widget {
     this.addClass(CLASS);
     this.node.appendChild(el('div', `${CLASS}-title`, 'Monarch'));
     this._list = el('ul', `${CLASS}-list`);
+    this._list.setAttribute('aria-label', 'Monarch contexts');
     this._message = el('div', `${CLASS}-message`, 'Loading…');
+    this._message.setAttribute('role', 'status');
     this._details = el('div', `${CLASS}-details`);
     this.node.append(this._message, this._list, this._details);
   }
@@ -42,7 +45,7 @@ export class MonarchPanel extends Widget {
       this._pollMs = pollMs(response, POLL_MS);
       this._items = toItems(response);
       this._message.textContent = this._items.length
-        ? ''
+        ? truncatedNote(response)
         : 'No contexts yet: start one with %job in a notebook.';
     } catch (error) {
       this._message.textContent = `Cannot list contexts: ${error}`;
@@ -98,12 +101,18 @@ export class MonarchPanel extends Widget {
   }
 
   private _render(): void {
+    const focused = this._list.contains(document.activeElement)
+      ? (document.activeElement as HTMLElement).dataset.key
+      : undefined;
     this._list.textContent = '';
     for (const item of this._items) {
       this._list.appendChild(this._renderItem(item));
     }
     const selected = this._items.find(item => item.key === this._selected);
     this._renderDetails(selected);
+    if (focused) {
+      this._focus(focused);
+    }
   }
 
   private _renderItem(item: IContextItem): HTMLElement {
@@ -137,10 +146,28 @@ export class MonarchPanel extends Widget {
       }
       row.appendChild(runs);
     }
-    row.addEventListener('click', () => {
-      this._selected = this._selected === item.key ? null : item.key;
+    // a button for the keyboard and screen readers: Enter or Space shows its details
+    const selected = item.key === this._selected;
+    head.tabIndex = 0;
+    head.setAttribute('role', 'button');
+    head.setAttribute('aria-expanded', String(selected));
+    head.setAttribute(
+      'aria-label',
+      `context ${item.name}${item.folder ? ` in ${item.folder}` : ''}: ${item.state}${item.active ? ', active' : ''}`
+    );
+    const toggle = (): void => {
+      this._selected = selected ? null : item.key;
       this._render();
+      this._focus(item.key);
+    };
+    row.addEventListener('click', toggle);
+    head.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        toggle();
+      }
     });
+    head.dataset.key = item.key;
     return row;
   }
 
@@ -174,6 +201,17 @@ export class MonarchPanel extends Widget {
     attach.append(line, copy);
     row.appendChild(attach);
     return row;
+  }
+
+  /** Give the focus back to a context's row after a redraw. */
+  private _focus(key: string): void {
+    for (const head of Array.from(
+      this._list.querySelectorAll<HTMLElement>(`.${CLASS}-itemHead`)
+    )) {
+      if (head.dataset.key === key) {
+        head.focus();
+      }
+    }
   }
 
   private _renderDetails(item: IContextItem | undefined): void {

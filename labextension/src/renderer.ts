@@ -11,8 +11,11 @@ import {
   MIME_TYPE,
   badgeKind,
   badgeText,
-  filterRanks,
   formatDuration,
+  moreText,
+  omittedNotice,
+  orderRanks,
+  PAGE_RANKS,
   initiallyOpen,
   attachLine,
   parseRunResult,
@@ -22,6 +25,7 @@ import {
   truncatedNotice
 } from './model';
 import { el } from './dom';
+import { appendAnsi } from './ansi';
 
 const CLASS = 'jp-MonarchRun';
 
@@ -70,10 +74,20 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
     panel.appendChild(el('div', `${CLASS}-rankError`, rank.error));
   }
   const lines = el('pre', `${CLASS}-lines`);
-  for (const [stream, text] of rank.lines) {
-    lines.appendChild(el('div', `${CLASS}-line ${CLASS}-${stream}`, text));
-  }
   panel.appendChild(lines);
+  // A closed panel's lines are drawn when it is first opened: the DOM stays
+  // proportional to what is on screen.
+  const fill = (): void => {
+    if (panel.open && !lines.childElementCount) {
+      for (const [stream, text] of rank.lines) {
+        const line = el('div', `${CLASS}-line ${CLASS}-${stream}`);
+        appendAnsi(line, text);
+        lines.appendChild(line);
+      }
+    }
+  };
+  panel.addEventListener('toggle', fill);
+  fill();
   return panel;
 }
 
@@ -124,19 +138,36 @@ export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
     this.node.appendChild(filter);
 
     const ranks = el('div', `${CLASS}-ranks`);
+    const more = el('button', `${CLASS}-more`);
+    more.type = 'button';
+    let shown = orderRanks(result.ranks, false);
+    let drawn = 0;
+    const page = (): void => {
+      const end = Math.min(shown.length, drawn + PAGE_RANKS);
+      for (; drawn < end; drawn++) {
+        ranks.appendChild(renderRank(shown[drawn], result.ranks.length));
+      }
+      more.textContent = moreText(drawn, shown.length);
+      more.hidden = !more.textContent;
+    };
     const show = (): void => {
       ranks.textContent = '';
-      const shown = filterRanks(result.ranks, checkbox.checked);
+      shown = orderRanks(result.ranks, checkbox.checked);
+      drawn = 0;
       if (!shown.length) {
         ranks.appendChild(el('div', `${CLASS}-empty`, 'No ranks to show.'));
       }
-      shown.forEach(rank =>
-        ranks.appendChild(renderRank(rank, result.ranks.length))
-      );
+      page();
     };
     checkbox.addEventListener('change', show);
+    more.addEventListener('click', page);
     show();
     this.node.appendChild(ranks);
+    this.node.appendChild(more);
+    const omitted = omittedNotice(result.omitted);
+    if (omitted) {
+      this.node.appendChild(el('div', `${CLASS}-truncated`, omitted));
+    }
     return Promise.resolve();
   }
 

@@ -13,7 +13,7 @@ from typing import Any
 from jupyter_server.utils import url_path_join
 
 from .config import MonarchJupyter
-from .handlers import ContextsHandler
+from .handlers import ContextsHandler, WidgetCodeHandler
 
 API_NAMESPACE = "monarch-jupyter"
 
@@ -28,8 +28,12 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
     base_url = web_app.settings["base_url"]
     route = url_path_join(base_url, API_NAMESPACE, "contexts")
     settings = MonarchJupyter(parent=server_app)  # c.MonarchJupyter.* (config.py)
+    static = url_path_join(base_url, API_NAMESPACE, "static", r"([a-z]+\.(?:js|css))")
     web_app.add_handlers(
         ".*$",
-        [(route, ContextsHandler, {"root_dir": server_app.root_dir, "settings": settings})],
+        [
+            (route, ContextsHandler, {"root_dir": server_app.root_dir, "settings": settings}),
+            (static, WidgetCodeHandler),
+        ],
     )
     server_app.log.info("monarch_jupyter: serving %s", route)

@@ -33,8 +33,13 @@ STATUS_FILE = "status.json"
 SPEC_FILE = "spec"
 CONTEXT_MARKERS = (STATE_FILE, SPEC_FILE, STATUS_FILE)
 STATES = ("running", "not running", "workers dead", "no job", "unknown")
-MAX_STATUS_BYTES = 1 << 20
+MAX_STATUS_BYTES = 64 << 10  # a real status.json is ~1 KB; larger ones are shown as unknown
 MAX_SUBFOLDERS = 500
+MAX_SCAN_ENTRIES = 5000  # directory entries looked at per folder: a huge folder costs a bound
+MAX_CONTEXTS = 100  # contexts per response; `truncated` says when more were left out
+MAX_RESPONSE_BYTES = 1 << 20
+STATUS_CHARS = 500  # characters kept of each string of a status summary
+STATUS_ITEMS = 32  # meshes and urls kept of a status summary
 RUNS_DIR = "runs"
 MAX_RUN_FILES = 50  # newest index entries read per context (ids start with their UTC time)
 MAX_RUN_BYTES = 64 << 10  # an entry is < 10 KB (its command is cut at 4000 characters)
@@ -119,6 +124,35 @@ def read_status(context_dir: str) -> dict[str, Any] | None:
     return status if isinstance(status, dict) else None
 
 
+def _short(value: Any) -> Any:
+    """A string cut to STATUS_CHARS, a finite number or bool as is, anything else None."""
+    if isinstance(value, str):
+        return value if len(value) <= STATUS_CHARS else value[: STATUS_CHARS - 1] + "…"
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and abs(value) < 1e15):
+        return value
+    return None
+
+
+def summarize_status(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the sidebar shows of a status.json: known keys only, strings cut, at most
+    STATUS_ITEMS meshes and urls, so a context costs the response a bounded size."""
+    if status is None:
+        return None
+    keys = ("context", "job_class", "apply_id", "spec", "state", "updated", "applied")
+    summary: dict[str, Any] = {key: _short(status.get(key)) for key in keys if key in status}
+    meshes = status.get("meshes")
+    if isinstance(meshes, list):
+        summary["meshes"] = [
+            {key: _short(mesh.get(key)) for key in ("name", "hosts", "live_workers")}
+            for mesh in meshes[:STATUS_ITEMS]
+            if isinstance(mesh, dict)
+        ]
+    urls = status.get("urls")
+    if isinstance(urls, dict):
+        summary["urls"] = {_short(str(k)): _short(v) for k, v in list(urls.items())[:STATUS_ITEMS]}
+    return summary
+
+
 def _first_line(command: Any) -> str:
     line = (command.strip().splitlines() or [""])[0] if isinstance(command, str) else ""
     return line if len(line) <= COMMAND_CHARS else line[: COMMAND_CHARS - 1] + "…"
@@ -199,14 +233,30 @@ def active_context(monarch_dir: str) -> str | None:
     return None
 
 
-def _contexts_in(monarch_dir: str, rel_monarch: str, max_runs: int = MAX_RUN_FILES) -> list[dict[str, Any]]:
-    active = active_context(monarch_dir)
-    contexts = []
+def _scan(folder: str) -> tuple[list[os.DirEntry[str]], bool]:
+    """The folder's first MAX_SCAN_ENTRIES entries by name (of the first it lists),
+    and whether it had more."""
+    entries: list[os.DirEntry[str]] = []
     try:
-        entries = sorted(os.scandir(monarch_dir), key=lambda e: e.name)
+        with os.scandir(folder) as scan:
+            for entry in scan:
+                if len(entries) == MAX_SCAN_ENTRIES:
+                    return sorted(entries, key=lambda e: e.name), True
+                entries.append(entry)
     except OSError:
-        return []
-    for entry in entries:
+        return [], False
+    return sorted(entries, key=lambda e: e.name), False
+
+
+def _contexts_in(
+    monarch_dir: str, rel_monarch: str, limit: int, max_runs: int = MAX_RUN_FILES
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` contexts of one ``.monarch`` folder."""
+    active = active_context(monarch_dir)
+    contexts: list[dict[str, Any]] = []
+    for entry in _scan(monarch_dir)[0]:
+        if len(contexts) >= limit:
+            break
         if not entry.is_dir(follow_symlinks=False):
             continue
         if not any(os.path.lexists(os.path.join(entry.path, f)) for f in CONTEXT_MARKERS):
@@ -219,44 +269,65 @@ def _contexts_in(monarch_dir: str, rel_monarch: str, max_runs: int = MAX_RUN_FIL
                 "dir": f"{rel_monarch}/{entry.name}",
                 "active": entry.name == active,
                 "state": state if state in STATES else "unknown",
-                "status": status,
+                "status": summarize_status(status),
                 "runs": running_runs(entry.path, max_runs),
             }
         )
     return contexts
 
 
-def _subfolders(folder: str, limit: int = MAX_SUBFOLDERS) -> list[str]:
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return []
+def _subfolders(folder: str, limit: int = MAX_SUBFOLDERS) -> tuple[list[str], bool]:
+    """Up to ``limit`` real subfolders (not hidden), and whether any were left out."""
+    entries, more = _scan(folder)
     names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
-    return names[:limit]
+    return names[:limit], more or len(names) > limit
 
 
-def _folders(folder: str, limits: Limits) -> list[str]:
+def _folders(folder: str, limits: Limits) -> tuple[list[str], bool]:
     """``""`` and the subfolders of ``folder`` down to ``limits.depth`` levels, as relative
-    paths, each level sorted and bounded."""
-    found, level = [""], [""]
+    paths, each level sorted and bounded; and whether any were left out."""
+    found, level, truncated = [""], [""], False
     for _ in range(limits.depth):
-        level = [
-            os.path.join(parent, name)
-            for parent in level
-            for name in _subfolders(os.path.join(folder, parent), limits.subfolders)
-        ][: limits.subfolders]
+        below: list[str] = []
+        for parent in level:
+            names, more = _subfolders(os.path.join(folder, parent), limits.subfolders)
+            truncated |= more
+            below.extend(os.path.join(parent, name) for name in names)
+        truncated |= len(below) > limits.subfolders
+        level = below[: limits.subfolders]
         found.extend(level)
-    return found
+    return found, truncated
 
 
 def list_contexts(root_dir: str, rel_path: str = "", limits: Limits = LIMITS) -> dict[str, Any]:
-    """The ``/monarch-jupyter/contexts`` response for ``rel_path`` under ``root_dir``."""
+    """The ``/monarch-jupyter/contexts`` response for ``rel_path`` under ``root_dir``: at most
+    MAX_CONTEXTS contexts; ``truncated`` is true when some folders or contexts were left out."""
     folder, rel = resolve_folder(root_dir, rel_path)
     prefix = f"{rel}/" if rel else ""
-    contexts = []
-    for sub in _folders(folder, limits):
+    contexts: list[dict[str, Any]] = []
+    subfolders, truncated = _folders(folder, limits)
+    for sub in subfolders:
         monarch_dir = os.path.join(folder, sub, MONARCH_DIR)
         if _is_real_dir(monarch_dir):
+            if len(contexts) > MAX_CONTEXTS:
+                break
             rel_monarch = f"{prefix}{sub}/{MONARCH_DIR}" if sub else f"{prefix}{MONARCH_DIR}"
-            contexts.extend(_contexts_in(monarch_dir, rel_monarch, limits.run_files))
-    return {"root": rel, "contexts": contexts}
+            left = MAX_CONTEXTS + 1 - len(contexts)
+            contexts.extend(_contexts_in(monarch_dir, rel_monarch, left, limits.run_files))
+    if len(contexts) > MAX_CONTEXTS:
+        contexts, truncated = contexts[:MAX_CONTEXTS], True
+    return {"root": rel, "contexts": contexts, "truncated": truncated}
+
+
+def contexts_json(
+    root_dir: str, rel_path: str = "", limits: Limits = LIMITS, extra: dict[str, Any] | None = None
+) -> str:
+    """:func:`list_contexts` serialised, at most MAX_RESPONSE_BYTES: contexts are dropped
+    from the end (and ``truncated`` set) until it fits. Runs in the scan thread."""
+    body = {**list_contexts(root_dir, rel_path, limits), **(extra or {})}
+    text = json.dumps(body)
+    while len(text) > MAX_RESPONSE_BYTES and body["contexts"]:
+        keep = max(0, len(body["contexts"]) * MAX_RESPONSE_BYTES // len(text) - 1)
+        body["contexts"], body["truncated"] = body["contexts"][:keep], True
+        text = json.dumps(body)
+    return text

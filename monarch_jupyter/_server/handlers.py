@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.ioloop import IOLoop
 
 from .config import MonarchJupyter
-from .contexts import InvalidPath, list_contexts
+from .contexts import InvalidPath, contexts_json
+
+#: The run grid's front end, loaded by the stub each grid's widget state carries.
+WIDGET_FILES = {
+    "run.js": "text/javascript",
+    "run.css": "text/css",
+}
+_WIDGETS = Path(__file__).resolve().parent.parent / "widgets"
 
 #: Scans touch the file system (a slow or hung mount, thousands of folders):
 #: they run here, never on the server's event loop, so no file can stall
@@ -34,11 +41,29 @@ class ContextsHandler(APIHandler):
     async def get(self) -> None:
         path = self.get_argument("path", "")
         try:
+            # scanned and serialised in the thread: the loop only writes the (bounded) text
             limits = self.settings_.limits()
+            extra = {"poll_seconds": self.settings_.poll_interval}  # the sidebar's refresh interval
             body = await IOLoop.current().run_in_executor(
-                _SCANNER, list_contexts, self.root_dir, path, limits
+                _SCANNER, contexts_json, self.root_dir, path, limits, extra
             )
         except InvalidPath as exc:
             raise web.HTTPError(400, f"invalid path: {exc}") from None
-        body["poll_seconds"] = self.settings_.poll_interval  # the sidebar's refresh interval
-        self.finish(json.dumps(body))
+        self.set_header("Content-Type", "application/json")
+        self.finish(body)
+
+
+class WidgetCodeHandler(JupyterHandler):
+    """GET the run grid's run.js / run.css (public code of this package, cacheable)."""
+
+    auth_resource = "contents"
+
+    @web.authenticated
+    @authorized
+    def get(self, name: str) -> None:
+        if name not in WIDGET_FILES:
+            raise web.HTTPError(404)
+        self.set_header("Content-Type", WIDGET_FILES[name])
+        # the stub asks for ?v=<version>: a new version is a new URL
+        self.set_header("Cache-Control", "max-age=86400" if self.get_argument("v", "") else "no-cache")
+        self.finish((_WIDGETS / name).read_bytes())

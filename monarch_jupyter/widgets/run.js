@@ -56,6 +56,176 @@ function el(tag, className, text) {
   return node;
 }
 
+// SGR colours in remote text, drawn safely (textContent and numbers only): the
+// twin of labextension/src/ansi.ts (this module is one file, as anywidget loads
+// it); labextension's jest runs both on the same cases. Every other terminal
+// control is dropped.
+const ANSI_NAMES = [
+  'black',
+  'red',
+  'green',
+  'yellow',
+  'blue',
+  'magenta',
+  'cyan',
+  'white'
+];
+/* eslint-disable no-control-regex */
+const ANSI_CONTROL =
+  /\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]P_^X][\s\S]*?(?:\x07|\x1b\\|\x9c|$)|\x9b[0-?]*[ -/]*[@-~]|[\x9d\x90\x9e\x9f\x98][\s\S]*?(?:\x07|\x1b\\|\x9c|$)|\x1b[ -/]*[0-~]|\x1b|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/g;
+const ANSI_SGR = /^\x1b\[([0-9;:]*)m$/;
+/* eslint-enable no-control-regex */
+
+/**
+ * @typedef {object} Segment
+ * @property {string} text
+ * @property {string[]} classes  JupyterLab's ansi-* classes
+ * @property {string} color  rgb(...) or ''
+ * @property {string} background  rgb(...) or ''
+ */
+
+/** @param {number} n */
+function ansi256(n) {
+  if (n < 8) {
+    return ANSI_NAMES[n];
+  }
+  if (n < 16) {
+    return `${ANSI_NAMES[n - 8]}-intense`;
+  }
+  if (n < 232) {
+    const steps = [0, 95, 135, 175, 215, 255];
+    const i = n - 16;
+    return `rgb(${steps[Math.floor(i / 36)]}, ${steps[Math.floor(i / 6) % 6]}, ${steps[i % 6]})`;
+  }
+  const grey = 8 + (n - 232) * 10;
+  return `rgb(${grey}, ${grey}, ${grey})`;
+}
+
+/** @param {number | undefined} value */
+function ansiByte(value) {
+  return Math.max(0, Math.min(255, Math.floor(value ?? 0)));
+}
+
+/**
+ * @param {string} params
+ * @param {{fg: string, bg: string, bold: boolean, underline: boolean}} style
+ */
+function applySgr(params, style) {
+  const codes = params === '' ? [0] : params.split(/[;:]/).map(Number);
+  for (let i = 0; i < codes.length; i++) {
+    const code = codes[i];
+    if (code === 0 || Number.isNaN(code)) {
+      Object.assign(style, { fg: '', bg: '', bold: false, underline: false });
+    } else if (code === 1 || code === 22) {
+      style.bold = code === 1;
+    } else if (code === 4 || code === 24) {
+      style.underline = code === 4;
+    } else if (code >= 30 && code <= 37) {
+      style.fg = ANSI_NAMES[code - 30];
+    } else if (code >= 90 && code <= 97) {
+      style.fg = `${ANSI_NAMES[code - 90]}-intense`;
+    } else if (code >= 40 && code <= 47) {
+      style.bg = ANSI_NAMES[code - 40];
+    } else if (code >= 100 && code <= 107) {
+      style.bg = `${ANSI_NAMES[code - 100]}-intense`;
+    } else if (code === 39 || code === 49) {
+      style[code === 39 ? 'fg' : 'bg'] = '';
+    } else if (code === 38 || code === 48) {
+      let value = '';
+      if (codes[i + 1] === 5) {
+        value = ansi256(ansiByte(codes[i + 2]));
+        i += 2;
+      } else if (codes[i + 1] === 2) {
+        const rgb = codes.slice(i + 2, i + 5);
+        value = `rgb(${ansiByte(rgb[0])}, ${ansiByte(rgb[1])}, ${ansiByte(rgb[2])})`;
+        i += 4;
+      }
+      style[code === 38 ? 'fg' : 'bg'] = value;
+    }
+  }
+}
+
+/**
+ * `text` as styled segments: SGR applied, every other control dropped.
+ * @param {string} text
+ * @returns {Segment[]}
+ */
+export function ansiSegments(text) {
+  const style = { fg: '', bg: '', bold: false, underline: false };
+  /** @type {Segment[]} */
+  const out = [];
+  /** @param {string} part */
+  const push = part => {
+    if (!part) {
+      return;
+    }
+    /** @param {string} v */
+    const named = v => v !== '' && !v.startsWith('rgb');
+    const classes = [];
+    if (named(style.fg)) {
+      classes.push(`ansi-${style.fg}-fg`);
+    }
+    if (named(style.bg)) {
+      classes.push(`ansi-${style.bg}-bg`);
+    }
+    if (style.bold) {
+      classes.push('ansi-bold');
+    }
+    if (style.underline) {
+      classes.push('ansi-underline');
+    }
+    out.push({
+      text: part,
+      classes,
+      color: style.fg.startsWith('rgb') ? style.fg : '',
+      background: style.bg.startsWith('rgb') ? style.bg : ''
+    });
+  };
+  const control = new RegExp(ANSI_CONTROL.source, 'g');
+  let last = 0;
+  let match;
+  while ((match = control.exec(text)) !== null) {
+    push(text.slice(last, match.index));
+    last = match.index + match[0].length;
+    const sgr = ANSI_SGR.exec(match[0]);
+    if (sgr) {
+      applySgr(sgr[1], style);
+    }
+  }
+  push(text.slice(last));
+  return out;
+}
+
+/**
+ * Append `text` to `parent` with its colours: spans with textContent, never HTML.
+ * @param {HTMLElement} parent
+ * @param {string} text
+ */
+export function appendAnsi(parent, text) {
+  for (const part of ansiSegments(text)) {
+    if (!part.classes.length && !part.color && !part.background) {
+      parent.append(document.createTextNode(part.text));
+      continue;
+    }
+    const span = document.createElement('span');
+    span.className = part.classes.join(' ');
+    span.style.color = part.color;
+    span.style.backgroundColor = part.background;
+    span.textContent = part.text;
+    parent.append(span);
+  }
+}
+
+/**
+ * `text` without any terminal control (a tile's one-line preview).
+ * @param {string} text
+ */
+export function plainText(text) {
+  return ansiSegments(text)
+    .map(part => part.text)
+    .join('');
+}
+
 /**
  * "4.2s", "2m 05s"; empty for an unknown time.
  * @param {number | null | undefined} seconds
@@ -146,10 +316,14 @@ function render({ model, el: root }) {
   const note = el('span', 'monarch-run-note');
   header.append(title, summary, filterLabel, stop, note);
   const grid = el('div', 'monarch-run-grid');
+  grid.setAttribute('role', 'group');
+  grid.setAttribute('aria-label', 'ranks');
   const detail = el('div', 'monarch-run-detail');
+  detail.setAttribute('aria-live', 'polite');
   root.append(header, grid, detail);
 
   let frame = 0;
+  let refocus = -1; // a tile to give the focus back to after the next redraw
   const schedule = () => {
     if (!frame) {
       frame = requestAnimationFrame(draw);
@@ -199,16 +373,34 @@ function render({ model, el: root }) {
     const foot = el('div', 'monarch-run-tileFoot');
     foot.append(el('span', 'monarch-run-elapsed', formatSeconds(seconds)));
     foot.append(
-      el('span', 'monarch-run-last', tile.error || lastLine(tile.rank))
+      el(
+        'span',
+        'monarch-run-last',
+        tile.error || plainText(lastLine(tile.rank))
+      )
     );
     node.append(head, foot);
-    node.addEventListener('click', () => {
-      model.set(
-        'selected',
-        model.get('selected') === tile.rank ? -1 : tile.rank
-      );
+    // a button for the keyboard and screen readers: Tab to it, Enter or Space shows its output
+    node.tabIndex = 0;
+    node.setAttribute('role', 'button');
+    const selected = tile.rank === model.get('selected');
+    node.setAttribute('aria-pressed', String(selected));
+    node.setAttribute(
+      'aria-label',
+      `${tile.label}: ${statusText(tile)}${tile.error ? `, ${tile.error}` : ''}; ${selected ? 'hide' : 'show'} its output`
+    );
+    const toggle = () => {
+      model.set('selected', selected ? -1 : tile.rank);
       model.save_changes();
+      refocus = tile.rank; // the grid is redrawn: keep the focus on this tile
       schedule();
+    };
+    node.addEventListener('click', toggle);
+    node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        toggle();
+      }
     });
     return node;
   }
@@ -241,7 +433,9 @@ function render({ model, el: root }) {
     }
     const pre = el('pre', 'monarch-run-output');
     for (const [stream, text] of buffers.get(rank) || []) {
-      pre.append(el('div', `monarch-run-line monarch-run-${stream}`, text));
+      const line = el('div', `monarch-run-line monarch-run-${stream}`);
+      appendAnsi(line, text);
+      pre.append(line);
     }
     if (!pre.childNodes.length) {
       pre.append(el('div', 'monarch-run-empty', '(no output yet)'));
@@ -280,9 +474,17 @@ function render({ model, el: root }) {
         )
       );
     }
+    const focused = grid.contains(document.activeElement)
+      ? Number(/** @type {HTMLElement} */ (document.activeElement).dataset.rank)
+      : refocus;
     for (const tile of shown) {
-      grid.append(drawTile(tile, now));
+      const node = drawTile(tile, now);
+      grid.append(node);
+      if (tile.rank === focused) {
+        node.focus({ preventScroll: true });
+      }
     }
+    refocus = -1;
     drawDetail(tiles);
   }
 

@@ -20,6 +20,7 @@ as the toolbar's interrupt button does.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import time
@@ -34,6 +35,21 @@ from ..remote.model import Event, RunState
 from .run_model import GridSync, Throttle, Tile, sync_interval, tails
 
 _HERE = Path(__file__).parent
+RUN_JS = _HERE / "run.js"
+RUN_CSS = _HERE / "run.css"
+
+
+def code_version() -> str:
+    """A digest of run.js and run.css: the loader's cache-busting query (new code, new URL)."""
+    return hashlib.sha256(RUN_JS.read_bytes() + RUN_CSS.read_bytes()).hexdigest()[:12]
+
+
+def _stub() -> str:
+    """The loader saved as each grid's ``_esm`` (run_stub.js): it fetches run.js and run.css
+    from the server extension, or asks this widget for them (:meth:`RunWidget._on_front_end_msg`)."""
+    text = (_HERE / "run_stub.js").read_text().replace("__VERSION__", code_version())
+    lines = (line.strip() for line in text.splitlines())  # saved once per grid: no comments
+    return "\n".join(line for line in lines if line and not line.startswith(("//", "/**")))
 
 
 def kernel_id() -> str:
@@ -51,8 +67,9 @@ def kernel_id() -> str:
 class RunWidget(anywidget.AnyWidget):
     """One tile per rank of ``state``, updated live in batches (an observer of the run)."""
 
-    _esm = _HERE / "run.js"
-    _css = _HERE / "run.css"
+    # A loader, not the code: a saved notebook carries ~2 KB per grid, not run.js + run.css.
+    _esm = _stub()
+    _css = ""
 
     title = traitlets.Unicode("").tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)
@@ -124,8 +141,11 @@ class RunWidget(anywidget.AnyWidget):
 
     # ── front end, display ──
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("kind") == "stop" and self._on_stop is not None:
+        kind = content.get("kind") if isinstance(content, dict) else None
+        if kind == "stop" and self._on_stop is not None:
             self._on_stop()
+        elif kind == "code":  # a front end without the server extension: the code, unsaved
+            self.send({"kind": "code", "esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()})
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         data = super()._repr_mimebundle_(**kwargs)

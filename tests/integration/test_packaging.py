@@ -128,6 +128,7 @@ def test_the_wheel_ships_what_an_install_needs_and_nothing_else(built):
         "monarch_jupyter/schema/run_entry.schema.json",
         "monarch_jupyter/widgets/run.js",
         "monarch_jupyter/widgets/run.css",
+        "monarch_jupyter/widgets/run_stub.js",
         labext + "install.json",
         data + "etc/jupyter/jupyter_server_config.d/monarch_jupyter.json",
     }

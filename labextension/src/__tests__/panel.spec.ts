@@ -122,4 +122,34 @@ describe('MonarchPanel', () => {
     panel.dispose();
     jest.useRealTimers();
   });
+
+  it('works from the keyboard: a context header is a button', async () => {
+    const panel = new MonarchPanel(() => Promise.resolve(response));
+    document.body.appendChild(panel.node);
+    await panel.refresh();
+    const head = panel.node.querySelector<HTMLElement>(
+      '.jp-MonarchPanel-itemHead'
+    )!;
+    expect(head.tabIndex).toBe(0);
+    expect(head.getAttribute('role')).toBe('button');
+    expect(head.getAttribute('aria-label')).toBe(
+      'context default: running, active'
+    );
+    head.focus();
+    head.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
+    expect(
+      panel.node.querySelector('.jp-MonarchPanel-detailsTitle')!.textContent
+    ).toBe('default');
+    const again = panel.node.querySelector<HTMLElement>(
+      '.jp-MonarchPanel-itemHead'
+    )!;
+    expect(again.getAttribute('aria-expanded')).toBe('true');
+    expect(document.activeElement).toBe(again);
+    again.dispatchEvent(new KeyboardEvent('keydown', { key: ' ' }));
+    expect(
+      panel.node.querySelector('.jp-MonarchPanel-detailsTitle')
+    ).toBeNull();
+    panel.node.remove();
+    panel.dispose();
+  });
 });

@@ -241,4 +241,36 @@ describe('run grid view', () => {
     expect(texts(root, '.monarch-run-note')).toEqual(['stopping…']);
     delete (global as any).fetch;
   });
+
+  it('works from the keyboard: tiles are buttons, Enter and Space toggle', () => {
+    const model = new FakeModel({
+      tiles: [
+        tile(0, 'ok', { returncode: 0 }),
+        tile(1, 'failed', { returncode: 3 })
+      ],
+      tails: { '1': [['err', '\x1b[31mboom\x1b[0m']] }
+    });
+    cleanup = widget.render({ model, el: root } as any);
+    const tiles = () =>
+      Array.from(root.querySelectorAll<HTMLElement>('.monarch-run-tile'));
+    expect(tiles().map(t => [t.tabIndex, t.getAttribute('role')])).toEqual([
+      [0, 'button'],
+      [0, 'button']
+    ]);
+    expect(tiles()[1].getAttribute('aria-label')).toContain(
+      'hosts=1: failed · rc 3'
+    );
+    tiles()[1].focus();
+    tiles()[1].dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
+    frame();
+    expect(model.get('selected')).toBe(1);
+    expect(tiles()[1].getAttribute('aria-pressed')).toBe('true');
+    expect(document.activeElement).toBe(tiles()[1]); // focus kept across the redraw
+    expect(
+      root.querySelector('.monarch-run-output .ansi-red-fg')!.textContent
+    ).toBe('boom');
+    tiles()[1].dispatchEvent(new KeyboardEvent('keydown', { key: ' ' }));
+    frame();
+    expect(model.get('selected')).toBe(-1);
+  });
 });

@@ -1,0 +1,34 @@
+"""The run grid's saved `_esm` is a small loader; the code comes from the server or the kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+from monarch_jupyter.widgets.run import RUN_CSS, RUN_JS, RunWidget, code_version
+from test_widgets import run_state
+
+
+def test_the_widget_state_carries_a_loader_not_the_code() -> None:
+    widget = RunWidget(run_state(2), title="%%remote")
+    try:
+        state = widget.get_state()
+        assert len(state["_esm"]) < 3000, len(state["_esm"])
+        assert state["_css"] == ""
+        assert f"'{code_version()}'" in state["_esm"] and "monarch-jupyter/static/" in state["_esm"]
+        assert "//" not in state["_esm"].split("\n")[0]  # comments stripped
+        assert len(RUN_JS.read_text()) > 4 * len(state["_esm"])
+    finally:
+        widget.close()
+
+
+def test_the_kernel_sends_the_code_on_request() -> None:
+    widget = RunWidget(run_state(2), title="%%remote")
+    sent: list[dict] = []
+    widget.send = lambda content, buffers=None: sent.append(content)  # type: ignore[method-assign]
+    try:
+        widget._on_front_end_msg(widget, {"kind": "code"}, [])
+        assert sent == [{"kind": "code", "esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()}]
+    finally:
+        widget.close()
