@@ -9,6 +9,8 @@ Per user and host (:func:`runs_root`)::
             status        "<rc> <end time>", written by a bash wrapper when the command ends,
                           even with no actor left (or by the actor that reaped it); no status and
                           no leader: killed (SIGKILL) or lost
+            escaped       the pids the leader (a child subreaper) had as children when the
+                          command ended: its escapees, written before the status
             script.sh, script.py   the command, when too long to pass inline
         .spare.<pid>.<n>/                          the next run's rank folder, made ahead by its actor
         .spare.<pid>.<n>.run/                      … and an empty folder to be that run's folder
@@ -37,6 +39,7 @@ from ..protocol import ERR, OUT
 MARKER = "MONARCH_JUPYTER_RUN"
 META = "meta.json"
 STATUS = "status"
+ESCAPED = "escaped"  # the pids the leader still had as children when its command ended
 RANK_FILES = (OUT, ERR, STATUS, META)  # what a rank folder made ahead holds (empty)
 SPARE = ".spare."  # a rank folder made ahead: .spare.<pid of the actor>.<n>
 FREE = ".free."  # a pruned rank folder, emptied, waiting to be the next spare: .free.<random>

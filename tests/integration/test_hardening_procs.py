@@ -1,0 +1,52 @@
+"""Issue 18 item 4 end to end, with a real kernel and real ``--local hosts=2`` workers: a process
+that leaves its run with ``setsid`` and an empty environment keeps the run listed as running and
+is stopped by ``%job kill``; ``-e`` refuses our reserved names. Reaped by command line (an
+escapee sheds the test's tag with the rest of its environment)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+import pytest
+
+from harness import poll, usage_error
+from monarch_jupyter import _procfs
+
+SECONDS = "301.517"
+
+
+def _escapees() -> list[int]:
+    return [p for p in _procfs.pids() if (_procfs.cmdline(p) or [])[-1:] == [SECONDS]]
+
+
+@pytest.fixture
+def job_kernel(start_kernel):
+    k = start_kernel()
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=2")
+    try:
+        yield k
+    finally:
+        for pid in _escapees():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_an_escapee_with_no_environment_is_listed_and_job_kill_stops_it(job_kernel):
+    k = job_kernel
+    r = k.ok(f"%remote setsid env -i sleep {SECONDS} & echo left")
+    assert "[hosts=0] left" in r.text and "[hosts=1] left" in r.text, r.text
+    assert poll(lambda: len(_escapees()) == 2, 10, 0.1), "the escapees never started"
+    assert all(_procfs.env_value(p, "MONARCH_JUPYTER_RUN") is None for p in _escapees())
+    listing = k.ok("%remote runs").text
+    assert "finished: ok" not in listing and "outside its group" in listing, listing
+    r = k.ok("%job kill")
+    assert "stopped 1 run" in r.text, r.text
+    assert poll(lambda: not _escapees(), 10, 0.1), "an escapee outlived %job kill"
+
+
+def test_env_refuses_the_run_marker(job_kernel):
+    line = usage_error(job_kernel.execute("%remote -e MONARCH_JUPYTER_RUN=x echo hi"))
+    assert "MONARCH_JUPYTER_RUN" in line and "reserved" in line, line
