@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 GRACE = 0.3  # seconds between SIGINT, SIGTERM and SIGKILL
 POLL = 0.02  # how often a wait that has no pidfd (or a group, which has none) looks again
 DEAD_STATES = ("Z", "X")
+STOPPED_STATES = ("T", "t")  # stopped by a signal (SIGSTOP, SIGTSTP) or traced
 ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
 # Indexes into the fields after ``comm`` (field 3 of proc(5) is index 0 here).
@@ -66,6 +67,16 @@ def alive(pid: int, ticks: int | None = None) -> bool:
     """Whether ``pid`` is a live process (a zombie is not), and the one that started at clock
     tick ``ticks`` when given. One read of its stat; never signals anything."""
     return fields_alive(stat_fields(pid), ticks)
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (``kill -STOP``) or held by a tracer: it runs nothing."""
+    return state(pid) in STOPPED_STATES
+
+
+def stopped_line(name: str, pid: int) -> str:
+    """The one line saying a stopped worker is why nothing answers, and the two ways out."""
+    return f"worker {name} (pid {pid}) is stopped (SIGSTOP): `kill -CONT {pid}` or %job kill"
 
 
 def pgid(pid: int) -> int | None:

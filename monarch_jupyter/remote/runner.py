@@ -220,8 +220,12 @@ class RemoteRunner:
     # ── health ─────────────────────────────────────────────────────────
     def _check_health(self, pids: dict[str, int]) -> None:
         """Raise when a worker among ``pids`` (host key → pid, on this machine) is gone."""
-        exited = self._exited(set(pids.values()))
+        exited, stopped = self._judge(set(pids.values()))
         dead = [f"{key} (pid {pid})" for key, pid in pids.items() if pid in exited]
+        held = [(key, pid) for key, pid in pids.items() if pid in stopped and pid not in exited]
+        if held and not dead:  # a stopped worker answers nothing: Monarch would time out
+            key, pid = held[0]
+            raise RemoteError(f"the job is not healthy: {_procfs.stopped_line(key, pid)}")
         if dead:
             self._warm.clear()
             raise RemoteError(
@@ -230,6 +234,9 @@ class RemoteRunner:
             )
 
     def _exited(self, pids: set[int]) -> set[int]:
+        return self._judge(pids)[0]
+
+    def _judge(self, pids: set[int]) -> tuple[set[int], set[int]]:
         """Which of these worker pids are gone (dead or a zombie, as :func:`_procfs.alive` says): each
         one's ``/proc/<pid>/stat`` is opened once and read again with one ``pread`` a run.
         The open file stays bound to that process: once it is reaped the read fails, even if
@@ -238,6 +245,7 @@ class RemoteRunner:
         for pid in set(self._stat_fds) - pids:
             os.close(self._stat_fds.pop(pid))
         gone = set()
+        stopped = set()
         for pid in pids:
             fd = self._stat_fds.get(pid)
             if fd is None:
@@ -254,7 +262,9 @@ class RemoteRunner:
                 fields = None
             if not _procfs.fields_alive(fields):
                 gone.add(pid)
-        return gone
+            elif fields and fields[0] in _procfs.STOPPED_STATES:
+                stopped.add(pid)
+        return gone, stopped
 
     # ── warm actors ────────────────────────────────────────────────────
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple[tuple[str, int], ...]) -> _Warm:

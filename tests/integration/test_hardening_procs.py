@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 
 import pytest
 
-from harness import poll, usage_error
+from harness import poll, usage_error, worker_pids
 from monarch_jupyter import _procfs
 
 SECONDS = "301.517"
@@ -50,3 +51,25 @@ def test_an_escapee_with_no_environment_is_listed_and_job_kill_stops_it(job_kern
 def test_env_refuses_the_run_marker(job_kernel):
     line = usage_error(job_kernel.execute("%remote -e MONARCH_JUPYTER_RUN=x echo hi"))
     assert "MONARCH_JUPYTER_RUN" in line and "reserved" in line, line
+
+
+def test_a_stopped_worker_is_named_by_job_and_remote_fails_fast(job_kernel, tag):
+    """Issue 18 item 9: a SIGSTOPped worker is not live; ``%remote`` says so at once rather than
+    waiting for Monarch's 30 s timeout."""
+    k = job_kernel
+    k.ok("%remote true")
+    victim = sorted(worker_pids(tag))[-1]
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        assert poll(lambda: _procfs.stopped(victim), 5, 0.05)
+        status = k.ok("%job").text
+        assert "1 live workers" in status and f"(pid {victim}) is stopped (SIGSTOP)" in status, status
+        assert f"kill -CONT {victim}" in status, status
+        began = time.monotonic()
+        r = k.execute("%remote echo hi", timeout=60)
+        took = time.monotonic() - began
+        assert f"(pid {victim}) is stopped" in r.text and "Traceback" not in r.text, r.text
+        assert took < 20, took  # not Monarch's timeout (a bound, not a timing claim)
+    finally:
+        os.kill(victim, signal.SIGCONT)
+    assert "[hosts=1] back" in k.ok("%remote echo back").text
