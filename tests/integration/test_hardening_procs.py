@@ -6,8 +6,10 @@ escapee sheds the test's tag with the rest of its environment)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -73,3 +75,46 @@ def test_a_stopped_worker_is_named_by_job_and_remote_fails_fast(job_kernel, tag)
     finally:
         os.kill(victim, signal.SIGCONT)
     assert "[hosts=1] back" in k.ok("%remote echo back").text
+
+
+@pytest.fixture
+def full_runs_folder(tmp_path):
+    """A 1 MiB tmpfs to be the workers' runs folder (umounted whatever happens; skipped where
+    mounting is not allowed), and a function filling it."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+    ).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+
+    def fill() -> None:
+        fd = os.open(mount / "fill", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"x" * 65536)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+
+    try:
+        yield mount / "runs", fill
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_runs_folder_is_named_in_one_line(start_kernel, full_runs_folder):
+    """Issue 18 item 10: ENOSPC in the runs folder is one line naming it, for a run and --detach."""
+    runs, fill = full_runs_folder
+    k = start_kernel(env={"MONARCH_JUPYTER_RUNS_DIR": str(runs)})
+    k.ok("%load_ext monarch_jupyter")
+    k.ok("%job apply --local hosts=2")
+    assert "[hosts=1] hi" in k.ok("%remote echo hi").text
+    fill()
+    r = k.execute("%remote echo hi", timeout=60)
+    assert f"the runs folder {runs} is full (ENOSPC)" in r.text and "Traceback" not in r.text, r.text
+    assert "stopped answering" not in r.text, r.text
+    line = usage_error(k.execute("%remote --detach echo hi", timeout=60))
+    assert f"the runs folder {runs} is full (ENOSPC)" in line, line
+    k.ok("%job kill")
