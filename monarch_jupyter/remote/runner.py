@@ -43,6 +43,11 @@ ASK_TIMEOUT = 30.0  # for what the hosts know of runs
 STOP_TIMEOUT = 60.0  # for stopping runs on every host (each escalates SIGINT → SIGTERM → SIGKILL)
 
 
+def stopper(by: str | None) -> str | None:
+    """What a stop records as its author: ``by`` and this kernel's pid."""
+    return f"{by} (kernel pid {os.getpid()})" if by else None
+
+
 class _WarmKey(NamedTuple):
     apply_id: str | None  # the allocation the actors run in
     mesh: str
@@ -354,10 +359,11 @@ class RemoteRunner:
                 into["strays"] = sorted(set(into["strays"]) | set(found["strays"]))
         return merged
 
-    def stop_runs(self, entries: list[RunEntry]) -> dict[str, int]:
+    def stop_runs(self, entries: list[RunEntry], by: str | None = None) -> dict[str, int]:
         """Stop these runs on every host (SIGINT → SIGTERM → SIGKILL, strays too) and record them
         stopped; ``{run_id: processes signalled}``. Local runs are stopped from here (the hosts
-        are this machine: it works with the workers gone), the others through the actors."""
+        are this machine: it works with the workers gone), the others through the actors. ``by``
+        (e.g. ``%job kill``) is recorded with each run, for whoever follows it."""
         if not entries:
             return {}
         ids = [e.id for e in entries]
@@ -369,10 +375,12 @@ class RemoteRunner:
 
         if any(not e.local for e in entries) and self.session.attached:
             with contextlib.suppress(MonarchJupyterError):
-                for found in self.call_all("stop_runs", ids, timeout=STOP_TIMEOUT):
+                for found in self.call_all(
+                    "stop_runs", ids, _procfs.GRACE, stopper(by), timeout=STOP_TIMEOUT
+                ):
                     count(found)
         if any(e.local for e in entries):
-            count(self.session.loop.run(host_runs.stop_runs(ids), timeout=STOP_TIMEOUT))
+            count(self.session.loop.run(host_runs.stop_runs(ids, by=stopper(by)), timeout=STOP_TIMEOUT))
         for entry in entries:
             if entry.is_running:
                 entry.end(STOPPED, stop_reason="stopped")

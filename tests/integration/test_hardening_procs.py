@@ -10,11 +10,12 @@ import errno
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
-from harness import poll, usage_error, worker_pids
+from harness import poll, tagged_pids, usage_error, worker_pids
 from monarch_jupyter import _procfs
 
 SECONDS = "301.517"
@@ -118,3 +119,27 @@ def test_a_full_runs_folder_is_named_in_one_line(start_kernel, full_runs_folder)
     line = usage_error(k.execute("%remote --detach echo hi", timeout=60))
     assert f"the runs folder {runs} is full (ENOSPC)" in line, line
     k.ok("%job kill")
+
+
+def _tagged_sleeps(tag: str, seconds: str) -> list[int]:
+    return [p for p in tagged_pids(tag) if (_procfs.cmdline(p) or [])[-1:] == [seconds]]
+
+
+@pytest.mark.parametrize("stop", ["%remote stop --all", "%job kill"])
+def test_a_run_stopped_from_another_kernel_says_so(job_kernel, start_kernel, tag, stop):
+    """Issue 18 item 12: the cell whose run another kernel stopped says it was stopped, and by
+    what, rather than "did not succeed (rc -2)"."""
+    a = job_kernel
+    box: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: box.update(r=a.execute("%remote sleep 300.61", timeout=60)))
+    worker.start()
+    try:
+        assert poll(lambda: len(_tagged_sleeps(tag, "300.61")) == 2, 20, 0.1)
+        b = start_kernel()
+        b.ok("%load_ext monarch_jupyter")
+        b.ok(stop)
+    finally:
+        worker.join(60)
+    r = box["r"]
+    assert f"was stopped by {stop.split(' --')[0]} (kernel pid" in r.text, r.text
+    assert "rc -2" not in r.text.splitlines()[-1], r.text

@@ -407,9 +407,12 @@ class RemoteActor(Actor):
         return runs.host_state(run_ids)
 
     @endpoint
-    async def stop_runs(self, run_ids: list[str], grace: float = _procfs.GRACE) -> dict[str, int]:
-        """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``."""
-        return await runs.stop_runs(run_ids, grace)
+    async def stop_runs(
+        self, run_ids: list[str], grace: float = _procfs.GRACE, by: str | None = None
+    ) -> dict[str, int]:
+        """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``;
+        ``by`` is recorded as who stopped them."""
+        return await runs.stop_runs(run_ids, grace, by=by)
 
     @endpoint
     async def stacks(

@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ... import _procfs
 from ..._files import read_small
 from ..protocol import ERR, OUT
-from .layout import ESCAPED, MARKER, META, SPARE, check_run_id, read_json, read_status, runs_root
+from .layout import (
+    ESCAPED,
+    MARKER,
+    META,
+    SPARE,
+    check_run_id,
+    read_json,
+    read_status,
+    runs_root,
+    write_stopped_by,
+)
 from .spares import Recycler, remove_spares, spare_owner_alive
 from .tail import Tail
 
@@ -201,14 +211,17 @@ def _leaders(root: Path, run_ids: set[str]) -> dict[int, str]:
 
 
 async def stop_runs(
-    run_ids: list[str], grace: float = _procfs.GRACE, root: Path | None = None
+    run_ids: list[str], grace: float = _procfs.GRACE, root: Path | None = None, by: str | None = None
 ) -> dict[str, int]:
     """Stop every process of these runs on this host: each rank's group SIGINT → SIGTERM → SIGKILL
     (as Ctrl-C), and every other process of theirs (:func:`marked_pids`: those that left the
-    group too). Returns ``{run_id: processes signalled}``: each of the run's processes once (not our wrapper)."""
+    group too); ``by`` (who stops them) is recorded in each running run's folder first. Returns ``{run_id: processes signalled}``: each of the run's processes once (not our wrapper)."""
     root = root or runs_root()
     wanted = {check_run_id(r) for r in run_ids}
     groups = _leaders(root, wanted)
+    if by:  # before any signal: whoever follows the run reads why it ended
+        for run_id in set(groups.values()):
+            write_stopped_by(run_id, by, root)
     others: dict[int, tuple[str, int | None]] = {}  # outside the groups: pid → (run id, start)
     signalled: dict[int, str] = {}
 
