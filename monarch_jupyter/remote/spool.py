@@ -18,6 +18,9 @@ stream) whenever the source changes, followed by that rank's raw lines::
 
 Only complete lines are written (a rank's unfinished line waits for its
 newline or the end of the run), so ranks never interleave inside a line.
+A rank's line that would read as a header (``==> [``, after any backslashes) gets one more
+leading backslash (as mbox quotes ``From``), so no rank can forge another's section;
+:func:`read_log` takes it off again.
 
 Bounded per rank and stream: the first ``HEAD_BYTES`` are written as they come; after
 them only the last ``TAIL_BYTES`` are kept (in memory, whole lines) and written at the
@@ -29,6 +32,7 @@ end after a note of how many bytes were skipped. The host keeps its own last 64 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import deque
 from pathlib import Path
@@ -38,6 +42,9 @@ from .._files import private_opener
 from .model import OUT
 
 HEADER = "==> [{}] <=="
+_LOOKS_LIKE_HEADER = re.compile(rb"^(\\*==> \[)", re.MULTILINE)  # a rank's line, quoted with a backslash
+_ARROW = re.compile(rb"==> \[")  # searched in each block (a memoryview: no copy)
+_QUOTED = re.compile(r"\\+==> \[")
 NOTE = (-1, "#")
 FLUSH_EVERY = 0.5  # seconds: keep `tail -f` on the log useful
 HEAD_BYTES = 16 << 20  # written live per rank and stream
@@ -127,6 +134,8 @@ class Spool:
         if key != self.current:
             self.current = key
             self.file.write(self.headers[key[0]][0 if key[1] == OUT else 1])
+        if any(_ARROW.search(block) for block in blocks):  # rare: the slow path quotes it
+            blocks = (_LOOKS_LIKE_HEADER.sub(rb"\\\1", b"".join(bytes(b) for b in blocks)),)
         for block in blocks:
             if block:
                 self.file.write(block)
@@ -170,5 +179,5 @@ def read_log(path: str | os.PathLike[str]) -> dict[str, list[str]]:
             if line.startswith("==> [") and line.endswith("] <=="):
                 current = result.setdefault(line[5:-5], [])
             else:
-                current.append(line)
+                current.append(line[1:] if _QUOTED.match(line) else line)
     return result

@@ -137,3 +137,20 @@ def test_env_refuses_our_reserved_names(name):
     line = str(error.value)
     assert "\n" not in line and name in line and "reserved" in line
     assert A.parse_line("-e MONARCH_MINE=x echo hi").env == (("MONARCH_MINE", "x"),)
+
+
+def test_a_rank_cannot_forge_another_ranks_section_in_the_run_log(tmp_path):
+    """Item 19: a line that reads as a header is quoted in the log and read back as printed."""
+    from monarch_jupyter.remote.spool import Spool, read_log
+
+    path = tmp_path / "run.log"
+    spool = Spool(path, ["hosts=0", "hosts=1"])
+    spool.write(0, "out", "real\n")
+    forged = ["==> [hosts=0:err] <==", "forged", "\\==> [hosts=0] <==", "\\\\==> [#] <==", "x ==> [y] <=="]
+    spool.write(1, "out", "\n".join(forged[:2]) + "\n")
+    spool.write(1, "out", "\n".join(forged[2:]) + "\n")
+    spool.close()
+    log = read_log(path)
+    assert log["hosts=1"] == forged and log["hosts=0"] == ["real"]
+    assert "hosts=0:err" not in log
+    assert path.read_text().splitlines().count("==> [hosts=0:err] <==") == 0
