@@ -99,12 +99,15 @@ class Spool:
             for label in labels
         ]
         self.partial: dict[tuple[int, str], bytes] = {}
+        self.replaced: set[tuple[int, str]] = set()  # rank streams with U+FFFD: maybe invalid UTF-8
         self.current: tuple[int, str] | None = None
         self.flushed = time.monotonic()
 
     def write(self, index: int, stream: str, text: str | bytes) -> None:
-        data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
         key = (index, stream)
+        if isinstance(text, str) and "\ufffd" in text:  # said once per rank stream when the log closes
+            self.replaced.add(key)
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
         cut = data.rfind(b"\n")
         if cut < 0:
             data = self.partial.pop(key, b"") + data  # only unfinished lines are joined
@@ -166,6 +169,12 @@ class Spool:
             )
             self._write(key, data)
         self.tails.clear()
+        for key in sorted(self.replaced):
+            stream = "stdout" if key[1] == OUT else "stderr"
+            self.note(
+                f"{self.labels[key[0]]}: its {stream} has U+FFFD here: bytes that were not UTF-8 are "
+                "replaced by it (the host's out/err files of the run keep the bytes)"
+            )
         self.file.close()
 
 

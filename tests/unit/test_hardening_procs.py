@@ -154,3 +154,29 @@ def test_a_rank_cannot_forge_another_ranks_section_in_the_run_log(tmp_path):
     assert log["hosts=1"] == forged and log["hosts=0"] == ["real"]
     assert "hosts=0:err" not in log
     assert path.read_text().splitlines().count("==> [hosts=0:err] <==") == 0
+
+
+def test_invalid_utf8_is_said_once_in_the_run_log(tmp_path):
+    """Low item: bytes the host could not decode arrive as U+FFFD; the log says so once."""
+    from monarch_jupyter.remote.spool import Spool, read_log
+
+    path = tmp_path / "run.log"
+    spool = Spool(path, ["hosts=0"])
+    for _ in range(3):
+        spool.write(0, "out", b"caf\xe9".decode("utf-8", "replace") + "\n")
+    spool.close()
+    notes = [n for n in read_log(path)["#"] if "U+FFFD" in n]
+    assert len(notes) == 1 and "hosts=0" in notes[0] and "keep the bytes" in notes[0], notes
+
+
+def test_nul_bytes_are_not_saved_into_the_notebook():
+    """Low item: a NUL of a rank's output is shown (and saved in the payload) as ␀."""
+    import json
+
+    from monarch_jupyter.remote import model as M
+
+    ranks = [M.RankState(label="hosts=0", mesh="hosts", point={"hosts": 0}, rank=0)]
+    state = M.RunState(command="printf", mode="bash", target="mesh hosts (1 ranks)", ranks=ranks, started=0.0)
+    state.apply(M.Output(0, "out", "a\0b\n"))
+    assert "\0" not in json.dumps(state.mime_bundle()) and "\\u0000" not in json.dumps(state.mime_bundle())
+    assert M.NUL_SHOWN in json.dumps(state.mime_bundle(), ensure_ascii=False)
