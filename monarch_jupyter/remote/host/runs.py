@@ -55,7 +55,12 @@ def marked_pids(run_ids: set[str] | None = None, root: Path | None = None) -> di
         run_id: {pid for pid in pids if _procfs.owner(pid) == uid}
         for run_id, pids in _procfs.pids_with_env(MARKER, run_ids).items()
     }
-    roots = _kin_roots(root or runs_root(), run_ids)
+    if root is None:
+        try:  # checked (ours, private): a folder someone else could write names no pid to us
+            root = runs_root()
+        except Exception:
+            root = None
+    roots = _kin_roots(root, run_ids) if root is not None else {}
     if roots:
         table = _procfs.parents(uid)
         for run_id, (leaders, escapees) in roots.items():
