@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 GRACE = 0.3  # seconds between SIGINT, SIGTERM and SIGKILL
 POLL = 0.02  # how often a wait that has no pidfd (or a group, which has none) looks again
 DEAD_STATES = ("Z", "X")
+STOPPED_STATES = ("T", "t")  # stopped by a signal (SIGSTOP, SIGTSTP) or traced
 ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
 # Indexes into the fields after ``comm`` (field 3 of proc(5) is index 0 here).
@@ -66,6 +67,16 @@ def alive(pid: int, ticks: int | None = None) -> bool:
     """Whether ``pid`` is a live process (a zombie is not), and the one that started at clock
     tick ``ticks`` when given. One read of its stat; never signals anything."""
     return fields_alive(stat_fields(pid), ticks)
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (``kill -STOP``) or held by a tracer: it runs nothing."""
+    return state(pid) in STOPPED_STATES
+
+
+def stopped_line(name: str, pid: int) -> str:
+    """The one line saying a stopped worker is why nothing answers, and the two ways out."""
+    return f"worker {name} (pid {pid}) is stopped (SIGSTOP): `kill -CONT {pid}` or %job kill"
 
 
 def pgid(pid: int) -> int | None:
@@ -116,6 +127,82 @@ def group_members(groups: set[int]) -> dict[int, list[int]]:
                 if int(fields[_PGRP]) in groups:
                     found.setdefault(int(fields[_PGRP]), []).append(pid)
     return {group: sorted(members) for group, members in found.items()}
+
+
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+
+
+def load_prctl() -> None:
+    """Import ctypes in the parent, so that a forked child calling :func:`become_subreaper` does
+    not (an import after a fork costs more than the fork)."""
+    import ctypes  # noqa: F401  (stdlib; here: most importers never need it)
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (prctl ``PR_SET_CHILD_SUBREAPER``): a descendant
+    orphaned by its parent's exit is re-parented to it rather than to init, so ``setsid`` or an
+    emptied environment cannot take it out of this process's subtree. Kept across ``execve``.
+    False where there is no such call."""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def owner(pid: int) -> int | None:
+    """The uid owning ``/proc/<pid>`` (the process's effective uid), or None."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def parents(uid: int | None = None) -> dict[int, int]:
+    """``{pid: parent pid}`` of every live (not zombie) process owned by ``uid`` (this user's:
+    None), from one scan of ``/proc``."""
+    uid = os.getuid() if uid is None else uid
+    found: dict[int, int] = {}
+    for pid in pids():
+        fields = stat_fields(pid)
+        if fields and fields[_STATE] not in DEAD_STATES and owner(pid) == uid:
+            with contextlib.suppress(IndexError, ValueError):
+                found[pid] = int(fields[1])
+    return found
+
+
+def descendants(roots: Iterable[int], table: dict[int, int]) -> set[int]:
+    """The processes of ``table`` (:func:`parents`) below any of ``roots`` (not the roots)."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+_BOOT: list[float] = []
+
+
+def started_at(pid: int) -> float | None:
+    """When the process started (epoch seconds, to the clock tick), or None."""
+    ticks = start_ticks(pid)
+    if ticks is None:
+        return None
+    if not _BOOT:
+        raw = _read("/proc/stat") or b""
+        for line in raw.splitlines():
+            if line.startswith(b"btime "):
+                _BOOT.append(float(line.split()[1]))
+        if not _BOOT:
+            return None
+    return _BOOT[0] + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _read(path: str, limit: int = 65536) -> bytes | None:
@@ -176,14 +263,6 @@ def env_value(pid: int, name: str) -> str | None:
         return None
     end = environ.find(b"\0", at)
     return environ[at + len(needle) : end if end >= 0 else None].decode(errors="replace")
-
-
-def owner(pid: int) -> int | None:
-    """The uid that owns the process, or None (gone)."""
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
 
 
 def pids_with_env(name: str, values: Iterable[str] | None = None) -> dict[str, list[int]]:

@@ -6,6 +6,7 @@ import html
 import time
 
 from . import _timefmt
+from ._procfs import stopped_line
 from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, ApplyResult, JobStatus
 
 _BADGE_COLOURS = {
@@ -114,6 +115,8 @@ def status_text(status: JobStatus, now: float | None = None) -> str:
         hosts = "?" if mesh.hosts is None else mesh.hosts
         live = "?" if mesh.live_workers is None else mesh.live_workers
         lines.append(f"  mesh      {mesh.name}: {hosts} hosts, {live} live workers")
+    for name, pid in sorted(status.stopped_workers.items()):
+        lines.append(f"  stopped   {stopped_line(name, pid)}")
     if status.state == WORKERS_DEAD:
         lines.append("  hint      %job apply starts a new job; %job kill clears the cache")
     elif status.state == NO_JOB:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _timefmt, services
+from . import _introspect, _procfs, _timefmt, services
 from .contexts import Layout
 from .engines import engine_for
 
@@ -53,6 +53,7 @@ class JobStatus:
     cache_path: str | None = None
     attached: bool = False
     note: str | None = None  # e.g. where an unreadable cache was moved
+    stopped_workers: dict[str, int] = field(default_factory=dict)  # local workers in state T (SIGSTOP)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -95,6 +96,7 @@ def describe(
     sizes = _introspect.mesh_sizes(job, host_meshes)
     engine = engine_for(job)
     live = engine.live_workers(job, sizes)
+    pids = _introspect.worker_pids(job)
     try:
         applied_at: float | None = state_path.stat().st_mtime
     except OSError:  # no cache file (a variable spec not yet saved, or removed by the CLI)
@@ -108,8 +110,9 @@ def describe(
         meshes=[MeshStatus(m, sizes[m], live.get(m)) for m in sizes],
         urls=_introspect.urls(job, state),
         services=list(services.configured(job)),
-        worker_pids=_introspect.worker_pids(job),
+        worker_pids=pids,
         workers_local=engine.workers_are_local,
+        stopped_workers={n: p for n, p in pids.items() if engine.workers_are_local and _procfs.stopped(p)},
         applied_at=applied_at,
         cache_path=os.path.relpath(state_path, root) if state_path.exists() else None,
         attached=state is not None,

@@ -21,12 +21,17 @@ class LocalEngine(Engine):
         return _introspect.worker_pids(job)
 
     def live_workers(self, job: Any, sizes: Sizes) -> Sizes:
+        """A stopped worker (SIGSTOP) is not live: it answers nothing."""
         pids = _introspect.worker_pids(job)
         if not pids:
             return {name: None for name in sizes}
         return {
             name: sum(
-                1 for i in range(size or 0) if f"{name}_{i}" in pids and _procfs.alive(pids[f"{name}_{i}"])
+                1
+                for i in range(size or 0)
+                if f"{name}_{i}" in pids
+                and _procfs.alive(pids[f"{name}_{i}"])
+                and not _procfs.stopped(pids[f"{name}_{i}"])
             )
             for name, size in sizes.items()
         }

@@ -159,10 +159,17 @@ def flat_ranks(text: str) -> tuple[int, ...]:
     return tuple(ranks)
 
 
+RESERVED_ENV = ("MONARCH_JUPYTER_", "MONARCH_RANK_", "MONARCH_SIZE_")  # what each run's processes get from us
+
+
 def _env(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not _IDENT.match(key):
         raise argparse.ArgumentTypeError(f"wants KEY=VALUE with KEY a variable name, got {text!r}")
+    if key.startswith(RESERVED_ENV):
+        raise argparse.ArgumentTypeError(
+            f"{key} is set by monarch_jupyter for every run ({', '.join(p + '*' for p in RESERVED_ENV)} are reserved): use another name"
+        )
     return key, value
 
 

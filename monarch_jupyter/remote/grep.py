@@ -65,7 +65,17 @@ def sources(
             for source, spans in blocks.items()
             if any(pattern.search(haystack, start, end) for start, end in spans)
         }
-    return {source: b"".join([data[a:b] for a, b in spans]) for source, spans in blocks.items()}, skipped
+    return {
+        source: _unquoted(b"".join([data[a:b] for a, b in spans])) for source, spans in blocks.items()
+    }, skipped
+
+
+_QUOTED = re.compile(rb"^\\(\\*==> \[)", re.MULTILINE)  # spool quotes a rank's header-like line
+
+
+def _unquoted(text: bytes) -> bytes:
+    """A rank stream's lines as the rank printed them (the log's one backslash removed)."""
+    return _QUOTED.sub(rb"\1", text) if b"\\==> [" in text else text
 
 
 def grep_log(

@@ -28,6 +28,7 @@ from .diff import diff_text
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RemoteInterrupted
 from .follow import BackgroundFollow, BoundedSink
+from .host import layout as host_layout
 from .model import ERR, OUT, Event, Finished, Observer, RunState, Stopping
 from .quiet import QuietWatch
 from .render import TextRenderer, group_text
@@ -153,6 +154,9 @@ class RemoteMagics(Magics):
         if interrupted:
             raise RemoteInterrupted(state.summary_line())
         message = state.failure_message()
+        by = host_layout.read_stopped_by(state.run_id) if message and state.run_id else None
+        if by and f"(kernel pid {os.getpid()})" not in by:  # stopped by another kernel
+            message = f"%%remote: run {state.run_id} was stopped by {by}"
         if message and not args.no_raise:
             raise RemoteError(message)
 
@@ -183,7 +187,7 @@ class RemoteMagics(Magics):
             state.apply(Stopping("interrupted"))  # its ranks end as interrupted, as with Ctrl-C
             try:
                 entries = index.load_entries(index.where(self.session).runs_dir)
-                self.runner.stop_runs([index.find(entries, run_id)])
+                self.runner.stop_runs([index.find(entries, run_id)], by="the grid's Stop")
             except MonarchJupyterError as error:
                 print(f"%remote stop {run_id}: {error}", file=sys.stderr)
 

@@ -46,6 +46,9 @@ RUN_TAIL_LINES = 12_800  # lines kept in memory for the whole run: TAIL_LINES ea
 RUN_TAIL_MIN = 20  # … then fewer each, but at least this many
 
 
+NUL_SHOWN = "\u2400"  # what a NUL byte of a rank's output is shown (and saved) as
+
+
 # ── events (what the runner reports) ────────────────────────────────────
 @dataclass(frozen=True)
 class Started:
@@ -309,7 +312,10 @@ class RunState:
         rank = self.ranks[event.index]
         if rank.status == PENDING:
             self._start(rank)
-        item = rank.feed(event.stream, event.text, event.index, event.newlines)
+        text = event.text
+        if "\0" in text:  # a NUL would be saved into the notebook (its JSON as \u0000): shown as ␀
+            text = text.replace("\0", NUL_SHOWN)
+        item = rank.feed(event.stream, text, event.index, event.newlines)
         return [] if item is None else [item]
 
     def _on_started(self, event: Started) -> None:

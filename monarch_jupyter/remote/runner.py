@@ -44,6 +44,11 @@ ASK_TIMEOUT = 30.0  # for what the hosts know of runs
 STOP_TIMEOUT = 60.0  # for stopping runs on every host (each escalates SIGINT → SIGTERM → SIGKILL)
 
 
+def stopper(by: str | None) -> str | None:
+    """What a stop records as its author: ``by`` and this kernel's pid."""
+    return f"{by} (kernel pid {os.getpid()})" if by else None
+
+
 class _WarmKey(NamedTuple):
     apply_id: str | None  # the allocation the actors run in
     mesh: str
@@ -221,8 +226,12 @@ class RemoteRunner:
     # ── health ─────────────────────────────────────────────────────────
     def _check_health(self, pids: dict[str, int]) -> None:
         """Raise when a worker among ``pids`` (host key → pid, on this machine) is gone."""
-        exited = self._exited(set(pids.values()))
+        exited, stopped = self._judge(set(pids.values()))
         dead = [f"{key} (pid {pid})" for key, pid in pids.items() if pid in exited]
+        held = [(key, pid) for key, pid in pids.items() if pid in stopped and pid not in exited]
+        if held and not dead:  # a stopped worker answers nothing: Monarch would time out
+            key, pid = held[0]
+            raise RemoteError(f"the job is not healthy: {_procfs.stopped_line(key, pid)}")
         if dead:
             self._warm.clear()
             raise RemoteError(
@@ -231,6 +240,9 @@ class RemoteRunner:
             )
 
     def _exited(self, pids: set[int]) -> set[int]:
+        return self._judge(pids)[0]
+
+    def _judge(self, pids: set[int]) -> tuple[set[int], set[int]]:
         """Which of these worker pids are gone (dead or a zombie, as :func:`_procfs.alive` says): each
         one's ``/proc/<pid>/stat`` is opened once and read again with one ``pread`` a run.
         The open file stays bound to that process: once it is reaped the read fails, even if
@@ -239,6 +251,7 @@ class RemoteRunner:
         for pid in set(self._stat_fds) - pids:
             os.close(self._stat_fds.pop(pid))
         gone = set()
+        stopped = set()
         for pid in pids:
             fd = self._stat_fds.get(pid)
             if fd is None:
@@ -255,7 +268,9 @@ class RemoteRunner:
                 fields = None
             if not _procfs.fields_alive(fields):
                 gone.add(pid)
-        return gone
+            elif fields and fields[0] in _procfs.STOPPED_STATES:
+                stopped.add(pid)
+        return gone, stopped
 
     # ── warm actors ────────────────────────────────────────────────────
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple[tuple[str, int], ...]) -> _Warm:
@@ -346,10 +361,11 @@ class RemoteRunner:
                 into["strays"] = sorted(set(into["strays"]) | set(found["strays"]))
         return merged
 
-    def stop_runs(self, entries: list[RunEntry]) -> dict[str, int]:
+    def stop_runs(self, entries: list[RunEntry], by: str | None = None) -> dict[str, int]:
         """Stop these runs on every host (SIGINT → SIGTERM → SIGKILL, strays too) and record them
         stopped; ``{run_id: processes signalled}``. Local runs are stopped from here (the hosts
-        are this machine: it works with the workers gone), the others through the actors."""
+        are this machine: it works with the workers gone), the others through the actors. ``by``
+        (e.g. ``%job kill``) is recorded with each run, for whoever follows it."""
         if not entries:
             return {}
         ids = [e.id for e in entries]
@@ -362,10 +378,12 @@ class RemoteRunner:
 
         if any(not e.local for e in entries) and self.session.attached:
             with contextlib.suppress(MonarchJupyterError):
-                for found in self.call_all("stop_runs", ids, timeout=STOP_TIMEOUT):
+                for found in self.call_all(
+                    "stop_runs", ids, _procfs.GRACE, stopper(by), timeout=STOP_TIMEOUT
+                ):
                     count(found)
         if any(e.local for e in entries):
-            count(self.session.loop.run(host_runs.stop_runs(ids), timeout=STOP_TIMEOUT))
+            count(self.session.loop.run(host_runs.stop_runs(ids, by=stopper(by)), timeout=STOP_TIMEOUT))
         for entry in entries:
             if entry.is_running:
                 entry.end(STOPPED, stop_reason="stopped")

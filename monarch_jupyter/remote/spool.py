@@ -18,6 +18,9 @@ stream) whenever the source changes, followed by that rank's raw lines::
 
 Only complete lines are written (a rank's unfinished line waits for its
 newline or the end of the run), so ranks never interleave inside a line.
+A rank's line that would read as a header (``==> [``, after any backslashes) gets one more
+leading backslash (as mbox quotes ``From``), so no rank can forge another's section;
+:func:`read_log` takes it off again.
 
 Bounded per rank and stream: the first ``HEAD_BYTES`` are written as they come; after
 them only the last ``TAIL_BYTES`` are kept (in memory, whole lines) and written at the
@@ -42,6 +45,9 @@ from .model import OUT
 HEADER = "==> [{}] <=="
 _FIRST = re.compile(rb"==> \[([^\]\n]*)\] <==(?=\n|$)")  # a header at the start of the log
 _HEADERS = re.compile(rb"\n==> \[([^\]\n]*)\] <==(?=\n|$)")  # … after a line (a literal prefix: a fast scan)
+_LOOKS_LIKE_HEADER = re.compile(rb"^(\\*==> \[)", re.MULTILINE)  # a rank's line, quoted with a backslash
+_ARROW = re.compile(rb"==> \[")  # searched in each block (a memoryview: no copy)
+_QUOTED = re.compile(r"\\+==> \[")
 NOTE = (-1, "#")
 FLUSH_EVERY = 0.5  # seconds: keep `tail -f` on the log useful
 HEAD_BYTES = 16 << 20  # written live per rank and stream
@@ -96,12 +102,15 @@ class Spool:
             for label in labels
         ]
         self.partial: dict[tuple[int, str], bytes] = {}
+        self.replaced: set[tuple[int, str]] = set()  # rank streams with U+FFFD: maybe invalid UTF-8
         self.current: tuple[int, str] | None = None
         self.flushed = time.monotonic()
 
     def write(self, index: int, stream: str, text: str | bytes) -> None:
-        data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
         key = (index, stream)
+        if isinstance(text, str) and "\ufffd" in text:  # said once per rank stream when the log closes
+            self.replaced.add(key)
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
         cut = data.rfind(b"\n")
         if cut < 0:
             data = self.partial.pop(key, b"") + data  # only unfinished lines are joined
@@ -136,6 +145,8 @@ class Spool:
         if key != self.current:
             self.current = key
             self.file.write(self.headers[key[0]][0 if key[1] == OUT else 1])
+        if any(_ARROW.search(block) for block in blocks):  # rare: the slow path quotes it
+            blocks = (_LOOKS_LIKE_HEADER.sub(rb"\\\1", b"".join(bytes(b) for b in blocks)),)
         for block in blocks:
             if block:
                 self.file.write(block)
@@ -166,6 +177,12 @@ class Spool:
             )
             self._write(key, data)
         self.tails.clear()
+        for key in sorted(self.replaced):
+            stream = "stdout" if key[1] == OUT else "stderr"
+            self.note(
+                f"{self.labels[key[0]]}: its {stream} has U+FFFD here: bytes that were not UTF-8 are "
+                "replaced by it (the host's out/err files of the run keep the bytes)"
+            )
         self.file.close()
 
 
@@ -194,5 +211,6 @@ def read_log(path: str | os.PathLike[str]) -> dict[str, list[str]]:
     data = Path(path).read_bytes()
     for source, start, end in frames(data):
         text = data[start:end].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
-        result.setdefault(source, []).extend(text.removesuffix("\n").split("\n"))
+        lines = text.removesuffix("\n").split("\n")
+        result.setdefault(source, []).extend(line[1:] if _QUOTED.match(line) else line for line in lines)
     return result

@@ -237,7 +237,7 @@ def stop_for_kill(session: JobSession, runner: RemoteRunner) -> str | None:
         return None
     if not entries:
         return None
-    counts = runner.stop_runs(entries)
+    counts = runner.stop_runs(entries, by="%job kill")
     return (
         f"stopped {len(entries)} run{'s' if len(entries) != 1 else ''} first ({sum(counts.values())} processes): "
         + ", ".join(e.id for e in entries)
@@ -342,7 +342,7 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
         chosen = survey(cell.runner, [index.find(entries, token) for token in runs])
     live = [e for e in chosen if e.is_running]
     live_ids = {e.id for e in live}
-    counts = cell.runner.stop_runs(live)
+    counts = cell.runner.stop_runs(live, by="%remote stop")
     for entry in chosen:
         if entry.id in live_ids:
             cell.write(f"stopped run {entry.id} ({counts.get(entry.id, 0)} processes signalled)\n")

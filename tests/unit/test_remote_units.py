@@ -1009,7 +1009,7 @@ def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
     class Runner:
         asked = None
 
-        def stop_runs(self, entries):
+        def stop_runs(self, entries, by=None):
             Runner.asked = [e.id for e in entries]
             return {e.id: 3 for e in entries}
 

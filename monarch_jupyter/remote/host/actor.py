@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 import time
@@ -80,6 +81,40 @@ def _send(port: Any, message: Message) -> None:
 
 def _subdir(point: dict[str, int]) -> str:
     return "_".join(f"{k}_{v}" for k, v in point.items())
+
+
+ROOM_MIN = 64 * 1024  # a run needs at least this much free in the runs folder (its meta, first lines)
+
+
+class RunsFolderFull(OSError):
+    """The runs folder has no room: said in one line naming it."""
+
+
+def _full_line(root: object) -> str:
+    return (
+        f"the runs folder {root} is full (ENOSPC): free space there, or set "
+        f"{layout.RUNS_DIR_ENV} to a folder with room before %job apply"
+    )
+
+
+def _check_room() -> None:
+    """Refuse a run up front when the runs folder has no room: its files could not be written."""
+    root = layout.runs_root()
+    try:
+        info = os.statvfs(root)
+    except OSError:
+        return
+    if info.f_bavail * info.f_frsize < ROOM_MIN:
+        raise RunsFolderFull(errno.ENOSPC, _full_line(root))
+
+
+def _reason(error: BaseException) -> str:
+    """One line for why a run could not start (a full disk names the runs folder)."""
+    if isinstance(error, RunsFolderFull):
+        return str(error.strerror)
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _full_line(layout.runs_path())
+    return str(error)
 
 
 class _Leftovers:
@@ -147,7 +182,7 @@ class RemoteActor(Actor):
             proc, meta = self._start(run_id, key, rank, spec, env_extra, point, leftovers)
         except Exception as error:
             leftovers.close()
-            message = f"could not start: {error}"
+            message = f"could not start: {_reason(error)}"
             if port is not None:
                 _send(port, Exit(run_id, key, rank, None, [], None, time.monotonic() - started, message))
             return rank, None, message
@@ -170,10 +205,19 @@ class RemoteActor(Actor):
                         run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None
                     ),
                 )
-                layout.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
+                with contextlib.suppress(OSError):  # the answer is sent; a full disk loses only the record
+                    layout.write_meta(proc.folder, meta)  # after the answer: off the path of a short command
                 return rank, proc.pid, None
         meta["start_ticks"] = _procfs.start_ticks(proc.pid)  # tells a reused pid apart
-        layout.write_meta(proc.folder, meta)
+        try:
+            layout.write_meta(proc.folder, meta)
+        except OSError as error:  # unrecorded, no one could find or stop it: it does not run
+            proc.close()
+            leftovers.close()
+            message = f"could not start: {_reason(error)}"
+            if port is not None:
+                _send(port, Exit(run_id, key, rank, None, [], None, time.monotonic() - started, message))
+            return rank, None, message
         self._runs[run_id] = proc
         self._ended[run_id] = asyncio.get_running_loop().create_future()
         self._background(self._follow(run_id, key, rank, proc, port, leftovers, started))
@@ -210,6 +254,7 @@ class RemoteActor(Actor):
             for name in ("stdout.txt", "stderr.txt"):
                 # closed with the run (leftovers.close), not here
                 leftovers.files.append(open(os.path.join(output_dir, name), "wb"))  # noqa: SIM115
+        _check_room()
         # made by the shell's take (renamed from one made ahead)
         folder = layout.rank_dir(run_id, key, rank)
         captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
@@ -391,9 +436,12 @@ class RemoteActor(Actor):
         return runs.host_state(run_ids)
 
     @endpoint
-    async def stop_runs(self, run_ids: list[str], grace: float = _procfs.GRACE) -> dict[str, int]:
-        """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``."""
-        return await runs.stop_runs(run_ids, grace)
+    async def stop_runs(
+        self, run_ids: list[str], grace: float = _procfs.GRACE, by: str | None = None
+    ) -> dict[str, int]:
+        """Stop these runs' processes on this host (groups and strays): ``{run_id: signalled}``;
+        ``by`` is recorded as who stopped them."""
+        return await runs.stop_runs(run_ids, grace, by=by)
 
     @endpoint
     async def stacks(

@@ -10,7 +10,10 @@ Per user and host (:func:`runs_root`)::
             status        "<rc> <end time>", written by a bash wrapper when the command ends,
                           even with no actor left (or by the actor that reaped it); no status and
                           no leader: killed (SIGKILL) or lost
+            escaped       the pids the leader (a child subreaper) had as children when the
+                          command ended: its escapees, written before the status
             script.sh, script.py   the command, when too long to pass inline
+        <run_id>/stopped_by                        who stopped the run, when someone did (one line)
         .spare.<pid>.<n>/                          the next run's rank folder, made ahead by its actor
         .spare.<pid>.<n>.run/                      … and an empty folder to be that run's folder
         .free.<random>/                            a pruned rank folder, emptied, to be a spare again
@@ -38,6 +41,8 @@ from ..protocol import ERR, OUT
 MARKER = "MONARCH_JUPYTER_RUN"
 META = "meta.json"
 STATUS = "status"
+STOPPED_BY = "stopped_by"  # in a run's folder: who stopped it (e.g. "%job kill in kernel pid 42")
+ESCAPED = "escaped"  # the pids the leader still had as children when its command ended
 RANK_FILES = (OUT, ERR, STATUS, META)  # what a rank folder made ahead holds (empty)
 SPARE = ".spare."  # a rank folder made ahead: .spare.<pid of the actor>.<n>
 FREE = ".free."  # a pruned rank folder, emptied, waiting to be the next spare: .free.<random>
@@ -168,3 +173,21 @@ def write_meta(folder: Path, meta: dict[str, Any]) -> None:
         os.write(fd, json.dumps(meta).encode())
     finally:
         os.close(fd)
+
+
+def write_stopped_by(run_id: str, by: str, root: Path | None = None) -> None:
+    """Record in the run's folder who stopped it (best effort: the stop goes on without it)."""
+    with contextlib.suppress(OSError, ValueError):
+        path = (root or runs_root()) / check_run_id(run_id) / STOPPED_BY
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(by.replace("\n", " ")[:200] + "\n")
+
+
+def read_stopped_by(run_id: str, root: Path | None = None) -> str | None:
+    """Who stopped the run (:func:`write_stopped_by`), or None."""
+    try:
+        raw = read_small((root or runs_path()) / check_run_id(run_id) / STOPPED_BY, 4096)
+    except ValueError:
+        return None
+    return raw.decode("utf-8", "replace").strip() or None if raw else None

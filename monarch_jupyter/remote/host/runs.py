@@ -8,14 +8,26 @@ emptied for reuse: :mod:`.spares`). An idle finished run holds no process and no
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ... import _procfs
+from ..._files import read_small
 from ..protocol import ERR, OUT
-from .layout import MARKER, META, SPARE, check_run_id, read_json, read_status, runs_root
+from .layout import (
+    ESCAPED,
+    MARKER,
+    META,
+    SPARE,
+    check_run_id,
+    read_json,
+    read_status,
+    runs_root,
+    write_stopped_by,
+)
 from .spares import Recycler, remove_spares, spare_owner_alive
 from .tail import Tail
 
@@ -31,9 +43,75 @@ def leader_alive(meta: dict[str, Any] | None) -> bool:
     return _procfs.alive(int(meta["pid"]), meta.get("start_ticks"))
 
 
-def marked_pids(run_ids: set[str] | None = None) -> dict[str, list[int]]:
-    """Live processes carrying the marker of one of ``run_ids`` (any run: None), by run id."""
-    return _procfs.pids_with_env(MARKER, run_ids)
+ESCAPE_SLACK = 1.0  # an escapee started at most this long before its run's recorded start
+
+
+def marked_pids(run_ids: set[str] | None = None, root: Path | None = None) -> dict[str, list[int]]:
+    """This user's live processes of one of ``run_ids`` (any run: None), by run id: those carrying
+    its marker, and those that shed it: below a live leader (a child subreaper), or an escapee
+    its leader recorded (:data:`.layout.ESCAPED`) and their descendants."""
+    uid = os.getuid()
+    found = {
+        run_id: {pid for pid in pids if _procfs.owner(pid) == uid}
+        for run_id, pids in _procfs.pids_with_env(MARKER, run_ids).items()
+    }
+    if root is None:
+        try:  # checked (ours, private): a folder someone else could write names no pid to us
+            root = runs_root()
+        except Exception:
+            root = None
+    roots = _kin_roots(root, run_ids) if root is not None else {}
+    if roots:
+        table = _procfs.parents(uid)
+        for run_id, (leaders, escapees) in roots.items():
+            kin = _procfs.descendants(leaders | escapees, table) | (escapees & set(table))
+            if kin:
+                found.setdefault(run_id, set()).update(kin)
+    me = os.getpid()
+    return {run_id: sorted(pids - {me}) for run_id, pids in found.items() if pids - {me}}
+
+
+def _kin_roots(root: Path, run_ids: set[str] | None) -> dict[str, tuple[set[int], set[int]]]:
+    """``{run_id: (live leaders, live recorded escapees)}`` from the runs' rank folders."""
+    out: dict[str, tuple[set[int], set[int]]] = {}
+    try:
+        names = [p.name for p in root.iterdir() if not p.name.startswith(".")] if run_ids is None else run_ids
+    except OSError:
+        return out
+    for run_id in names:
+        try:
+            ranks = [p for p in (root / check_run_id(run_id)).iterdir() if p.is_dir()]
+        except (OSError, ValueError):
+            continue
+        leaders: set[int] = set()
+        escapees: set[int] = set()
+        for rank in ranks:
+            meta = read_json(rank / META)
+            if not meta or not meta.get("pid"):
+                continue
+            if leader_alive(meta):
+                leaders.add(int(meta["pid"]))
+            escapees.update(_escapees(rank, meta))
+        if leaders or escapees:
+            out[run_id] = (leaders, escapees)
+    return out
+
+
+def _escapees(rank: Path, meta: dict[str, Any]) -> list[int]:
+    """The live processes the rank's leader recorded as its escapees (a reused pid, started
+    before the run, is not one)."""
+    raw = read_small(rank / ESCAPED, 65536)
+    if not raw:
+        return []
+    text = raw.decode("ascii", "replace")
+    started = float(meta.get("started") or 0)
+    found = []
+    for word in text.split():
+        if word.isdigit():
+            at = _procfs.started_at(int(word))
+            if at is not None and at >= started - ESCAPE_SLACK:
+                found.append(int(word))
+    return found
 
 
 def outside(pids: list[int], groups: set[int]) -> list[int]:
@@ -138,35 +216,56 @@ def _leaders(root: Path, run_ids: set[str]) -> dict[int, str]:
 
 
 async def stop_runs(
-    run_ids: list[str], grace: float = _procfs.GRACE, root: Path | None = None
+    run_ids: list[str], grace: float = _procfs.GRACE, root: Path | None = None, by: str | None = None
 ) -> dict[str, int]:
     """Stop every process of these runs on this host: each rank's group SIGINT → SIGTERM → SIGKILL
-    (as Ctrl-C), and every process carrying their marker (those that left the group too).
-    Returns ``{run_id: processes signalled}``."""
+    (as Ctrl-C), and every other process of theirs (:func:`marked_pids`: those that left the
+    group too); ``by`` (who stops them) is recorded in each running run's folder first. Returns ``{run_id: processes signalled}``: each of the run's processes once (not our wrapper)."""
     root = root or runs_root()
     wanted = {check_run_id(r) for r in run_ids}
     groups = _leaders(root, wanted)
-    counts = dict.fromkeys(wanted, 0)
-    for run_id, pids in marked_pids(wanted).items():
-        counts[run_id] += len(outside(pids, set(groups)))
-    for run_id in groups.values():
-        counts[run_id] += 1
+    if by:  # before any signal: whoever follows the run reads why it ended
+        for run_id in set(groups.values()):
+            write_stopped_by(run_id, by, root)
+    others: dict[int, tuple[str, int | None]] = {}  # outside the groups: pid → (run id, start)
+    signalled: dict[int, str] = {}
 
-    def strays() -> list[int]:
-        return [pid for pids in marked_pids(wanted).values() for pid in pids if pid not in groups]
+    def look() -> None:
+        _look(wanted, root, groups, others)
 
     def send(sig: int) -> None:
-        for pgid in groups:
-            _procfs.killpg(pgid, sig)
-        for pid in strays():
-            _procfs.kill(pid, sig)
+        look()
+        members = _procfs.group_members(set(groups))
+        for pgid, run_id in groups.items():
+            if _procfs.killpg(pgid, sig):
+                # the leader is our wrapper: the user's processes are counted
+                signalled.update(dict.fromkeys([p for p in members.get(pgid, []) if p != pgid], run_id))
+        for pid, (run_id, _) in others.items():
+            if _procfs.kill(pid, sig):
+                signalled[pid] = run_id
 
     def alive() -> bool:
-        return any(_procfs.group_alive(pgid) for pgid in groups) or bool(strays())
+        look()
+        return any(_procfs.group_alive(pgid) for pgid in groups) or bool(others)
 
     await _procfs.escalate_async(send, alive, grace)
     await asyncio.sleep(0)
+    counts = dict.fromkeys(wanted, 0)
+    for run_id in signalled.values():
+        counts[run_id] += 1
     return counts
+
+
+def _look(
+    wanted: set[str], root: Path, groups: dict[int, str], others: dict[int, tuple[str, int | None]]
+) -> None:
+    """Add the runs' live processes outside ``groups`` to ``others``; drop those gone."""
+    for run_id, pids in marked_pids(wanted, root).items():
+        for pid in outside(pids, set(groups)):
+            others.setdefault(pid, (run_id, _procfs.start_ticks(pid)))
+    for pid, (_, ticks) in list(others.items()):
+        if not _procfs.alive(pid, ticks):
+            del others[pid]
 
 
 def _finished(entries: list[Path]) -> tuple[list[Path], set[Path]]:

@@ -4,7 +4,8 @@ The command runs as ``( eval CMD )`` under a small bash wrapper (the process gro
 traps INT/TERM only to outlive its child and write the status; the subshell gets default signal
 handling, so Ctrl-C behaves as ``bash -c`` would. Every process of the run carries
 ``MONARCH_JUPYTER_RUN=<run_id>`` in its environment: processes that left the group (``setsid``)
-are found by it and stopped with the run.
+are found by it and stopped with the run; those that shed it too (``env -i``) stay below the
+leader, a child subreaper, and are recorded when it ends (:mod:`.runs`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ SLOW_RUNS = 0.1  # runs are slow when the last one came at least this long after
 
 # ── the wrapper: a shell forked ahead ──────────────────────────────────
 # The leader waits with INT/TERM trapped (only so that it outlives its child and writes the status);
-# the subshell, forked before the command is known, reads the run's script from fd {a} (the output
+# the leader is a child subreaper (:func:`_procfs.become_subreaper`): whatever the run orphans
+# (``setsid cmd &`` in a subshell that exits) becomes its child, so when its subshell ends its
+# children are the run's escapees, written to ``escaped`` before the status.
+# The subshell, forked before the command is known, reads the run's script from fd {a} (the output
 # redirected to the rank's files, the marker exported, the command) and runs it with default
 # signals, as ``bash -c`` would; the leader then reads where the status goes from fd {b} (to its EOF). A signal's
 # death is re-raised, so the parent sees the same exit as before.
@@ -42,8 +46,10 @@ RUN_PROLOGUE = (
     "trap : INT TERM\n"
     "( exec {b}<&-; . /dev/fd/{a} )\n"
     "__monarch_rc=$?\n"
+    "read -r __monarch_kids < /proc/$$/task/$$/children\n"
     "exec {a}<&-\n"
     "read -r -N 65536 __monarch_status <&{b}\n"
+    '[ -n "$__monarch_kids" ] && [ -n "$__monarch_status" ] && printf \'%s\\n\' "$__monarch_kids" > "${{__monarch_status%/*}}/escaped"\n'
     "if [ $__monarch_rc -gt 128 ] && [ $__monarch_rc -lt 193 ]; then __monarch_rc=$((128 - __monarch_rc)); fi\n"
     '[ -n "$__monarch_status" ] && printf \'%s %s\\n\' $__monarch_rc $EPOCHREALTIME > "$__monarch_status"\n'
     "if [ $__monarch_rc -lt 0 ]; then trap - INT TERM; kill -s $((-__monarch_rc)) $$; fi\n"
@@ -102,6 +108,7 @@ class RunShell:
                 self.spare_run = spares.make_run(self.spare)
         a_read, self.a_write = os.pipe()
         b_read, self.b_write = os.pipe()
+        _procfs.load_prctl()  # loaded here, not in the forked child
         try:
             self.popen = subprocess.Popen(
                 ["bash", "-c", RUN_PROLOGUE.format(a=a_read, b=b_read)],
@@ -112,6 +119,7 @@ class RunShell:
                 cwd=cwd,
                 start_new_session=True,
                 pass_fds=(a_read, b_read),
+                preexec_fn=_procfs.become_subreaper,
             )
         except BaseException:
             os.close(self.a_write)
