@@ -28,6 +28,7 @@ class _Group:
     members: list[int]
     since: float | None = None  # when its oldest undecided line came
     label: str = ""
+    unstamped: bool = False  # lines came before the caller knew the time: the next tick stamps it
 
 
 class LiveFold:
@@ -47,18 +48,20 @@ class LiveFold:
         group.label = ranks_label(ranks) + (f" ({len(ranks)})" if len(ranks) > 1 else "")
         return group
 
-    def add(self, fed: Iterable[Fed], now: float) -> None:
+    def add(self, fed: Iterable[Fed], now: float | None) -> None:
+        """``now``: the caller's clock, or None before it has one (the next :meth:`tick`'s time
+        then counts as these lines' arrival)."""
         touched: dict[int, _Group] = {}
         for item in fed:
             self.pending[item.index].extend((item.stream, line) for line in item.last(item.count))
             group = self.group_of[item.index]
             touched[id(group)] = group
             if group.since is None:
-                group.since = now
+                _stamp(group, now)
         for group in touched.values():
             self._decide(group, now)
 
-    def _decide(self, group: _Group, now: float) -> None:
+    def _decide(self, group: _Group, now: float | None) -> None:
         """Show the lines every member printed, splitting the group where they differ."""
         queues = [self.pending[m] for m in group.members]
         while all(queues):
@@ -84,22 +87,29 @@ class LiveFold:
             for other in [self.group_of[members[0]] for _, members in ordered[1:]]:
                 self._decide(other, now)
             queues = [self.pending[m] for m in group.members]
-        group.since = now if any(queues) else None
+        if any(queues):
+            if group.since is None:
+                _stamp(group, now)
+        else:
+            group.since, group.unstamped = None, False
 
     def _relabel(self, group: _Group) -> None:
         group.label = self._group(group.members).label
 
-    def _split_off(self, members: list[int], now: float) -> _Group:
+    def _split_off(self, members: list[int], now: float | None) -> _Group:
         new = self._group(members)
         self.groups.append(new)
         for m in members:
             self.group_of[m] = new
-        new.since = now if any(self.pending[m] for m in members) else None
+        if any(self.pending[m] for m in members):
+            _stamp(new, now)
         return new
 
     def tick(self, now: float) -> None:
         """Unfold the laggards of a group whose next line waited HOLD seconds for them."""
         for group in list(self.groups):
+            if group.unstamped:
+                group.since, group.unstamped = now, False
             if group.since is None or now - group.since < HOLD:
                 continue
             laggards = [m for m in group.members if not self.pending[m]]
@@ -119,10 +129,14 @@ class LiveFold:
         while any(g.since is not None for g in self.groups):
             for group in list(self.groups):
                 if group.since is not None:
-                    group.since = float("-inf")
+                    group.since, group.unstamped = float("-inf"), False
             self.tick(0.0)
         out, self.ready = self.ready, []
         return out
+
+
+def _stamp(group: _Group, now: float | None) -> None:
+    group.since, group.unstamped = (0.0, True) if now is None else (now, False)
 
 
 def _tag(label: str, stream: str, text: str) -> str:

@@ -63,7 +63,7 @@ class TextRenderer:
     ) -> None:
         self.state = state
         self.fold = LiveFold(state.ranks) if fold else None  # --group: identical ranks' lines once
-        self._now = 0.0  # the time of the last flush (the fold's clock between flushes)
+        self._now: float | None = None  # the caller's last time (the fold's clock between flushes)
         self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
         self._notes: list[str] = []  # quiet-rank lines not written yet
         self.live = live
@@ -120,6 +120,8 @@ class TextRenderer:
         note = "" if self.quiet is None or self.state.finished else self.quiet.check(self.state.clock())
         if note and self.live:
             self._notes.append(note)
+        if not force:  # (finish's 0.0 is not a time)
+            self._now = now  # lines fed before the next call arrived about now
         if not self.live or (not force and not self.due(now)):
             return []
         out: list[tuple[str, str]] = [(OUT, note) for note in self._notes]
@@ -208,7 +210,6 @@ class TextRenderer:
     def _folded(self, now: float, out: list[tuple[str, str]], force: bool) -> list[tuple[str, str]]:
         """One write of ``--group``'s live fold: the lines its groups are ready to show."""
         assert self.fold is not None
-        self._now = now
         self.fold.tick(now)
         lines = self.fold.flush() if force else self.fold.take(self.write_lines)
         out.extend((OUT, line) for line in lines)  # a group's lines may mix streams: one stream

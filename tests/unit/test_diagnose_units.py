@@ -317,6 +317,22 @@ def test_group_renders_live_in_the_text_view():
     assert renderer.finish() == "[hosts=2] y\n"
 
 
+def test_group_folds_ranks_whose_lines_came_before_the_first_flush_on_a_real_clock():
+    """The quickstart's case: one rank's lines arrive before the renderer knows the time (the
+    monotonic clock is far from 0); the other's a moment later: still one group, not split."""
+    state = state_of(2)
+    renderer = TextRenderer(state, fold=True)
+    renderer.add(state.apply(Output(1, OUT, "Linux\n")))
+    assert renderer.flush(5000.0) == ""  # hosts=0 has not printed yet: not a laggard so soon
+    renderer.add(state.apply(Output(0, OUT, "Linux\n")))
+    assert renderer.flush(5000.2) == "[hosts=[0-1] (2)] Linux\n"
+    renderer.add(state.apply(Output(0, OUT, "python: yes\n")))
+    assert renderer.flush(5000.4) == ""
+    renderer.add(state.apply(Output(1, OUT, "python: yes\n")))
+    state.apply(Finished())
+    assert renderer.finish() == "[hosts=[0-1] (2)] python: yes\n"
+
+
 # ── resources per rank ──
 NVIDIA_SMI = """12345, 1024 MiB
 12345, 512 MiB
