@@ -83,20 +83,24 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str = "file", fol
     try:
         info = os.fstat(fd)
         _require_regular(path, info, limit, what)
-        chunks = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        data = read_fd(fd, limit + 1)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > limit:
         raise UnsafeFileError(f"refusing to read {what} {shown(path)}: larger than {limit} bytes")
     return data
+
+
+def read_fd(fd: int, most: int) -> bytes:
+    """Up to ``most`` bytes from ``fd``'s offset on (fewer at its end), in 1 MiB reads."""
+    chunks, left = [], most
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_small(path: str | os.PathLike[str], limit: int = SMALL_BYTES) -> bytes | None:

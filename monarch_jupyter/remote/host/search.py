@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..._files import read_fd
 from ..protocol import ERR, OUT
 from .dumps import rank_folders
 
@@ -105,16 +106,9 @@ def read_newest(path: Path, limit: int = READ_LIMIT) -> tuple[bytes, bool]:
         except OSError:
             start = size
         os.lseek(fd, start, os.SEEK_SET)
-        chunks, left = [], size - start
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        data = read_fd(fd, size - start)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if start > 0:
         data = data[data.find(b"\n") + 1 :]
     return data, start == 0
