@@ -103,26 +103,14 @@ class SimRunner(RemoteRunner):
         target = Target(MESH, None, {i: i for i in range(n)})
         return Plan(ranks, [target], f"mesh hosts ({n} ranks)", {}, self.where, None)
 
+    drive_type = SimDrive
+
     def start(
         self, args: Any, plan: Plan, sink: Sink, log_path: Path, handle: RunHandle | None = None
     ) -> RunHandle:
-        run_id = log_path.stem
-        handle = handle or RunHandle(self.session.loop)
-        drive = SimDrive(
-            run_id,
-            plan,
-            sink,
-            handle,
-            forget=self.forget,
-            spec=self.spec(args, plan),
-            log_path=log_path,
-            timeout=args.timeout,
-            entry=self._entry(run_id, args, plan, log_path),
-        )
         RESULT.clear()
         RESULT["log_path"] = str(log_path)
-        handle.future = self.session.loop.submit(drive.run())
-        return handle
+        return super().start(args, plan, sink, log_path, handle)
 
 
 def install(ipython: Any, folder: str) -> None:

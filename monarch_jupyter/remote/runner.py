@@ -108,6 +108,8 @@ def prune_old_runs(folder: Path) -> None:
 class RemoteRunner:
     """The session's runs (one runner a session: :func:`runner_for`); called on the kernel thread."""
 
+    drive_type: type[Drive] = Drive  # what follows one run (benchmarks/_scale_driver.py feeds its own)
+
     def __init__(self, session: JobSession) -> None:
         self.session = session
         self._warm: dict[_WarmKey, _Warm] = {}
@@ -455,7 +457,7 @@ class RemoteRunner:
         run_id = log_path.stem
         _log.get(__name__).debug("run %s starts on %s: %r", run_id, plan.target, args.command[:200])
         handle = handle or RunHandle(self.session.loop)
-        drive = Drive(
+        drive = self.drive_type(
             run_id,
             plan,
             sink,
