@@ -25,7 +25,7 @@ STOPPED_STATES = ("T", "t")  # stopped by a signal (SIGSTOP, SIGTSTP) or traced
 ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
 # Indexes into the fields after ``comm`` (field 3 of proc(5) is index 0 here).
-_STATE, _PGRP, _START_TIME = 0, 2, 19
+_STATE, _PGRP, _SESSION, _START_TIME = 0, 2, 3, 19
 
 
 def parse_stat(text: str) -> list[str]:
@@ -169,6 +169,24 @@ def parents(uid: int | None = None) -> dict[int, int]:
         if fields and fields[_STATE] not in DEAD_STATES and owner(pid) == uid:
             with contextlib.suppress(IndexError, ValueError):
                 found[pid] = int(fields[1])
+    return found
+
+
+def in_sessions(sessions: set[int], uid: int, since: float) -> set[int]:
+    """Live processes of ``uid`` in one of ``sessions`` (or process groups of those ids) that
+    started at or after ``since`` (epoch seconds): a setsid'd process's children keep its session
+    when it exits and they re-parent away; the start bound drops a reused id's strangers."""
+    found: set[int] = set()
+    for pid in pids():
+        fields = stat_fields(pid)
+        if not fields or fields[_STATE] in DEAD_STATES:
+            continue
+        with contextlib.suppress(IndexError, ValueError):
+            if int(fields[_SESSION]) not in sessions and int(fields[_PGRP]) not in sessions:
+                continue
+            at = started_at(pid)
+            if at is not None and at >= since and owner(pid) == uid:
+                found.add(pid)
     return found
 
 

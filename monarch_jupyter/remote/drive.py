@@ -333,7 +333,9 @@ class Drive:
             if message.error:
                 self.spool.note(f"{self.plan.ranks[index].label}: {message.error}")
             self.outcomes[index] = (message.returncode, message.error)
-            self.sink.put(Exited(index, message.returncode, message.duration, message.error))
+            self.sink.put(
+                Exited(index, message.returncode, message.duration, message.error, message.stopped_by)
+            )
 
     # ── the end ────────────────────────────────────────────────────────
     def _abandon(self) -> None:

@@ -154,7 +154,9 @@ class RemoteMagics(Magics):
         if interrupted:
             raise RemoteInterrupted(state.summary_line())
         message = state.failure_message()
-        by = host_layout.read_stopped_by(state.run_id) if message and state.run_id else None
+        by = None
+        if message and state.run_id:  # the hosts say (any engine); this machine's files, for runs it followed
+            by = state.stopped_by or host_layout.read_stopped_by(state.run_id)
         if by and f"(kernel pid {os.getpid()})" not in by:  # stopped by another kernel
             message = f"%%remote: run {state.run_id} was stopped by {by}"
         if message and not args.no_raise:

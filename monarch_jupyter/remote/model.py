@@ -70,6 +70,7 @@ class Exited:
     returncode: int | None
     duration: float
     error: str | None = None
+    stopped_by: str | None = None  # who stopped the run, as its host recorded it
 
 
 @dataclass(frozen=True)
@@ -277,6 +278,7 @@ class RunState:
     clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
     unfinished: list[str] = field(default_factory=list)  # ranks still running when it was stopped
+    stopped_by: str | None = None  # who stopped it, when a host said (e.g. "%job kill (kernel pid 42)")
     # bumped by every event that may change a rank's status, return code, duration or error
     # (all but a running rank's output): a view of N ranks re-reads them only when it moved
     version: int = 0
@@ -332,6 +334,7 @@ class RunState:
         rank.returncode = event.returncode
         rank.duration = event.duration
         rank.error = event.error
+        self.stopped_by = self.stopped_by or event.stopped_by
         if self.stopping and (event.returncode is None or event.returncode != 0):
             rank.status = self.stopping
         else:

@@ -19,7 +19,7 @@ it could not start)::
 
     Data(run_id, key, rank, pid, chunks)          # output since the last message
     Heartbeat(run_id, key, rank, pid)             # nothing to say, still running
-    Exit(run_id, key, rank, pid, chunks, returncode, duration, error)   # the last message
+    Exit(run_id, key, rank, pid, chunks, returncode, duration, error, stopped_by)   # the last message
 
 A command that ends quickly costs one message per rank (an :class:`Exit` with all its output).
 """
@@ -80,6 +80,7 @@ class Exit(NamedTuple):
     returncode: int | None  # None: it never ran (see error)
     duration: float  # seconds, measured on the worker
     error: str | None  # why it could not start or be followed; None when it ran
+    stopped_by: str | None = None  # who stopped the run, as its host recorded it (a stop from elsewhere)
 
 
 Message = Data | Heartbeat | Exit
@@ -90,7 +91,9 @@ Message = Data | Heartbeat | Exit
 WireChunk = tuple[str, str, int]
 WireData = tuple[int, str, str, int, "int | None", list[WireChunk]]
 WireHeartbeat = tuple[int, str, str, int, "int | None"]
-WireExit = tuple[int, str, str, int, "int | None", list[WireChunk], "int | None", float, "str | None"]
+WireExit = tuple[
+    int, str, str, int, "int | None", list[WireChunk], "int | None", float, "str | None", "str | None"
+]
 Wire = WireData | WireHeartbeat | WireExit
 WireSpec = tuple[
     str, str, dict[str, str], "str | None", "str | None", "str | None", "dict[str, object] | None", bool

@@ -51,6 +51,33 @@ def test_an_escapee_with_no_environment_is_listed_and_job_kill_stops_it(job_kern
     assert poll(lambda: not _escapees(), 10, 0.1), "an escapee outlived %job kill"
 
 
+GRAND = "301.518"
+
+
+def _grandchildren() -> list[int]:
+    return [p for p in _procfs.pids() if (_procfs.cmdline(p) or [])[-1:] == [GRAND]]
+
+
+def test_a_grandchild_orphaned_after_its_run_is_still_stopped(job_kernel):
+    """Issue 18 item 4's gap: an escapee that outlives its run's leader starts a child and exits;
+    the child, re-parented outside the run (not to its leader, which has gone), shed the marker and
+    its parent, but keeps the escapee's session: ``%remote runs`` lists it, ``%job kill`` stops it."""
+    k = job_kernel
+    try:
+        r = k.ok(f"%remote setsid env -i /bin/bash -c '/bin/sleep {GRAND} & /bin/sleep 1' & echo left")
+        assert "[hosts=0] left" in r.text, r.text
+        assert poll(lambda: len(_grandchildren()) == 2, 10, 0.1), "the grandchildren never started"
+        time.sleep(1.5)  # the escapees (their parents) have exited: the grandchildren are orphans
+        listing = k.ok("%remote runs").text
+        assert "finished: ok" not in listing, listing
+        killed = k.ok("%job kill").text
+        assert poll(lambda: not _grandchildren(), 10, 0.1), (listing, killed)
+    finally:
+        for pid in _grandchildren():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_env_refuses_the_run_marker(job_kernel):
     line = usage_error(job_kernel.execute("%remote -e MONARCH_JUPYTER_RUN=x echo hi"))
     assert "MONARCH_JUPYTER_RUN" in line and "reserved" in line, line

@@ -382,3 +382,29 @@ def test_interrupted_apply_leaves_nothing(sshd, start_kernel, tag, workdir, tmp_
         2.5,
     ), tagged_pids(tag)
     assert not (workdir / ".monarch/default/state.pkl").exists()
+
+
+@pytest.mark.parametrize("stop", ["%remote stop --all", "%job kill"])
+def test_a_run_stopped_from_another_kernel_says_by_what(sshd, start_kernel, tag, workdir, tmp_path, stop):
+    """Issue 18 item 12 on SSH: the stop is recorded on the hosts, whose files this machine's
+    kernel does not read (its runs folder is elsewhere here); the hosts send it with each exit."""
+    write_jobs(workdir, sshd)
+    env = {"MONARCH_JUPYTER_RUNS_DIR": str(tmp_path / "kernel-side")}
+    a = start_kernel(env=env)
+    a.ok("%load_ext monarch_jupyter")
+    a.ok("%job apply jobs.ssh2", timeout=120)
+    box: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: box.update(r=a.execute("%remote sleep 300.62", timeout=90)))
+    worker.start()
+    try:
+        assert wait_for(lambda: len(_argv_pids(tag, lambda argv: b"300.62" in argv)) == 2, 30)
+        b = start_kernel(env=env)
+        b.ok("%load_ext monarch_jupyter")
+        b.ok(stop, timeout=90)
+    finally:
+        worker.join(90)
+        if stop != "%job kill":
+            a.ok("%job kill", timeout=60)
+    r = box["r"]
+    assert f"was stopped by {stop.split(' --')[0]} (kernel pid" in r.text, r.text
+    assert wait_for(lambda: not remote_workers(tag) and not ssh_clients(tag), 10)

@@ -30,6 +30,7 @@ MESSAGES = [
     Heartbeat("run", "hosts", 1, 4242),
     Exit("run", "hosts", 1, 4242, [Chunk("out", "c\n", 1)], 3, 0.25, None),
     Exit("run", "hosts", 0, None, [], None, 0.0, "could not start: no such directory"),
+    Exit("run", "hosts", 1, 4242, [], -2, 1.5, None, "%job kill (kernel pid 42)"),
 ]
 
 

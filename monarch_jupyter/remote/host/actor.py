@@ -327,9 +327,9 @@ class RemoteActor(Actor):
         finally:
             leftovers.close()
         if port is not None:
-            _send(
-                port, Exit(run_id, key, rank, proc.pid, last, returncode, time.monotonic() - started, error)
-            )
+            duration = time.monotonic() - started
+            by = runs.stopped_by(run_id, returncode)
+            _send(port, Exit(run_id, key, rank, proc.pid, last, returncode, duration, error, by))
 
     @endpoint
     async def cancel(self, run_id: str, grace: float = _procfs.GRACE) -> None:
@@ -415,9 +415,9 @@ class RemoteActor(Actor):
             while reader.finish(tail.LAST_BYTES):  # a flood's rest in messages of bounded size
                 _send(port, Data(run_id, key, rank, pid, first + reader.take()))
                 first = []
-            _send(
-                port, Exit(run_id, key, rank, pid, first + reader.take(), returncode, duration or 0.0, error)
-            )
+            last = first + reader.take()
+            by = runs.stopped_by(run_id, returncode)
+            _send(port, Exit(run_id, key, rank, pid, last, returncode, duration or 0.0, error, by))
         finally:
             sending.cancel()
             reader.close()

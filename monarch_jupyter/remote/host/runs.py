@@ -12,7 +12,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from ... import _procfs
 from ..._files import read_small
@@ -25,6 +25,7 @@ from .layout import (
     check_run_id,
     read_json,
     read_status,
+    read_stopped_by,
     runs_root,
     write_stopped_by,
 )
@@ -48,8 +49,9 @@ ESCAPE_SLACK = 1.0  # an escapee started at most this long before its run's reco
 
 def marked_pids(run_ids: set[str] | None = None, root: Path | None = None) -> dict[str, list[int]]:
     """This user's live processes of one of ``run_ids`` (any run: None), by run id: those carrying
-    its marker, and those that shed it: below a live leader (a child subreaper), or an escapee
-    its leader recorded (:data:`.layout.ESCAPED`) and their descendants."""
+    its marker, and those that shed it: below a live leader (a child subreaper), an escapee its
+    leader recorded (:data:`.layout.ESCAPED`), in an escapee's session (its orphans, after it
+    exited) and their descendants."""
     uid = os.getuid()
     found = {
         run_id: {pid for pid in pids if _procfs.owner(pid) == uid}
@@ -63,17 +65,27 @@ def marked_pids(run_ids: set[str] | None = None, root: Path | None = None) -> di
     roots = _kin_roots(root, run_ids) if root is not None else {}
     if roots:
         table = _procfs.parents(uid)
-        for run_id, (leaders, escapees) in roots.items():
-            kin = _procfs.descendants(leaders | escapees, table) | (escapees & set(table))
+        for run_id, kin_roots in roots.items():
+            tops = kin_roots.leaders | kin_roots.escapees
+            if kin_roots.sessions:
+                tops |= _procfs.in_sessions(kin_roots.sessions, uid, kin_roots.since - ESCAPE_SLACK)
+            kin = _procfs.descendants(tops, table) | (tops - kin_roots.leaders) & set(table)
             if kin:
                 found.setdefault(run_id, set()).update(kin)
     me = os.getpid()
     return {run_id: sorted(pids - {me}) for run_id, pids in found.items() if pids - {me}}
 
 
-def _kin_roots(root: Path, run_ids: set[str] | None) -> dict[str, tuple[set[int], set[int]]]:
-    """``{run_id: (live leaders, live recorded escapees)}`` from the runs' rank folders."""
-    out: dict[str, tuple[set[int], set[int]]] = {}
+class _KinRoots(NamedTuple):
+    leaders: set[int]  # live leaders
+    escapees: set[int]  # live recorded escapees
+    sessions: set[int]  # every recorded escapee's pid: the session (and group) its setsid made
+    since: float  # the earliest rank's start (epoch seconds): nothing of the run started before
+
+
+def _kin_roots(root: Path, run_ids: set[str] | None) -> dict[str, _KinRoots]:
+    """What the runs' rank folders say their processes descend from, by run id."""
+    out: dict[str, _KinRoots] = {}
     try:
         names = [p.name for p in root.iterdir() if not p.name.startswith(".")] if run_ids is None else run_ids
     except OSError:
@@ -83,35 +95,37 @@ def _kin_roots(root: Path, run_ids: set[str] | None) -> dict[str, tuple[set[int]
             ranks = [p for p in (root / check_run_id(run_id)).iterdir() if p.is_dir()]
         except (OSError, ValueError):
             continue
-        leaders: set[int] = set()
-        escapees: set[int] = set()
+        kin = _KinRoots(set(), set(), set(), float("inf"))
         for rank in ranks:
             meta = read_json(rank / META)
             if not meta or not meta.get("pid"):
                 continue
             if leader_alive(meta):
-                leaders.add(int(meta["pid"]))
-            escapees.update(_escapees(rank, meta))
-        if leaders or escapees:
-            out[run_id] = (leaders, escapees)
+                kin.leaders.add(int(meta["pid"]))
+            live, recorded = _escapees(rank, meta)
+            kin.escapees.update(live)
+            if recorded and isinstance(meta.get("started"), (int, float)):
+                kin.sessions.update(recorded)
+                kin = kin._replace(since=min(kin.since, float(meta["started"])))
+        if kin.leaders or kin.escapees or kin.sessions:
+            out[run_id] = kin
     return out
 
 
-def _escapees(rank: Path, meta: dict[str, Any]) -> list[int]:
+def _escapees(rank: Path, meta: dict[str, Any]) -> tuple[list[int], list[int]]:
     """The live processes the rank's leader recorded as its escapees (a reused pid, started
-    before the run, is not one)."""
+    before the run, is not one), and every pid it recorded."""
     raw = read_small(rank / ESCAPED, 65536)
     if not raw:
-        return []
-    text = raw.decode("ascii", "replace")
+        return [], []
+    recorded = [int(word) for word in raw.decode("ascii", "replace").split() if word.isdigit()]
     started = float(meta.get("started") or 0)
     found = []
-    for word in text.split():
-        if word.isdigit():
-            at = _procfs.started_at(int(word))
-            if at is not None and at >= started - ESCAPE_SLACK:
-                found.append(int(word))
-    return found
+    for pid in recorded:
+        at = _procfs.started_at(pid)
+        if at is not None and at >= started - ESCAPE_SLACK:
+            found.append(pid)
+    return found, recorded
 
 
 def outside(pids: list[int], groups: set[int]) -> list[int]:
@@ -254,6 +268,12 @@ async def stop_runs(
     for run_id in signalled.values():
         counts[run_id] += 1
     return counts
+
+
+def stopped_by(run_id: str, returncode: int | None) -> str | None:
+    """Who stopped the run (:func:`stop_runs`' ``by``), for a rank that did not succeed: sent
+    with its exit, since the kernel may not see this host's files (SSH, Slurm)."""
+    return read_stopped_by(run_id) if returncode != 0 else None
 
 
 def _look(
