@@ -54,6 +54,7 @@ class JobStatus:
     attached: bool = False
     note: str | None = None  # e.g. where an unreadable cache was moved
     stopped_workers: dict[str, int] = field(default_factory=dict)  # local workers in state T (SIGSTOP)
+    reach: str | None = None  # who can connect to the workers (Engine.reach)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -116,6 +117,7 @@ def describe(
         applied_at=applied_at,
         cache_path=os.path.relpath(state_path, root) if state_path.exists() else None,
         attached=state is not None,
+        reach=engine.reach(job),
     )
 
 

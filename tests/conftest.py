@@ -49,8 +49,8 @@ def start_kernel(workdir: Path, tag: str):
     """Factory: start_kernel(cwd=workdir) → Kernel; all are shut down and reaped."""
     kernels: list[Kernel] = []
 
-    def start(cwd: Path | None = None, env: dict | None = None) -> Kernel:
-        kernel = Kernel(cwd or workdir, tag, env)
+    def start(cwd: Path | None = None, env: dict | None = None, kernel_name: str = "python3") -> Kernel:
+        kernel = Kernel(cwd or workdir, tag, env, kernel_name)
         kernels.append(kernel)
         return kernel
 

@@ -65,11 +65,13 @@ class Result:
 class Kernel:
     """One IPython kernel in ``cwd`` with a test tag in its environment."""
 
-    def __init__(self, cwd: Path, tag: str, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, cwd: Path, tag: str, extra_env: dict[str, str] | None = None, kernel_name: str = "python3"
+    ) -> None:
         self.cwd = Path(cwd)
         self.tag = tag
         env = {**os.environ, TAG_VAR: tag, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-        self.km = jupyter_client.KernelManager(kernel_name="python3")
+        self.km = jupyter_client.KernelManager(kernel_name=kernel_name)
         self.km.start_kernel(cwd=str(self.cwd), env=env)
         self.kc = self.km.client()
         self.kc.start_channels()

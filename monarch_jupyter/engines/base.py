@@ -63,6 +63,11 @@ class Engine:
         """Whether this engine handles ``job`` (asked in :func:`~.engine_for`'s order)."""
         raise NotImplementedError
 
+    def reach(self, job: Any) -> str:
+        """Who can connect to the job's workers, and so run code in them as this user (``%job``'s
+        ``reach`` row): Monarch 0.7 checks no peer on any transport."""
+        return "whoever can reach its workers' addresses (Monarch 0.7 checks no peer)"
+
     # ── apply ───────────────────────────────────────────────────────────
     def prepare(self, job: Any) -> list[str]:
         """Fix the job before ``can_run`` is asked; returns notes for the user."""

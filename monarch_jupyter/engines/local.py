@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _introspect, _procfs
+from .. import _introspect, _procfs, private_net
 from .base import Engine, Sizes
 
 
@@ -15,6 +15,14 @@ class LocalEngine(Engine):
         return any(
             cls.__name__ == "ProcessJob" and cls.__module__.startswith("monarch.")
             for cls in type(job).__mro__
+        )
+
+    def reach(self, job: Any) -> str:
+        if private_net.in_private_net():
+            return "this kernel only (a private network namespace: abstract sockets stay inside it)"
+        return (
+            "any user of this machine (Monarch 0.7: abstract Unix sockets, no peer check); "
+            f"the {private_net.KERNEL_NAME!r} kernel keeps them to you: README, Security"
         )
 
     def local_processes(self, job: Any) -> dict[str, int]:

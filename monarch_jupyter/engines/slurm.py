@@ -19,6 +19,9 @@ class SlurmEngine(Engine):
     def claims(self, job: Any) -> bool:
         return any(cls.__module__ == SLURM_JOB_MODULE for cls in type(job).__mro__)
 
+    def reach(self, job: Any) -> str:
+        return "anyone on the cluster's network (TCP on the allocated nodes; Monarch 0.7 checks no peer)"
+
     def before_start(self, job: Any, log: Path) -> None:
         job.report_to(progress)  # the job owns its reporter for this apply (never pickled)
 

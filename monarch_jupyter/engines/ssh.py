@@ -157,6 +157,12 @@ class SSHEngine(Engine):
     def claims(self, job: Any) -> bool:
         return any(cls.__name__ == "SSHJob" for cls in type(job).__mro__)
 
+    def reach(self, job: Any) -> str:
+        return (
+            f"anyone who can reach TCP port {_introspect.worker_port(job)} on its hosts "
+            "(Monarch 0.7 checks no peer): keep it behind a firewall"
+        )
+
     # ── apply ───────────────────────────────────────────────────────────
     def prepare(self, job: Any) -> list[str]:
         return add_tty(job)

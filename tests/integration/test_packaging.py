@@ -119,6 +119,14 @@ def test_the_wheel_ships_what_an_install_needs_and_nothing_else(built):
     with zipfile.ZipFile(built["wheel"]) as wheel:
         names = wheel.namelist()
         metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry_points = wheel.read(
+            next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        ).decode()
+    # the private-network kernel's provisioner, found by jupyter_client by this name
+    assert (
+        "[jupyter_client.kernel_provisioners]\n"
+        "monarch-private-net = monarch_jupyter.private_provisioner:PrivateNetProvisioner"
+    ) in entry_points, entry_points
     data = next(n for n in names if ".data/data/" in n).split(".data/data/")[0] + ".data/data/"
     labext = data + "share/jupyter/labextensions/monarch_jupyter/"
     shipped = set(names)
