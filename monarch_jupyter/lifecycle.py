@@ -24,7 +24,7 @@ from typing import Any
 from . import _introspect, _log, _orphans, _quiet, services
 from .engines import engine_for
 from .errors import MonarchJupyterError
-from .services import banners, sidecar
+from .services import banners, mounts, sidecar
 
 Call = Callable[..., Any]
 _debug = _log.get(__name__).debug
@@ -92,7 +92,7 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
     """
     engine = engine_for(job)
     _debug("start: %s with %s (output, state, after_start)", type(job).__name__, type(engine).__name__)
-    refusal = services.start_refusal(job)
+    refusal = services.start_refusal(job) or mounts.start_refusal(job, engine.workers_are_local)
     if refusal is not None:
         raise StartFailed(refusal, None)
     _quiet.start_client_context()
@@ -117,7 +117,7 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
         cleanup = kill_error(job)
         if guard is not None:
             guard.done()
-        line = engine.explain(job, error, log) or f"{type(error).__name__}: {error}"
+        line = engine.explain(job, error, log) or mounts.explain(error) or f"{type(error).__name__}: {error}"
         _debug("start failed: %s; cleanup: %s", line, cleanup)
         raise StartFailed(line, cleanup) from None
 
