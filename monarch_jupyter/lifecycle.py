@@ -123,9 +123,20 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
 
 
 def kill(job: Any) -> None:
-    """Kill ``job``; Monarch's shutdown chatter is dropped, errors are raised."""
+    """Kill ``job``; Monarch's shutdown chatter is dropped, errors are raised.
+
+    Monarch unmounts a job's mounts first and gives up on a busy one (a shell whose folder is in
+    it), leaving workers and mounts up; those on this machine are then unmounted lazily (freed as
+    the workers go) and the kill is asked again, so no mount is left behind."""
     with _quiet.quietly():
-        job.kill()
+        try:
+            job.kill()
+        except Exception as error:
+            busy = mounts.here(job, engine_for(job).workers_are_local) if mounts.explain(error) else []
+            if not mounts.unmount_lazily(busy):
+                raise
+            _debug("kill: unmounted %s lazily (busy), killing again", busy)
+            job.kill()
 
 
 def kill_error(job: Any) -> str | None:

@@ -13,8 +13,10 @@ workers, and Monarch's ``job.kill()`` unmounts them before it stops the sidecar.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 from typing import Any
 
 from .. import _introspect
@@ -119,6 +121,60 @@ def explain(error: BaseException) -> str | None:
         return f"the job's mounts failed: {FUSERMOUNT} was not found where they mount (install fuse3 there)"
     last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), text)
     return f"the job's mounts failed: {last}"
+
+
+def fuse_points() -> list[str]:
+    """The FUSE mount points of this machine (this mount namespace), from ``/proc/mounts``."""
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as mounts:
+            text = mounts.read(4 << 20)  # procfs: never blocks; bounded all the same
+    except OSError:
+        return []
+    points = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2].startswith("fuse"):
+            points.append(fields[1].replace("\\040", " "))
+    return points
+
+
+def here(job: Any, workers_local: bool) -> list[str]:
+    """The mount points of ``job``'s mounts that are mounted on this machine now: its gather
+    mounts, and its remote mounts too when its workers are local (``$SUBDIR``: any one folder)."""
+    templates: list[tuple[str, str]] = []  # (head, tail): head + one folder name + tail
+    exact: set[str] = set()
+    for kind, source, target, _meshes, _plain in _introspect.mount_entries(job):
+        if kind == GATHER and target:
+            exact.add(target)
+            templates.append((target.rstrip("/") + "/", ""))  # one folder per mesh, when many
+        elif kind == MOUNT and workers_local:
+            head, sep, tail = (target or source).partition(SUBDIR)
+            if sep:
+                templates.append((head, tail))
+            else:
+                exact.add(target or source)
+    return [p for p in fuse_points() if p in exact or any(_fills(p, h, t) for h, t in templates)]
+
+
+def _fills(point: str, head: str, tail: str) -> bool:
+    """Whether ``point`` is ``head`` + one folder name + ``tail``."""
+    if not (point.startswith(head) and point.endswith(tail)) or len(point) <= len(head) + len(tail):
+        return False
+    middle = point[len(head) : len(point) - len(tail)]
+    return "/" not in middle
+
+
+def unmount_lazily(points: list[str]) -> list[str]:
+    """``fusermount3 -u -z`` each point (detached now, freed once nothing uses it); those it unmounted."""
+    done = []
+    for point in points:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            if (
+                subprocess.run([FUSERMOUNT, "-u", "-z", point], capture_output=True, timeout=30).returncode
+                == 0
+            ):
+                done.append(point)
+    return done
 
 
 def refresh(job: Any, state: Any) -> int:
