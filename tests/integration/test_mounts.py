@@ -135,3 +135,29 @@ def test_missing_fuse_is_one_line_and_starts_nothing(start_kernel, workdir):
     assert not (workdir / ".monarch/default/state.pkl").exists()
     bad = usage_error(kernel.execute("%job apply --local hosts=1 --gather relative:./here"))
     assert "must be absolute" in bad, bad
+
+
+def test_a_users_job_with_mounts_is_saved_shown_and_unmounted(start_kernel, workdir, tmp_path):
+    (workdir / "data.txt").write_text("from the notebook\n")
+    target = tmp_path / "m"
+    kernel = start_kernel()
+    try:
+        kernel.ok("%load_ext monarch_jupyter")
+        kernel.ok(
+            "from monarch.job import ProcessJob\n"
+            "vjob = ProcessJob({'hosts': 1})\n"
+            f"vjob.remote_mount({str(workdir)!r}, mntpoint={str(target)!r} + '/$SUBDIR', python_exe=None)"
+        )
+        applied = kernel.ok("%job apply vjob")
+        assert "lives only in this kernel" not in applied.text, applied.text
+        saved = (workdir / ".monarch/default/spec").read_text()
+        assert saved == parse_apply(f"--local hosts=1 --mount .:{target}/$SUBDIR", str(workdir)).path
+        assert f"workers' {target}/$SUBDIR" in kernel.ok("%job").text
+        read = kernel.ok(f"%%remote --workdir {target}/$SUBDIR\ncat data.txt").text
+        assert "from the notebook" in read, read
+        assert fuse_mounts(str(target)) == [f"{target}/hosts_0"]
+        killed = kernel.ok("%job kill").text
+        assert "killed the job" in killed, killed
+        assert poll(lambda: not fuse_mounts(str(target)), timeout=30), fuse_mounts(str(target))
+    finally:
+        unmount_all(str(target))
