@@ -25,8 +25,7 @@ APPLY_FORMS = (
     ("--local MESH=N --telemetry | --admin", "the same with Monarch's telemetry store (and mesh admin)"),
     (
         "--local MESH=N --mount SRC[:DST] --gather REMOTE:LOCAL",
-        "the same with this folder SRC on every worker (FUSE; %job refresh re-syncs it) and every "
-        "worker's REMOTE read-only under LOCAL here ($SUBDIR: each host's own)",
+        "the same with folder SRC on every worker (FUSE), every worker's REMOTE read-only at LOCAL",
     ),
     (
         "--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
