@@ -144,7 +144,9 @@ def kill_error(job: Any) -> str | None:
     try:
         kill(job)
     except Exception as error:
-        return f"{type(error).__name__}: {error}"
+        return (
+            mounts.explain(error) or f"{type(error).__name__}: {error}"
+        )  # the sidecar's traceback: one line
     return None
 
 

@@ -153,3 +153,38 @@ def test_the_mount_points_this_machine_holds(monkeypatch) -> None:
     assert mounts.here(job, workers_local=True) == ["/m/nb/hosts_0", "/m/nb/hosts_1", "/g", "/g/hosts"]
     assert mounts.here(job, workers_local=False) == ["/g", "/g/hosts"]
     assert mounts.lines(job) == ["/ → workers' /m/nb/$SUBDIR", "workers' /out/$SUBDIR → /g (read-only)"]
+
+
+class _BusyJob:
+    """Monarch's kill of a job whose mount is busy: the sidecar's error, until it is unmounted."""
+
+    def __init__(self, busy_kills: int) -> None:
+        self.busy_kills = busy_kills
+        self.kills = 0
+
+    def kill(self) -> None:
+        self.kills += 1
+        if self.kills <= self.busy_kills:
+            raise RuntimeError(
+                "job sidecar failed to clear job mounts:\nTraceback (most recent call last):\n  ...\n"
+                "RuntimeError: failed to close 1 mount(s): remote mount '/m/$SUBDIR'\n"
+            )
+
+
+def test_a_busy_mount_is_unmounted_lazily_and_the_kill_asked_again(monkeypatch) -> None:
+    from monarch_jupyter import lifecycle
+
+    unmounted: list[list[str]] = []
+    monkeypatch.setattr(mounts, "here", lambda job, local: ["/m/hosts_0"])
+    monkeypatch.setattr(mounts, "unmount_lazily", lambda points: unmounted.append(points) or points)
+    job = _BusyJob(busy_kills=1)
+    assert lifecycle.kill_error(job) is None
+    assert job.kills == 2 and unmounted == [["/m/hosts_0"]]
+
+    monkeypatch.setattr(mounts, "here", lambda job, local: [])  # nothing here to unmount (remote workers)
+    stuck = _BusyJob(busy_kills=5)
+    line = lifecycle.kill_error(stuck)
+    assert (
+        line == "the job's mounts failed: RuntimeError: failed to close 1 mount(s): remote mount '/m/$SUBDIR'"
+    )
+    assert stuck.kills == 1
