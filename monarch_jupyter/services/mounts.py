@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 from typing import Any
 
@@ -61,7 +62,8 @@ def configure(job: Any, mounts: tuple[Mount, ...]) -> Any:
     if not mounts:
         return job
     check_fuse()
-    os.makedirs(mounts_root(), mode=0o700, exist_ok=True)
+    if any(mount.kind == MOUNT and mount.target is None for mount in mounts):
+        private_root()
     for mount in mounts:
         if mount.kind == MOUNT:
             if not os.path.isdir(mount.source):
@@ -72,6 +74,24 @@ def configure(job: Any, mounts: tuple[Mount, ...]) -> Any:
             assert mount.target is not None  # parse() gives every gather its LOCAL
             job.gather_mount(mount.source, mount.target)
     return job
+
+
+def private_root() -> str:
+    """:func:`~.specs.mounts.mounts_root`, made 0700; SpecError unless its parent is a real folder of
+    this user that others cannot write (another user could make it first in the shared temp folder)."""
+    root = mounts_root()
+    parent = os.path.dirname(root)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(parent, 0o700)
+    info = os.lstat(parent)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise SpecError(
+            f"{parent} is not a private folder of yours (a link, or another user's): remove it, "
+            "or give each --mount its DST (--mount SRC:DST)"
+        )
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(root, 0o700)
+    return root
 
 
 def spec_mounts(job: Any) -> tuple[Mount, ...] | None:

@@ -188,3 +188,19 @@ def test_a_busy_mount_is_unmounted_lazily_and_the_kill_asked_again(monkeypatch) 
         line == "the job's mounts failed: RuntimeError: failed to close 1 mount(s): remote mount '/m/$SUBDIR'"
     )
     assert stuck.kills == 1
+
+
+def test_the_default_mount_folder_is_private_or_refused(monkeypatch, tmp_path) -> None:
+    from monarch_jupyter.specs import mounts as flags
+
+    monkeypatch.setattr(flags.tempfile, "gettempdir", lambda: str(tmp_path))
+    root = mounts.private_root()
+    assert root == str(tmp_path / f"monarch_jupyter-{os.getuid()}" / "mounts")
+    assert os.stat(os.path.dirname(root)).st_mode & 0o777 == 0o700
+    assert mounts.private_root() == root  # again: already there
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (tmp_path / f"monarch_jupyter-{os.getuid()}").rename(tmp_path / "old")
+    (tmp_path / f"monarch_jupyter-{os.getuid()}").symlink_to(other)
+    with pytest.raises(SpecError, match="is not a private folder of yours"):
+        mounts.private_root()
