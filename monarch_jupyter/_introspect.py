@@ -243,7 +243,7 @@ def register_proc_startup(function: Callable[[], Any]) -> None:
 # shares the kernel's process group and binds the dashboard on "::").
 def job_services(job: Any) -> dict[str, Any]:
     """The services ``job`` is configured with: ``telemetry`` → its TelemetryConfig, ``admin`` →
-    its MeshAdminConfig, ``mounts`` → True when it has remote or gather mounts."""
+    its MeshAdminConfig, ``mounts`` → its :func:`mount_entries` when it has any."""
     components = getattr(job, "_components", None)
     found: dict[str, Any] = {}
     if components is None:
@@ -254,10 +254,45 @@ def job_services(job: Any) -> dict[str, Any]:
     admin = getattr(components, "admin", None)
     if admin is not None:
         found["admin"] = getattr(admin, "_config", None)
-    mounts = getattr(components, "mounts", None)
-    if mounts is not None and callable(getattr(mounts, "needs_sidecar", None)) and mounts.needs_sidecar():
-        found["mounts"] = True
+    mounts = mount_entries(job)
+    if mounts:
+        found["mounts"] = mounts
     return found
+
+
+MountEntry = tuple[str, str, "str | None", "tuple[str, ...] | None", bool]
+
+
+def mount_entries(job: Any) -> tuple[MountEntry, ...]:
+    """The mounts configured on ``job`` (``MountComponent._mounts``' declarative entries; Monarch
+    lists them nowhere public) as ``(kind, source, target, meshes, plain)``: kind ``mount``
+    (``remote_mount``: source here, mount point on the workers, None: the source's path) or
+    ``gather`` (``gather_mount``: the workers' path, the mount point here); ``plain`` when no
+    other option was given (no ``remotemount`` kwargs, no mount's Python for the workers)."""
+    component = getattr(getattr(job, "_components", None), "mounts", None)
+    mounts = getattr(component, "_mounts", None)
+    if mounts is None:
+        return ()
+    no_python = not getattr(component, "_default_python_exe", None) and not getattr(
+        component, "_python_executables", None
+    )
+    found: list[MountEntry] = []
+    for entry in getattr(mounts, "_remote_entries", ()):
+        meshes = tuple(entry.meshes) if entry.meshes is not None else None
+        found.append(("mount", entry.source, entry.mntpoint, meshes, no_python and not entry.kwargs))
+    for entry in getattr(mounts, "_gather_entries", ()):
+        meshes = tuple(entry.meshes) if entry.meshes is not None else None
+        found.append(("gather", str(entry.remote_mount_point), entry.local_mount_point, meshes, True))
+    return tuple(found)
+
+
+def refresh_mounts(job: Any, state: Any) -> None:
+    """Re-sync ``job``'s live remote mounts with their sources (the sidecar re-walks each source
+    and swaps the new tree in; gather mounts follow their sources by themselves). Monarch does
+    this only inside ``state()``, which also re-runs every other service's hooks: this is its
+    mount step alone, ``MountComponent.connect``'s ``Mounts.ensure_open``."""
+    component = job._components.mounts
+    component._mounts.ensure_open(job.apply_id, host_meshes(state))
 
 
 def sidecar_pid(apply_id: str) -> int | None:

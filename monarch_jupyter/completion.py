@@ -27,7 +27,7 @@ MODULE_BYTES = 256 << 10
 #: Most ``.py`` files of the folder looked at.
 MODULE_FILES = 500
 _SPEC_FLAGS = ("--local", "--ssh", "--python", "--port", "--config")
-_LOCAL_FLAGS = ("--telemetry", "--admin")  # services of a --local job (job_args)
+_LOCAL_FLAGS = ("--telemetry", "--admin", "--mount", "--gather")  # a --local job's flags (job_args)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

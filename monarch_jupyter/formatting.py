@@ -101,6 +101,7 @@ def _rows(status: JobStatus, now: float | None) -> list[tuple[str, str]]:
         rows.append(("note", status.note))
     if status.services:
         rows.append(("services", ", ".join(status.services)))
+    rows += [("mount", line) for line in status.mounts]
     if status.reach and status.state != NO_JOB:
         rows.append(("reach", status.reach))
     for key, url in status.urls.items():

@@ -24,6 +24,10 @@ APPLY_FORMS = (
     ("--local MESH=N[,MESH=N...]", "start a local job: one worker process per host"),
     ("--local MESH=N --telemetry | --admin", "the same with Monarch's telemetry store (and mesh admin)"),
     (
+        "--local MESH=N --mount SRC[:DST] --gather REMOTE:LOCAL",
+        "the same with folder SRC on every worker (FUSE), every worker's REMOTE read-only at LOCAL",
+    ),
+    (
         "--ssh MESH=H1,H2 [--python PATH] [--port N] [--config FILE]",
         "start an SSHJob on hosts of your ssh config (they need torchmonarch of this version)",
     ),
@@ -84,6 +88,7 @@ def _parsers() -> dict[str, _Parser]:
         "a Perfetto trace of the job's next N seconds, in the background (needs --telemetry)",
     ).add_argument("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)")
     add("reconnect", "drop connections and re-attach from the cache")
+    add("refresh", "re-sync the job's --mount folders on the workers with their sources (edits show up)")
     add(
         "trust",
         "accept a cache your kernels did not write (e.g. `monarch apply` in a terminal): "

@@ -24,7 +24,7 @@ from typing import Any
 from . import _introspect, _log, _orphans, _quiet, services
 from .engines import engine_for
 from .errors import MonarchJupyterError
-from .services import banners, sidecar
+from .services import banners, mounts, sidecar
 
 Call = Callable[..., Any]
 _debug = _log.get(__name__).debug
@@ -92,7 +92,7 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
     """
     engine = engine_for(job)
     _debug("start: %s with %s (output, state, after_start)", type(job).__name__, type(engine).__name__)
-    refusal = services.start_refusal(job)
+    refusal = services.start_refusal(job) or mounts.start_refusal(job, engine.workers_are_local)
     if refusal is not None:
         raise StartFailed(refusal, None)
     _quiet.start_client_context()
@@ -117,15 +117,26 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
         cleanup = kill_error(job)
         if guard is not None:
             guard.done()
-        line = engine.explain(job, error, log) or f"{type(error).__name__}: {error}"
+        line = engine.explain(job, error, log) or mounts.explain(error) or f"{type(error).__name__}: {error}"
         _debug("start failed: %s; cleanup: %s", line, cleanup)
         raise StartFailed(line, cleanup) from None
 
 
 def kill(job: Any) -> None:
-    """Kill ``job``; Monarch's shutdown chatter is dropped, errors are raised."""
+    """Kill ``job``; Monarch's shutdown chatter is dropped, errors are raised.
+
+    Monarch unmounts a job's mounts first and gives up on a busy one (a shell whose folder is in
+    it), leaving workers and mounts up; those on this machine are then unmounted lazily (freed as
+    the workers go) and the kill is asked again, so no mount is left behind."""
     with _quiet.quietly():
-        job.kill()
+        try:
+            job.kill()
+        except Exception as error:
+            busy = mounts.here(job, engine_for(job).workers_are_local) if mounts.explain(error) else []
+            if not mounts.unmount_lazily(busy):
+                raise
+            _debug("kill: unmounted %s lazily (busy), killing again", busy)
+            job.kill()
 
 
 def kill_error(job: Any) -> str | None:
@@ -133,7 +144,9 @@ def kill_error(job: Any) -> str | None:
     try:
         kill(job)
     except Exception as error:
-        return f"{type(error).__name__}: {error}"
+        return (
+            mounts.explain(error) or f"{type(error).__name__}: {error}"
+        )  # the sidecar's traceback: one line
     return None
 
 

@@ -3,23 +3,21 @@
 ``monarch_jupyter.local_jobs.hosts_2`` is ``ProcessJob({"hosts": 2})`` and
 ``monarch_jupyter.local_jobs.trainers_2__loaders_1`` is
 ``ProcessJob({"trainers": 2, "loaders": 1})``; ``hosts_2__telemetry`` (``--telemetry``) is
-``hosts_2`` with Monarch's telemetry (and mesh admin, on loopback) enabled.
+``hosts_2`` with Monarch's telemetry (and mesh admin, on loopback) enabled;
+``hosts_2__mount_X2fwork…`` mounts ``/work…`` on the workers (``--mount``, see :mod:`.specs.mounts`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .specs.local import parse_local_attr, split_services
+from .specs.local import from_attr
 
 
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
-    attr, services = split_services(name)
-    meshes = parse_local_attr(attr)
-    from monarch.job import ProcessJob
+    spec = from_attr(name)
+    from .resolve import local_job
 
-    from .services import configure
-
-    return configure(ProcessJob(meshes), services)
+    return local_job(spec)

@@ -94,7 +94,8 @@ class JobMagics(Magics):
     def _do_apply(self, command: job_args.JobCommand) -> None:
         try:
             namespace = self.shell.user_ns if self.shell is not None else None
-            result = self.session.apply(parse_apply(command.spec_text), namespace=namespace)
+            spec = parse_apply(command.spec_text, str(self.session.root))
+            result = self.session.apply(spec, namespace=namespace)
         except Interrupted:
             raise
         except KeyboardInterrupt:
@@ -185,6 +186,10 @@ class JobMagics(Magics):
         handle = display(result, display_id=True)
         if result.done:  # finished before the handle existed
             handle.update(result)
+
+    def _do_refresh(self, command: job_args.JobCommand) -> None:
+        count = self.session.refresh_mounts()
+        print(f"refreshed {count} mount(s): the workers see the sources as they are now")
 
     def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))

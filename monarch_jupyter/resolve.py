@@ -20,12 +20,7 @@ class Resolved(NamedTuple):
 def resolve(spec: Spec, root: Path, namespace: Mapping[str, Any] | None = None) -> Resolved:
     """The job ``spec`` names; SpecError (one line) if it names none."""
     if isinstance(spec, LocalSpec):
-        from monarch.job import ProcessJob
-
-        from .services import configure
-
-        job = configure(ProcessJob(dict(spec.meshes)), spec.services)
-        return Resolved(job, spec.path, spec.describe())
+        return Resolved(local_job(spec), spec.path, spec.describe())
     if isinstance(spec, ModuleSpec):
         job = import_attr(spec.path, root)
         require_job(job, repr(spec.path))
@@ -42,6 +37,15 @@ def resolve(spec: Spec, root: Path, namespace: Mapping[str, Any] | None = None) 
     raise SpecError(f"unsupported spec {spec!r}")
 
 
+def local_job(spec: LocalSpec) -> Any:
+    """The ProcessJob a ``--local`` spec names, its services and mounts configured."""
+    from monarch.job import ProcessJob
+
+    from .services import configure, mounts
+
+    return mounts.configure(configure(ProcessJob(dict(spec.meshes)), spec.services), spec.mounts)
+
+
 def require_job(obj: Any, what: str) -> None:
     from monarch.job import JobTrait
 
@@ -51,14 +55,15 @@ def require_job(obj: Any, what: str) -> None:
 
 def saved_path_for(job: Any) -> str | None:
     """An importable spec path equivalent to ``job``, when there is one (a ProcessJob with no
-    worker environment, and services a ``--local`` spec can say)."""
+    worker environment, and services and mounts a ``--local`` spec can say)."""
     from monarch.job import ProcessJob
 
-    from .services import spec_services
+    from .services import mounts, spec_services
 
     if type(job) is ProcessJob and not _introspect.worker_env(job):
         meshes = _introspect.declared_meshes(job)
         services = spec_services(job)
-        if meshes is not None and services is not None:
-            return LocalSpec(tuple(meshes.items()), services).path
+        said = mounts.spec_mounts(job)
+        if meshes is not None and services is not None and said is not None:
+            return LocalSpec(tuple(meshes.items()), services, said).path
     return None

@@ -355,6 +355,12 @@ class JobSession:
         self._cached_place = None
         return what, self.attach()
 
+    def refresh_mounts(self) -> int:
+        """Re-sync the running job's remote mounts with their sources; how many there are."""
+        from .services import mounts
+
+        return int(self.loop.call(mounts.refresh, self.job(), self.state()))
+
     def reconnect(self) -> JobStatus:
         """Drop the cached connection and attach again from the pickle."""
         self._clear_attachment()

@@ -19,6 +19,7 @@ from typing import Any
 from . import _introspect, _procfs, _timefmt, services
 from .contexts import Layout
 from .engines import engine_for
+from .services import mounts
 
 RUNNING = "running"
 NOT_RUNNING = "not running"
@@ -47,6 +48,7 @@ class JobStatus:
     meshes: list[MeshStatus] = field(default_factory=list)
     urls: dict[str, str | None] = field(default_factory=dict)
     services: list[str] = field(default_factory=list)  # configured: telemetry, admin, mounts
+    mounts: list[str] = field(default_factory=list)  # one line per mount (services/mounts.lines)
     worker_pids: dict[str, int] = field(default_factory=dict)
     workers_local: bool = False  # the engine's answer: worker_pids are the workers, on this machine
     applied_at: float | None = None
@@ -111,6 +113,7 @@ def describe(
         meshes=[MeshStatus(m, sizes[m], live.get(m)) for m in sizes],
         urls=_introspect.urls(job, state),
         services=list(services.configured(job)),
+        mounts=mounts.lines(job),
         worker_pids=pids,
         workers_local=engine.workers_are_local,
         stopped_workers={n: p for n, p in pids.items() if engine.workers_are_local and _procfs.stopped(p)},

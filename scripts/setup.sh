@@ -27,13 +27,15 @@ need_daemons=()
 [ -x /usr/sbin/slurmctld ] || need_daemons+=(slurmctld)
 [ -x /usr/sbin/slurmd ] || need_daemons+=(slurmd)
 command -v sbatch >/dev/null 2>&1 || need_daemons+=(slurm-client)
+# FUSE's fusermount3, for `%job apply --mount/--gather` (Monarch's remote_mount / gather_mount).
+command -v fusermount3 >/dev/null 2>&1 || need_daemons+=(fuse3)
 if [ ${#need_daemons[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${need_daemons[*]} from Debian (for the SSH and Slurm tests)"
+    echo "setup: installing ${need_daemons[*]} from Debian (for the SSH, Slurm and mount tests)"
     [ ${#need_apt[@]} -gt 0 ] || apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_daemons[@]}" >/dev/null
   else
-    echo "setup: the SSH and Slurm tests need ${need_daemons[*]} (Debian: apt-get install --no-install-recommends ${need_daemons[*]})" >&2
+    echo "setup: the SSH, Slurm and mount tests need ${need_daemons[*]} (Debian: apt-get install --no-install-recommends ${need_daemons[*]})" >&2
   fi
 fi
 

@@ -239,7 +239,7 @@ def _add_flags(parser: MagicParser) -> None:
     environment = parser.add_argument_group("environment")
     environment.add_argument("-e", "--env", action="append", type=_env, metavar="KEY=VALUE", help="set a variable (repeatable)")
     environment.add_argument("--torch", action="store_true", help="also set torch.distributed's RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, as Monarch's SPMDActor (the last dim is the local one: --per-host gpus=N)")
-    environment.add_argument("--workdir", action=_Once, type=_directory, metavar="DIR", help="run there (default: the notebook's folder when it exists on the worker, else the worker's)")
+    environment.add_argument("--workdir", action=_Once, type=_directory, metavar="DIR", help="run there ($SUBDIR: the rank's coordinates, as a --mount's folder per host; default: the notebook's folder when it exists on the worker, else the worker's)")
     environment.add_argument("--output-dir", action=_Once, type=_directory, metavar="DIR", help="also write each rank's stdout.txt / stderr.txt under DIR ($SUBDIR becomes the rank's coordinates, e.g. hosts_1_gpu_0)")
 
     control = parser.add_argument_group("control")

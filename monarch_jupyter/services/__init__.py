@@ -2,7 +2,8 @@
 
 - :func:`configure` turns ``--telemetry`` / ``--admin`` into Monarch's ``enable_telemetry`` /
   ``enable_admin`` on a job; :func:`spec_services` says which of them a job's saved spec can
-  re-create (None: it cannot, the job stays kernel-only).
+  re-create (None: it cannot, the job stays kernel-only); :mod:`.mounts` does the same for
+  ``--mount`` / ``--gather``.
 - :func:`loopback` binds the mesh admin on loopback whatever the job asked for;
   :mod:`.sidecar` starts the job's sidecar (telemetry store, dashboard) in its own session,
   with its dashboard on loopback too.
@@ -42,12 +43,11 @@ def configured(job: Any) -> tuple[str, ...]:
 
 def spec_services(job: Any) -> tuple[str, ...] | None:
     """The service names a ``--local`` spec needs to re-create ``job``'s services, or None when
-    its configuration is one a spec cannot say (mounts, a non-default telemetry config)."""
+    its configuration is one a spec cannot say (a non-default telemetry config); mounts are
+    :func:`.mounts.spec_mounts`' part."""
     from monarch.job import MeshAdminConfig, TelemetryConfig
 
     found = _introspect.job_services(job)
-    if "mounts" in found:
-        return None
     admin = found.get(ADMIN)
     if admin is not None and admin not in (MeshAdminConfig(), MeshAdminConfig(admin_addr=ADMIN_ADDR)):
         return None

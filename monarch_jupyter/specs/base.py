@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from .mounts import Mount
 
 LOCAL_JOBS_MODULE = "monarch_jupyter.local_jobs"
 #: Services a ``--local`` spec may switch on (``--telemetry``, ``--admin``); each is written as one
@@ -51,10 +52,11 @@ def check_mesh_name(name: str) -> None:
         raise SpecError(f"invalid mesh name {name!r}: start with a letter; letters, digits and single '_'")
 
 
-def local_attr(meshes: dict[str, int], services: tuple[str, ...] = ()) -> str:
-    """``{"hosts": 2, "trainers": 1}`` → ``hosts_2__trainers_1``; services follow as
-    ``hosts_2__telemetry``."""
-    return "__".join([*(f"{name}_{count}" for name, count in meshes.items()), *services])
+def local_attr(meshes: dict[str, int], services: tuple[str, ...] = (), mounts: tuple[Mount, ...] = ()) -> str:
+    """``{"hosts": 2, "trainers": 1}`` → ``hosts_2__trainers_1``; mounts then services follow as
+    ``hosts_2__mount_X2fnb__telemetry`` (see :mod:`.mounts`)."""
+    fields = (f"{name}_{count}" for name, count in meshes.items())
+    return "__".join([*fields, *(mount.field() for mount in mounts), *services])
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,15 @@ class LocalSpec:
 
     meshes: tuple[tuple[str, int], ...]
     services: tuple[str, ...] = ()  # of SERVICE_NAMES, in that order
+    mounts: tuple[Mount, ...] = ()  # --mount / --gather, in the order given
 
     @property
     def path(self) -> str:
-        return f"{LOCAL_JOBS_MODULE}.{local_attr(dict(self.meshes), self.services)}"
+        return f"{LOCAL_JOBS_MODULE}.{local_attr(dict(self.meshes), self.services, self.mounts)}"
 
     def describe(self) -> str:
         flags = "".join(f" --{name}" for name in self.services)
+        flags += "".join(f" {mount.describe()}" for mount in self.mounts)
         return "--local " + ",".join(f"{m}={n}" for m, n in self.meshes) + flags
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 
 from ..errors import SpecError
+from . import mounts as mount_flags
 from .base import SERVICE_NAMES, LocalSpec, check_mesh_name, is_count, is_mesh_name
+from .mounts import Mount
 
 MAX_LOCAL_HOSTS = 256
 #: Total worker processes one ``--local`` spec may start (all meshes together);
@@ -33,8 +35,8 @@ def check_total(meshes: dict[str, int]) -> None:
         )
 
 
-def parse_meshes(text: str, services: tuple[str, ...] = ()) -> LocalSpec:
-    """Parse ``hosts=2,trainers=4`` into a LocalSpec (with ``services`` switched on)."""
+def parse_meshes(text: str, services: tuple[str, ...] = (), mounts: tuple[Mount, ...] = ()) -> LocalSpec:
+    """Parse ``hosts=2,trainers=4`` into a LocalSpec (with ``services`` switched on and ``mounts``)."""
     meshes: dict[str, int] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         name, sep, count = item.partition("=")
@@ -56,7 +58,8 @@ def parse_meshes(text: str, services: tuple[str, ...] = ()) -> LocalSpec:
     if not meshes:
         raise SpecError("--local wants at least one MESH=N (e.g. --local hosts=2)")
     check_total(meshes)
-    return LocalSpec(tuple(meshes.items()), tuple(name for name in SERVICE_NAMES if name in services))
+    mount_flags.check_local(mounts)
+    return LocalSpec(tuple(meshes.items()), tuple(name for name in SERVICE_NAMES if name in services), mounts)
 
 
 def split_services(attr: str) -> tuple[str, tuple[str, ...]]:
@@ -70,6 +73,27 @@ def split_services(attr: str) -> tuple[str, tuple[str, ...]]:
     ):
         raise AttributeError(attr)
     return "__".join(parts), tuple(services)
+
+
+def split_mounts(attr: str) -> tuple[str, tuple[Mount, ...]]:
+    """``hosts_2__mount_X2fnb`` → (``hosts_2``, (Mount("mount", "/nb"),)): trailing mount fields."""
+    parts = attr.split("__")
+    found: list[Mount] = []
+    while parts:
+        mount = mount_flags.from_field(parts[-1])
+        if mount is None:
+            break
+        found.insert(0, mount)
+        parts.pop()
+    return "__".join(parts), tuple(found)
+
+
+def from_attr(attr: str, bounded: bool = True) -> LocalSpec:
+    """The LocalSpec a saved ``local_jobs`` attr names (meshes, mounts, services); AttributeError
+    for anything else (see :func:`parse_local_attr` for ``bounded``)."""
+    rest, services = split_services(attr)
+    rest, mounts = split_mounts(rest)
+    return LocalSpec(tuple(parse_local_attr(rest, bounded).items()), services, mounts)
 
 
 def parse_local_attr(attr: str, bounded: bool = True) -> dict[str, int]:

@@ -348,6 +348,36 @@ def test_job_services_members():
     assert "start_telemetry_servers(" in inspect.getsource(telemetry_config._TelemetryHandle._bootstrap)
 
 
+def test_mount_members():
+    """What _introspect.mount_entries / refresh_mounts read of a job's mounts."""
+    from monarch._src.job import job_components, mount_config
+    from monarch.job import ProcessJob
+
+    job = ProcessJob({"hosts": 1})
+    job.remote_mount("/", mntpoint="/mnt/x", python_exe=None)
+    job.gather_mount("/out", "/g")
+    component = job._components.mounts
+    for field in ("_mounts", "_default_python_exe", "_python_executables"):
+        pin(component, field, "_introspect.mount_entries")
+    for field in ("_remote_entries", "_gather_entries", "ensure_open"):
+        pin(component._mounts, field, "_introspect.mount_entries / refresh_mounts")
+    assert list(inspect.signature(mount_config.Mounts.ensure_open).parameters)[1:3] == [
+        "apply_id",
+        "host_meshes",
+    ]
+    assert "self._mounts.ensure_open(" in inspect.getsource(job_components.MountComponent.connect), (
+        f"{MONARCH}: MountComponent.connect no longer refreshes through Mounts.ensure_open; update refresh_mounts"
+    )
+    assert "self._mounts_handle.refresh()" in inspect.getsource(
+        importlib.import_module("monarch._src.job.job_sidecar")._JobSidecarState.handle_mounts
+    )
+    assert _introspect.mount_entries(job) == (
+        ("mount", "/", "/mnt/x", None, True),
+        ("gather", "/out", "/g", None, True),
+    )
+    assert _introspect.job_services(job) == {"mounts": _introspect.mount_entries(job)}
+
+
 def test_debugger_members():
     """actors/worker._wrap_breakpoints inlines Monarch's remote_breakpointhook and wraps
     PdbWrapper.end_debug_session; actors/debugger.Link speaks the DebugController's socket

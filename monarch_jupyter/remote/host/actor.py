@@ -239,7 +239,7 @@ class RemoteActor(Actor):
         if spec.torch:
             sizes = {k: int(env_extra[f"MONARCH_SIZE_{k}"]) for k in point}
             env = {**env, **torch_env(point, sizes, rank)}
-        workdir = spec.workdir
+        workdir = spec.workdir.replace("$SUBDIR", _subdir(point)) if spec.workdir else spec.workdir
         if workdir:
             if not os.path.isdir(workdir):
                 raise RuntimeError(f"--workdir {workdir} does not exist on this worker")
