@@ -19,7 +19,6 @@ synchronous path, which reports it at once without importing Monarch.
 
 from __future__ import annotations
 
-import json
 import os
 import pickletools
 import stat
@@ -28,14 +27,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _procfs, _signing, _timefmt, cache, formatting
-from ._files import read_small
-from .contexts import DEFAULT_CONTEXT, STATUS_FILE
+from . import _signing, _timefmt, cache, formatting
+from ._local_records import status_from_files
+from .contexts import DEFAULT_CONTEXT
 from .errors import Interrupted, MonarchJupyterError
-from .status import RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
+from .status import WORKERS_DEAD
 
 if TYPE_CHECKING:
-    from .contexts import Layout
     from .session import JobSession
 
 _POLL_SECONDS = 0.05
@@ -45,7 +43,6 @@ _POLL_SECONDS = 0.05
 # asks, and a command that asks starts it at once.
 START_DELAY = 0.1
 _MAX_PICKLE = 16 << 20  # a bigger cache is not checked here: the synchronous path reads it
-_MAX_STATUS = 1 << 20
 
 
 class AttachInterrupted(Interrupted):
@@ -62,6 +59,8 @@ class Warmup:
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         self._needed = threading.Event()
+        self._begun = False  # the attach itself started (past the delay): it can no longer be called off
+        self._cancelled = False
 
     @property
     def done(self) -> bool:
@@ -79,6 +78,10 @@ class Warmup:
     def _run(self, delay: float) -> None:
         if delay > 0:
             self._needed.wait(delay)
+        with self._lock:
+            if self._cancelled:
+                return
+            self._begun = True
         try:
             # Unpickling imports Monarch here; the connection itself runs on the
             # session's loop worker, as every blocking Monarch call does.
@@ -87,6 +90,20 @@ class Warmup:
             pass  # the session's next call meets the same problem and reports it in its own cell
         finally:
             self._done.set()
+
+    def cancel(self) -> bool:
+        """Call the attach off unless it began (``%job kill`` of a job it need not attach);
+        whether it was. The session's hooks are dropped then: nothing waits for it any more."""
+        with self._lock:
+            if self._begun:
+                return False
+            self._cancelled = True
+            self._done.set()
+        self._needed.set()  # a thread waiting out its delay ends now
+        if self._session.ready_hook == self.wait:
+            self._session.ready_hook = None
+            self._session.cancel_ready = None
+        return True
 
     def wait(self) -> None:
         """Block until the attach finished; Ctrl-C raises :class:`AttachInterrupted`."""
@@ -104,6 +121,7 @@ class Warmup:
             ) from None
         if self._session.ready_hook == self.wait:
             self._session.ready_hook = None
+            self._session.cancel_ready = None
 
 
 def begin(session: JobSession, ipython: Any = None) -> str:
@@ -131,6 +149,7 @@ def begin(session: JobSession, ipython: Any = None) -> str:
 
     warmup = Warmup(session, context)
     session.ready_hook = warmup.wait
+    session.cancel_ready = warmup.cancel
     if ipython is not None and hasattr(ipython, "events"):
 
         def after_cell(*_args: Any) -> None:
@@ -140,7 +159,7 @@ def begin(session: JobSession, ipython: Any = None) -> str:
         ipython.events.register("post_run_cell", after_cell)
     else:
         warmup.start()
-    status = _status_from_files(layout, context, info)
+    status = status_from_files(layout, context, info)
     if status is None:
         return (
             f"monarch_jupyter: attaching to the cached job of context '{context}' in the background; "
@@ -171,57 +190,3 @@ def _looks_loadable(path: Path, info: os.stat_result) -> bool:
     except Exception:  # anything odd: let the synchronous path say what
         return False
     return True
-
-
-def _status_from_files(layout: Layout, context: str, info: os.stat_result) -> JobStatus | None:
-    """The job described by ``status.json`` when it is about this very pickle, with
-    the worker PIDs checked in /proc; None when the files cannot vouch for it."""
-    data = _read_json(layout.context_dir(context) / STATUS_FILE)
-    if not isinstance(data, dict) or data.get("state") not in (RUNNING, WORKERS_DEAD):
-        return None
-    if data.get("applied_at") != info.st_mtime or not data.get("apply_id"):
-        return None  # written about another pickle (re-applied since, e.g. by the CLI)
-    pids = data.get("worker_pids")
-    # A status.json written before ``workers_local`` existed lacks it: the PID keys below decide.
-    if data.get("workers_local", True) is not True or not isinstance(pids, dict) or not pids:
-        return None  # no workers of this machine (the engine said so): only connecting can tell
-    try:
-        meshes = [MeshStatus(str(m["name"]), m.get("hosts"), None) for m in data.get("meshes", [])]
-        keys = {f"{m.name}_{i}" for m in meshes for i in range(m.hosts or 0)}
-        if set(pids) - keys:
-            return None  # PIDs keyed by host (SSHJob's ssh clients), not local workers: connecting tells
-        alive = {key: _is_worker(int(pid)) for key, pid in pids.items()}
-        for mesh in meshes:
-            mesh.live_workers = sum(1 for i in range(mesh.hosts or 0) if alive.get(f"{mesh.name}_{i}"))
-        return JobStatus(
-            context=context,
-            state=RUNNING if all(alive.values()) else WORKERS_DEAD,
-            job_class=str(data.get("job_class") or "job"),
-            apply_id=str(data["apply_id"]),
-            spec=data.get("spec"),
-            meshes=meshes,
-            worker_pids={key: int(pid) for key, pid in pids.items()},
-            applied_at=info.st_mtime,
-        )
-    except (TypeError, ValueError, KeyError, AttributeError):
-        return None
-
-
-def _is_worker(pid: int) -> bool:
-    """Alive, and still a Python process (a recycled PID rarely is one)."""
-    if not _procfs.alive(pid):
-        return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as stream:
-            return b"python" in stream.read(4096)
-    except OSError:
-        return True  # alive but unreadable: /proc already said yes
-
-
-def _read_json(path: os.PathLike) -> Any:
-    """Parse a small regular file; None for anything else (FIFOs and huge files are never read)."""
-    data = read_small(path, _MAX_STATUS)
-    try:
-        return None if data is None else json.loads(data)
-    except ValueError:
-        return None

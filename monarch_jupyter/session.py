@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _introspect, _live, _log, _orphans, cache, engines, lifecycle, services
+from . import _introspect, _live, _local_records, _log, _orphans, cache, engines, lifecycle, services
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -63,6 +63,8 @@ class JobSession:
         # Set by %load_ext while the cached job attaches in the background
         # (see _warmup): waits for that, interruptibly, before the session is used.
         self.ready_hook: Callable[[], None] | None = None
+        # Set with it: calls that attach off unless it began; whether it was (see _warmup).
+        self.cancel_ready: Callable[[], bool] | None = None
         # The %%remote runner of this session, made by remote.runner.runner_for (Any: the
         # runner sits above the session in the layers, so the session names no type of it).
         self.remote_runner: Any = None
@@ -294,14 +296,20 @@ class JobSession:
 
     # ── kill / reconnect ───────────────────────────────────────────────
     @cache.locked_method
-    def kill(self, context: str | None = None) -> JobStatus:
-        """Reap the context's workers and delete its state file (as ``monarch kill``)."""
-        attachment = self._check_attachment()
+    def kill(self, context: str | None = None, before: Callable[[], None] | None = None) -> JobStatus:
+        """Reap the context's workers and delete its state file (as ``monarch kill``);
+        ``before()`` (stopping the context's runs) is called first, under the same lock."""
         name = check_name(context) if context else self.context
         if context and not self.layout.exists(name):
             raise NoJobError(f"no context '{name}' here: %job context ls lists them")
         current = name == self.context
         store = self.store
+        quick = self._killable(name, store) if current and not self._attachment.connected else None
+        if before is not None:
+            before()
+        if quick is not None:
+            return self._kill_from_records(quick, name, store)
+        attachment = self._check_attachment()
         try:
             job = attachment.job if (current and attachment.connected) else store.load(name)
         except cache.UnreadableCacheError:  # recoverable from the notebook: the file is kept
@@ -312,7 +320,7 @@ class JobSession:
             return after
         if job is None:
             return self._kill_recorded(name, store)
-        before = self._describe(name, job, attachment.state if current else None)
+        before_status = self._describe(name, job, attachment.state if current else None)
         failed = self.loop.call(lifecycle.kill_error, job)
         if failed:
             raise MonarchJupyterError(
@@ -323,9 +331,26 @@ class JobSession:
         _live.forget(str(self.root), name)
         if current:
             self._clear_attachment()
-        after = JobStatus(context=name, state=NO_JOB, spec=before.spec)
+        after = JobStatus(context=name, state=NO_JOB, spec=before_status.spec)
         self._board.publish(self.layout, after)
-        return before
+        return before_status
+
+    def _killable(self, name: str, store: JobStore) -> _local_records.Killable | None:
+        """A local job its records vouch for (see ``_local_records``), with the background
+        attach called off; None (the ordinary kill) when there is none or the attach began."""
+        found = _local_records.killable(self.layout, store.state_path(name), name)
+        if found is None or (self.cancel_ready is not None and not self.cancel_ready()):
+            return None
+        return None if self.ready_hook is not None else found
+
+    def _kill_from_records(self, found: _local_records.Killable, name: str, store: JobStore) -> JobStatus:
+        """Kill a local job from its records, without unpickling it or importing Monarch."""
+        _log.get(__name__).debug("kill from records: pid %s", sorted(found.workers))
+        _local_records.kill(found)
+        store.remove(name)
+        after = JobStatus(context=name, state=NO_JOB, spec=found.status.spec)
+        self._board.publish(self.layout, after)
+        return found.status
 
     def _kill_recorded(self, name: str, store: JobStore) -> JobStatus:
         """``%job kill`` with no cache: the workers of a job whose cache is gone (see ``_live``)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import _signing, _warmup
+from monarch_jupyter import _local_records, _signing, _warmup
 from monarch_jupyter.contexts import Layout
 from monarch_jupyter.errors import CacheError
 from monarch_jupyter.status import NO_JOB, RUNNING, JobStatus
@@ -228,13 +228,13 @@ def test_interrupted_wait_is_one_line_and_the_attach_goes_on(tmp_path):
 def test_status_json_is_read_without_following_links_or_reading_huge_files(tmp_path):
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (2 << 20))
-    assert _warmup._read_json(big) is None
+    assert _local_records.read_json(big) is None
     target = tmp_path / "t.json"
     target.write_text(json.dumps({"state": RUNNING}))
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    assert _warmup._read_json(link) is None
-    assert _warmup._read_json(target) == {"state": RUNNING}
+    assert _local_records.read_json(link) is None
+    assert _local_records.read_json(target) == {"state": RUNNING}
 
 
 def test_a_context_switch_waits_for_the_background_attach_first(tmp_path):
