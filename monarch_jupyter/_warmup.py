@@ -37,11 +37,13 @@ if TYPE_CHECKING:
     from .session import JobSession
 
 _POLL_SECONDS = 0.05
-# Importing Monarch holds the GIL for long stretches (loading its Rust extension):
-# started the moment the loading cell ends, it would delay the kernel's reply and
-# idle status it shares the GIL with. Nobody needs it that soon unless a command
-# asks, and a command that asks starts it at once.
+# Importing Monarch holds the GIL (and the import lock) for long stretches: started while
+# a cell runs, it slows that cell, and started the moment the loading cell ends it delays
+# the kernel's reply and idle status. So it begins once no cell has run for START_DELAY s,
+# or when a cell has run for HOLD_MAX s (a long cell of the user's: it overlaps it), or at
+# once when a command needs the job.
 START_DELAY = 0.1
+HOLD_MAX = 2.0
 _MAX_PICKLE = 16 << 20  # a bigger cache is not checked here: the synchronous path reads it
 
 
@@ -55,29 +57,55 @@ class Warmup:
     def __init__(self, session: JobSession, context: str) -> None:
         self._session = session
         self._context = context
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
-        self._needed = threading.Event()
+        self._needed = False
         self._begun = False  # the attach itself started (past the delay): it can no longer be called off
         self._cancelled = False
+        self._idle_since = time.monotonic()
+        self._busy_since: float | None = None  # a cell runs since then
 
     @property
     def done(self) -> bool:
         return self._done.is_set()
 
     def start(self, delay: float = 0.0) -> None:
-        """Start the attach thread (once); it begins after ``delay`` s unless :meth:`wait` is called."""
+        """Start the attach thread (once); it begins after ``delay`` s without a cell running
+        (see ``HOLD_MAX``) unless :meth:`wait` is called."""
         with self._lock:
             if self._thread is None:
+                self._idle_since = time.monotonic()
                 self._thread = threading.Thread(
                     target=self._run, args=(delay,), name="monarch-jupyter-attach", daemon=True
                 )
                 self._thread.start()
 
+    def cell_started(self, *_args: Any) -> None:
+        with self._lock:
+            self._busy_since = time.monotonic()
+
+    def cell_ended(self, *_args: Any) -> None:
+        with self._lock:
+            self._busy_since = None
+            self._idle_since = time.monotonic()
+            self._lock.notify_all()
+
+    def _hold(self, delay: float) -> None:
+        """Until ``delay`` s passed with no cell running, a cell ran ``HOLD_MAX`` s, or it is needed."""
+        with self._lock:
+            while not self._needed:
+                now = time.monotonic()
+                if self._busy_since is None:
+                    left = self._idle_since + delay - now
+                else:
+                    left = self._busy_since + HOLD_MAX - now
+                if left <= 0:
+                    return
+                self._lock.wait(left)
+
     def _run(self, delay: float) -> None:
-        if delay > 0:
-            self._needed.wait(delay)
+        self._hold(delay)
         with self._lock:
             if self._cancelled:
                 return
@@ -91,25 +119,29 @@ class Warmup:
         finally:
             self._done.set()
 
+    def pending(self) -> bool:
+        """The attach has not finished, and this is not its own thread asking."""
+        return not self._done.is_set() and threading.current_thread() is not self._thread
+
     def cancel(self) -> bool:
         """Call the attach off unless it began (``%job kill`` of a job it need not attach);
         whether it was. The session's hooks are dropped then: nothing waits for it any more."""
         with self._lock:
             if self._begun:
                 return False
-            self._cancelled = True
+            self._cancelled = self._needed = True  # a thread holding back ends now
             self._done.set()
-        self._needed.set()  # a thread waiting out its delay ends now
-        if self._session.ready_hook == self.wait:
-            self._session.ready_hook = None
-            self._session.cancel_ready = None
+            self._lock.notify_all()
+        self._forget()
         return True
 
     def wait(self) -> None:
         """Block until the attach finished; Ctrl-C raises :class:`AttachInterrupted`."""
         if self._done.is_set() or threading.current_thread() is self._thread:
             return
-        self._needed.set()
+        with self._lock:
+            self._needed = True
+            self._lock.notify_all()
         self.start()
         try:
             while not self._done.wait(_POLL_SECONDS):
@@ -119,9 +151,12 @@ class Warmup:
                 f"stopped waiting for the job of context '{self._context}' to attach; "
                 "it goes on in the background: run the cell again"
             ) from None
+        self._forget()
+
+    def _forget(self) -> None:
         if self._session.ready_hook == self.wait:
             self._session.ready_hook = None
-            self._session.cancel_ready = None
+            self._session.background = None
 
 
 def begin(session: JobSession, ipython: Any = None) -> str:
@@ -149,14 +184,9 @@ def begin(session: JobSession, ipython: Any = None) -> str:
 
     warmup = Warmup(session, context)
     session.ready_hook = warmup.wait
-    session.cancel_ready = warmup.cancel
+    session.background = warmup
     if ipython is not None and hasattr(ipython, "events"):
-
-        def after_cell(*_args: Any) -> None:
-            ipython.events.unregister("post_run_cell", after_cell)
-            warmup.start(START_DELAY)
-
-        ipython.events.register("post_run_cell", after_cell)
+        _follow_cells(ipython, warmup)
     else:
         warmup.start()
     status = status_from_files(layout, context, info)
@@ -173,6 +203,25 @@ def begin(session: JobSession, ipython: Any = None) -> str:
         f"monarch_jupyter: re-attaching to context '{context}': {what}, {formatting.meshes_text(status)}, "
         f"apply id {status.apply_id}{when}"
     )
+
+
+def _follow_cells(ipython: Any, warmup: Warmup) -> None:
+    """Start ``warmup`` when the loading cell ends and tell it when cells start and end."""
+    events = ipython.events
+
+    def started(*args: Any) -> None:
+        if warmup.done:
+            events.unregister("pre_run_cell", started)
+        warmup.cell_started(*args)
+
+    def ended(*args: Any) -> None:
+        if warmup.done:
+            events.unregister("post_run_cell", ended)
+        warmup.cell_ended(*args)
+        warmup.start(START_DELAY)
+
+    events.register("pre_run_cell", started)
+    events.register("post_run_cell", ended)
 
 
 def _looks_loadable(path: Path, info: os.stat_result) -> bool:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import _introspect, _live, _local_records, _log, _orphans, cache, engines, lifecycle, services
 from ._loop import EventLoopThread, shared_loop
@@ -37,6 +37,18 @@ from .status import NO_JOB, ApplyResult, JobStatus, StatusBoard, describe
 from .store import JobStore, fingerprint
 
 __all__ = ["JobSession"]
+
+
+class BackgroundAttach(Protocol):
+    """The attach ``%load_ext`` left running (``_warmup.Warmup``)."""
+
+    def cancel(self) -> bool:
+        """Call it off unless it began; whether it was."""
+        ...
+
+    def pending(self) -> bool:
+        """Not finished, asked from another thread than its own."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -63,8 +75,8 @@ class JobSession:
         # Set by %load_ext while the cached job attaches in the background
         # (see _warmup): waits for that, interruptibly, before the session is used.
         self.ready_hook: Callable[[], None] | None = None
-        # Set with it: calls that attach off unless it began; whether it was (see _warmup).
-        self.cancel_ready: Callable[[], bool] | None = None
+        # Set with it: that attach, to call it off or ask whether it is still under way.
+        self.background: BackgroundAttach | None = None
         # The %%remote runner of this session, made by remote.runner.runner_for (Any: the
         # runner sits above the session in the layers, so the session names no type of it).
         self.remote_runner: Any = None
@@ -154,6 +166,11 @@ class JobSession:
 
     def status(self, context: str | None = None, job_override: Any = None) -> JobStatus:
         """Snapshot of a context's job (default: current). Never applies anything."""
+        pending = self.background is not None and self.background.pending()
+        if pending and job_override is None and context in (None, self.context):
+            early = self._status_while_attaching()
+            if early is not None:
+                return early
         attachment = self._check_attachment()
         name = check_name(context) if context else self.context
         current = name == self.context
@@ -172,6 +189,22 @@ class JobSession:
             status.note = _live.orphan_note(_live.find(str(self.root), name))
         if current:
             self._board.publish(self.layout, status)
+        return status
+
+    def _status_while_attaching(self) -> JobStatus | None:
+        """While the background attach runs: the current context's job as its plain files and
+        /proc describe it (``%load_ext``'s line), without waiting; published once attached."""
+        name = self.context
+        path = self.store.state_path(name)
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        status = _local_records.status_from_files(self.layout, name, info)
+        if status is None:
+            return None
+        status.cache_path = os.path.relpath(path, self.root)
+        status.note = "attaching in the background: this is what its files and /proc say"
         return status
 
     def _describe(self, name: str, job: Any, state: Any) -> JobStatus:
@@ -339,7 +372,7 @@ class JobSession:
         """A local job its records vouch for (see ``_local_records``), with the background
         attach called off; None (the ordinary kill) when there is none or the attach began."""
         found = _local_records.killable(self.layout, store.state_path(name), name)
-        if found is None or (self.cancel_ready is not None and not self.cancel_ready()):
+        if found is None or (self.background is not None and not self.background.cancel()):
             return None
         return None if self.ready_hook is not None else found
 
