@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_warmup_units import APPLY_ID, write_cache
 
 from monarch_jupyter import _live, _local_records, _procfs
 from monarch_jupyter.contexts import Layout
+from test_warmup_units import APPLY_ID, write_cache
 
 
 @pytest.fixture
