@@ -201,8 +201,8 @@ class JobSession:
         except OSError:
             return None
         status = _local_records.status_from_files(self.layout, name, info)
-        if status is None:
-            return None
+        if status is None or status.services:
+            return None  # its services' addresses are known once connected
         status.cache_path = os.path.relpath(path, self.root)
         status.note = "attaching in the background: this is what its files and /proc say"
         return status
