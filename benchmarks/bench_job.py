@@ -63,6 +63,13 @@ def main() -> None:
                     steps.setdefault("%job kill right after %load_ext after restart", []).append(
                         timed(kernel, "%job kill")
                     )
+                    timed(kernel, "%job apply --local hosts=2")
+                    restart(kernel)
+                    timed(kernel, "%load_ext monarch_jupyter")
+                    timed(kernel, "import monarch_jupyter; monarch_jupyter.job();")  # attached
+                    steps.setdefault("%job kill, attached (Monarch's kill)", []).append(
+                        timed(kernel, "%job kill")
+                    )
                 finally:
                     kernel.shutdown()
     finally:
