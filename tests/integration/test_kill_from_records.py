@@ -86,7 +86,7 @@ def test_kill_after_a_restart_stops_every_worker_without_monarch(start_kernel, w
     k.ok("%job kill")
 
 
-def test_an_unsigned_cache_is_refused_and_nothing_is_killed(start_kernel, workdir, tag):
+def test_an_unsigned_or_foreign_cache_is_refused_and_nothing_is_killed(start_kernel, workdir, tag):
     k = start_kernel()
     k.ok("%load_ext monarch_jupyter")
     k.ok("%job apply --local hosts=2")
@@ -100,6 +100,14 @@ def test_an_unsigned_cache_is_refused_and_nothing_is_killed(start_kernel, workdi
     assert "was not written by your kernels" in usage_error(k.execute("%job kill"))
     signature.write_text("0" * 64 + "\n")
     assert "does not match its signature" in usage_error(k.execute("%job kill"))
+    signature.write_bytes(kept)
+    state.chmod(0o666)  # signed, but anyone could have rewritten it since
+    assert "is writable by group/others" in usage_error(k.execute("%job kill"))
+    state.chmod(0o600)
+    if os.geteuid() == 0:  # only root can give a file away
+        os.chown(state, 65534, 65534)  # signed, but another user's file now
+        assert "not you (uid" in usage_error(k.execute("%job kill"))
+        os.chown(state, os.getuid(), os.getgid())
     assert sorted(_sessions_alive(set(workers))) and all(os.path.exists(f"/proc/{p}") for p in workers)
     assert state.exists()
     signature.write_bytes(kept)
