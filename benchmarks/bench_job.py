@@ -26,6 +26,11 @@ def timed(kernel: Kernel, code: str) -> float:
     return result.duration * 1000
 
 
+def restart(kernel: Kernel) -> None:
+    kernel.km.restart_kernel(now=True)
+    kernel.kc.wait_for_ready(timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -47,12 +52,24 @@ def main() -> None:
                         timed(kernel, "%job apply --local hosts=2")
                     )
                     steps.setdefault("%job status", []).append(timed(kernel, "%job"))
-                    kernel.km.restart_kernel(now=True)
-                    kernel.kc.wait_for_ready(timeout=60)
-                    steps.setdefault("%load_ext after restart (re-attach)", []).append(
-                        timed(kernel, "%load_ext monarch_jupyter")
+                    restart(kernel)
+                    loaded = timed(kernel, "%load_ext monarch_jupyter")
+                    first = timed(kernel, "%job")
+                    steps.setdefault("%load_ext after restart (re-attach)", []).append(loaded)
+                    steps.setdefault("  then %job (first command)", []).append(first)
+                    steps.setdefault("  load + first command", []).append(loaded + first)
+                    restart(kernel)
+                    loaded = timed(kernel, "%load_ext monarch_jupyter")
+                    steps.setdefault("%job kill right after %load_ext after restart", []).append(
+                        timed(kernel, "%job kill")
                     )
-                    steps.setdefault("%job kill", []).append(timed(kernel, "%job kill"))
+                    timed(kernel, "%job apply --local hosts=2")
+                    restart(kernel)
+                    timed(kernel, "%load_ext monarch_jupyter")
+                    timed(kernel, "import monarch_jupyter; monarch_jupyter.job();")  # attached
+                    steps.setdefault("%job kill, attached (Monarch's kill)", []).append(
+                        timed(kernel, "%job kill")
+                    )
                 finally:
                     kernel.shutdown()
     finally:

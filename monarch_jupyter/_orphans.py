@@ -156,8 +156,9 @@ def _session_members(sessions: set[int]) -> list[int]:
     return [pid for pid in _procfs.pids() if pid != me and _in_sessions(pid, sessions) and _procfs.alive(pid)]
 
 
-def kill_sessions(sessions: set[int]) -> None:
-    """SIGTERM then SIGKILL every process in ``sessions`` (workers lead their own)."""
+def kill_sessions(sessions: set[int], poll: float = _POLL_SECONDS) -> None:
+    """SIGTERM then SIGKILL every process in ``sessions`` (workers lead their own), looking
+    every ``poll`` seconds whether they are gone."""
     if not sessions:
         return
     _procfs.escalate(
@@ -165,7 +166,7 @@ def kill_sessions(sessions: set[int]) -> None:
         lambda: bool(_session_members(sessions)),
         _GRACE_SECONDS,
         _TERM_THEN_KILL,
-        _POLL_SECONDS,
+        poll,
     )
 
 

@@ -19,7 +19,6 @@ synchronous path, which reports it at once without importing Monarch.
 
 from __future__ import annotations
 
-import json
 import os
 import pickletools
 import stat
@@ -28,24 +27,24 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _procfs, _signing, _timefmt, cache, formatting
-from ._files import read_small
-from .contexts import DEFAULT_CONTEXT, STATUS_FILE
+from . import _signing, _timefmt, cache, formatting
+from ._local_records import status_from_files
+from .contexts import DEFAULT_CONTEXT
 from .errors import Interrupted, MonarchJupyterError
-from .status import RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
+from .status import WORKERS_DEAD
 
 if TYPE_CHECKING:
-    from .contexts import Layout
     from .session import JobSession
 
 _POLL_SECONDS = 0.05
-# Importing Monarch holds the GIL for long stretches (loading its Rust extension):
-# started the moment the loading cell ends, it would delay the kernel's reply and
-# idle status it shares the GIL with. Nobody needs it that soon unless a command
-# asks, and a command that asks starts it at once.
+# Importing Monarch holds the GIL (and the import lock) for long stretches: started while
+# a cell runs, it slows that cell, and started the moment the loading cell ends it delays
+# the kernel's reply and idle status. So it begins once no cell has run for START_DELAY s,
+# or when a cell has run for HOLD_MAX s (a long cell of the user's: it overlaps it), or at
+# once when a command needs the job.
 START_DELAY = 0.1
+HOLD_MAX = 2.0
 _MAX_PICKLE = 16 << 20  # a bigger cache is not checked here: the synchronous path reads it
-_MAX_STATUS = 1 << 20
 
 
 class AttachInterrupted(Interrupted):
@@ -58,27 +57,59 @@ class Warmup:
     def __init__(self, session: JobSession, context: str) -> None:
         self._session = session
         self._context = context
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
-        self._needed = threading.Event()
+        self._needed = False
+        self._begun = False  # the attach itself started (past the delay): it can no longer be called off
+        self._cancelled = False
+        self._idle_since = time.monotonic()
+        self._busy_since: float | None = None  # a cell runs since then
 
     @property
     def done(self) -> bool:
         return self._done.is_set()
 
     def start(self, delay: float = 0.0) -> None:
-        """Start the attach thread (once); it begins after ``delay`` s unless :meth:`wait` is called."""
+        """Start the attach thread (once); it begins after ``delay`` s without a cell running
+        (see ``HOLD_MAX``) unless :meth:`wait` is called."""
         with self._lock:
             if self._thread is None:
+                self._idle_since = time.monotonic()
                 self._thread = threading.Thread(
                     target=self._run, args=(delay,), name="monarch-jupyter-attach", daemon=True
                 )
                 self._thread.start()
 
+    def cell_started(self, *_args: Any) -> None:
+        with self._lock:
+            self._busy_since = time.monotonic()
+
+    def cell_ended(self, *_args: Any) -> None:
+        with self._lock:
+            self._busy_since = None
+            self._idle_since = time.monotonic()
+            self._lock.notify_all()
+
+    def _hold(self, delay: float) -> None:
+        """Until ``delay`` s passed with no cell running, a cell ran ``HOLD_MAX`` s, or it is needed."""
+        with self._lock:
+            while not self._needed:
+                now = time.monotonic()
+                if self._busy_since is None:
+                    left = self._idle_since + delay - now
+                else:
+                    left = self._busy_since + HOLD_MAX - now
+                if left <= 0:
+                    return
+                self._lock.wait(left)
+
     def _run(self, delay: float) -> None:
-        if delay > 0:
-            self._needed.wait(delay)
+        self._hold(delay)
+        with self._lock:
+            if self._cancelled:
+                return
+            self._begun = True
         try:
             # Unpickling imports Monarch here; the connection itself runs on the
             # session's loop worker, as every blocking Monarch call does.
@@ -88,11 +119,29 @@ class Warmup:
         finally:
             self._done.set()
 
+    def pending(self) -> bool:
+        """The attach has not finished, and this is not its own thread asking."""
+        return not self._done.is_set() and threading.current_thread() is not self._thread
+
+    def cancel(self) -> bool:
+        """Call the attach off unless it began (``%job kill`` of a job it need not attach);
+        whether it was. The session's hooks are dropped then: nothing waits for it any more."""
+        with self._lock:
+            if self._begun:
+                return False
+            self._cancelled = self._needed = True  # a thread holding back ends now
+            self._done.set()
+            self._lock.notify_all()
+        self._forget()
+        return True
+
     def wait(self) -> None:
         """Block until the attach finished; Ctrl-C raises :class:`AttachInterrupted`."""
         if self._done.is_set() or threading.current_thread() is self._thread:
             return
-        self._needed.set()
+        with self._lock:
+            self._needed = True
+            self._lock.notify_all()
         self.start()
         try:
             while not self._done.wait(_POLL_SECONDS):
@@ -102,8 +151,12 @@ class Warmup:
                 f"stopped waiting for the job of context '{self._context}' to attach; "
                 "it goes on in the background: run the cell again"
             ) from None
+        self._forget()
+
+    def _forget(self) -> None:
         if self._session.ready_hook == self.wait:
             self._session.ready_hook = None
+            self._session.background = None
 
 
 def begin(session: JobSession, ipython: Any = None) -> str:
@@ -131,16 +184,12 @@ def begin(session: JobSession, ipython: Any = None) -> str:
 
     warmup = Warmup(session, context)
     session.ready_hook = warmup.wait
+    session.background = warmup
     if ipython is not None and hasattr(ipython, "events"):
-
-        def after_cell(*_args: Any) -> None:
-            ipython.events.unregister("post_run_cell", after_cell)
-            warmup.start(START_DELAY)
-
-        ipython.events.register("post_run_cell", after_cell)
+        _follow_cells(ipython, warmup)
     else:
         warmup.start()
-    status = _status_from_files(layout, context, info)
+    status = status_from_files(layout, context, info)
     if status is None:
         return (
             f"monarch_jupyter: attaching to the cached job of context '{context}' in the background; "
@@ -154,6 +203,25 @@ def begin(session: JobSession, ipython: Any = None) -> str:
         f"monarch_jupyter: re-attaching to context '{context}': {what}, {formatting.meshes_text(status)}, "
         f"apply id {status.apply_id}{when}"
     )
+
+
+def _follow_cells(ipython: Any, warmup: Warmup) -> None:
+    """Start ``warmup`` when the loading cell ends and tell it when cells start and end."""
+    events = ipython.events
+
+    def started(*args: Any) -> None:
+        if warmup.done:
+            events.unregister("pre_run_cell", started)
+        warmup.cell_started(*args)
+
+    def ended(*args: Any) -> None:
+        if warmup.done:
+            events.unregister("post_run_cell", ended)
+        warmup.cell_ended(*args)
+        warmup.start(START_DELAY)
+
+    events.register("pre_run_cell", started)
+    events.register("post_run_cell", ended)
 
 
 def _looks_loadable(path: Path, info: os.stat_result) -> bool:
@@ -171,57 +239,3 @@ def _looks_loadable(path: Path, info: os.stat_result) -> bool:
     except Exception:  # anything odd: let the synchronous path say what
         return False
     return True
-
-
-def _status_from_files(layout: Layout, context: str, info: os.stat_result) -> JobStatus | None:
-    """The job described by ``status.json`` when it is about this very pickle, with
-    the worker PIDs checked in /proc; None when the files cannot vouch for it."""
-    data = _read_json(layout.context_dir(context) / STATUS_FILE)
-    if not isinstance(data, dict) or data.get("state") not in (RUNNING, WORKERS_DEAD):
-        return None
-    if data.get("applied_at") != info.st_mtime or not data.get("apply_id"):
-        return None  # written about another pickle (re-applied since, e.g. by the CLI)
-    pids = data.get("worker_pids")
-    # A status.json written before ``workers_local`` existed lacks it: the PID keys below decide.
-    if data.get("workers_local", True) is not True or not isinstance(pids, dict) or not pids:
-        return None  # no workers of this machine (the engine said so): only connecting can tell
-    try:
-        meshes = [MeshStatus(str(m["name"]), m.get("hosts"), None) for m in data.get("meshes", [])]
-        keys = {f"{m.name}_{i}" for m in meshes for i in range(m.hosts or 0)}
-        if set(pids) - keys:
-            return None  # PIDs keyed by host (SSHJob's ssh clients), not local workers: connecting tells
-        alive = {key: _is_worker(int(pid)) for key, pid in pids.items()}
-        for mesh in meshes:
-            mesh.live_workers = sum(1 for i in range(mesh.hosts or 0) if alive.get(f"{mesh.name}_{i}"))
-        return JobStatus(
-            context=context,
-            state=RUNNING if all(alive.values()) else WORKERS_DEAD,
-            job_class=str(data.get("job_class") or "job"),
-            apply_id=str(data["apply_id"]),
-            spec=data.get("spec"),
-            meshes=meshes,
-            worker_pids={key: int(pid) for key, pid in pids.items()},
-            applied_at=info.st_mtime,
-        )
-    except (TypeError, ValueError, KeyError, AttributeError):
-        return None
-
-
-def _is_worker(pid: int) -> bool:
-    """Alive, and still a Python process (a recycled PID rarely is one)."""
-    if not _procfs.alive(pid):
-        return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as stream:
-            return b"python" in stream.read(4096)
-    except OSError:
-        return True  # alive but unreadable: /proc already said yes
-
-
-def _read_json(path: os.PathLike) -> Any:
-    """Parse a small regular file; None for anything else (FIFOs and huge files are never read)."""
-    data = read_small(path, _MAX_STATUS)
-    try:
-        return None if data is None else json.loads(data)
-    except ValueError:
-        return None

@@ -7,6 +7,7 @@ one ``UsageError`` line.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -110,21 +111,28 @@ class JobMagics(Magics):
             run = batch.kill(self._context_dir(), command.context)
             print(f"batch run {run.id}: {run.state}")
             return
-        # the context's runs are stopped first, not left running unseen
-        if not command.context or command.context == self.session.context:
-            from .remote import verbs
-            from .remote.runner import runner_for
-
-            note = verbs.stop_for_kill(self.session, runner_for(self.session))
-            if note:
-                print(note)
-        killed = self.session.kill(command.context)
+        killed = self.session.kill(command.context, before=self._stop_runs(command.context))
         print(formatting.kill_line(killed))
         if "admin" in killed.services and killed.attached:
             print(
                 "the mesh admin's loopback port stays open in this kernel until it restarts "
                 "(Monarch 0.7 cannot stop it)"
             )
+
+    def _stop_runs(self, context: str | None) -> Callable[[], None] | None:
+        """What stops the context's runs before its job is killed, not left running unseen."""
+        if context and context != self.session.context:
+            return None
+
+        def stop() -> None:
+            from .remote import verbs
+            from .remote.runner import runner_for
+
+            note = verbs.stop_for_kill(self.session, runner_for(self.session))
+            if note:
+                print(note)
+
+        return stop
 
     # ── batch runs (batch.py) ───────────────────────────────────────────
     def _context_dir(self):

@@ -22,9 +22,9 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from . import _introspect, _live, _log, _orphans, cache, engines, lifecycle, services
+from . import _introspect, _live, _local_records, _log, _orphans, cache, engines, lifecycle, services
 from ._loop import EventLoopThread, shared_loop
 from .attachment import Attachment
 from .contexts import Layout, check_name
@@ -37,6 +37,18 @@ from .status import NO_JOB, ApplyResult, JobStatus, StatusBoard, describe
 from .store import JobStore, fingerprint
 
 __all__ = ["JobSession"]
+
+
+class BackgroundAttach(Protocol):
+    """The attach ``%load_ext`` left running (``_warmup.Warmup``)."""
+
+    def cancel(self) -> bool:
+        """Call it off unless it began; whether it was."""
+        ...
+
+    def pending(self) -> bool:
+        """Not finished, asked from another thread than its own."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,8 @@ class JobSession:
         # Set by %load_ext while the cached job attaches in the background
         # (see _warmup): waits for that, interruptibly, before the session is used.
         self.ready_hook: Callable[[], None] | None = None
+        # Set with it: that attach, to call it off or ask whether it is still under way.
+        self.background: BackgroundAttach | None = None
         # The %%remote runner of this session, made by remote.runner.runner_for (Any: the
         # runner sits above the session in the layers, so the session names no type of it).
         self.remote_runner: Any = None
@@ -152,6 +166,11 @@ class JobSession:
 
     def status(self, context: str | None = None, job_override: Any = None) -> JobStatus:
         """Snapshot of a context's job (default: current). Never applies anything."""
+        pending = self.background is not None and self.background.pending()
+        if pending and job_override is None and context in (None, self.context):
+            early = self._status_while_attaching()
+            if early is not None:
+                return early
         attachment = self._check_attachment()
         name = check_name(context) if context else self.context
         current = name == self.context
@@ -170,6 +189,22 @@ class JobSession:
             status.note = _live.orphan_note(_live.find(str(self.root), name))
         if current:
             self._board.publish(self.layout, status)
+        return status
+
+    def _status_while_attaching(self) -> JobStatus | None:
+        """While the background attach runs: the current context's job as its plain files and
+        /proc describe it (``%load_ext``'s line), without waiting; published once attached."""
+        name = self.context
+        path = self.store.state_path(name)
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        status = _local_records.status_from_files(self.layout, name, info)
+        if status is None or status.services:
+            return None  # its services' addresses are known once connected
+        status.cache_path = os.path.relpath(path, self.root)
+        status.note = "attaching in the background: this is what its files and /proc say"
         return status
 
     def _describe(self, name: str, job: Any, state: Any) -> JobStatus:
@@ -294,14 +329,20 @@ class JobSession:
 
     # ── kill / reconnect ───────────────────────────────────────────────
     @cache.locked_method
-    def kill(self, context: str | None = None) -> JobStatus:
-        """Reap the context's workers and delete its state file (as ``monarch kill``)."""
-        attachment = self._check_attachment()
+    def kill(self, context: str | None = None, before: Callable[[], None] | None = None) -> JobStatus:
+        """Reap the context's workers and delete its state file (as ``monarch kill``);
+        ``before()`` (stopping the context's runs) is called first, under the same lock."""
         name = check_name(context) if context else self.context
         if context and not self.layout.exists(name):
             raise NoJobError(f"no context '{name}' here: %job context ls lists them")
         current = name == self.context
         store = self.store
+        quick = self._killable(name, store) if current and not self._attachment.connected else None
+        if before is not None:
+            before()
+        if quick is not None:
+            return self._kill_from_records(quick, name, store)
+        attachment = self._check_attachment()
         try:
             job = attachment.job if (current and attachment.connected) else store.load(name)
         except cache.UnreadableCacheError:  # recoverable from the notebook: the file is kept
@@ -312,7 +353,7 @@ class JobSession:
             return after
         if job is None:
             return self._kill_recorded(name, store)
-        before = self._describe(name, job, attachment.state if current else None)
+        before_status = self._describe(name, job, attachment.state if current else None)
         failed = self.loop.call(lifecycle.kill_error, job)
         if failed:
             raise MonarchJupyterError(
@@ -323,9 +364,26 @@ class JobSession:
         _live.forget(str(self.root), name)
         if current:
             self._clear_attachment()
-        after = JobStatus(context=name, state=NO_JOB, spec=before.spec)
+        after = JobStatus(context=name, state=NO_JOB, spec=before_status.spec)
         self._board.publish(self.layout, after)
-        return before
+        return before_status
+
+    def _killable(self, name: str, store: JobStore) -> _local_records.Killable | None:
+        """A local job its records vouch for (see ``_local_records``), with the background
+        attach called off; None (the ordinary kill) when there is none or the attach began."""
+        found = _local_records.killable(self.layout, store.state_path(name), name)
+        if found is None or (self.background is not None and not self.background.cancel()):
+            return None
+        return None if self.ready_hook is not None else found
+
+    def _kill_from_records(self, found: _local_records.Killable, name: str, store: JobStore) -> JobStatus:
+        """Kill a local job from its records, without unpickling it or importing Monarch."""
+        _log.get(__name__).debug("kill from records: pid %s", sorted(found.workers))
+        _local_records.kill(found)
+        store.remove(name)
+        after = JobStatus(context=name, state=NO_JOB, spec=found.status.spec)
+        self._board.publish(self.layout, after)
+        return found.status
 
     def _kill_recorded(self, name: str, store: JobStore) -> JobStatus:
         """``%job kill`` with no cache: the workers of a job whose cache is gone (see ``_live``)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import _signing, _warmup
+from monarch_jupyter import _local_records, _signing, _warmup
 from monarch_jupyter.contexts import Layout
 from monarch_jupyter.errors import CacheError
 from monarch_jupyter.status import NO_JOB, RUNNING, JobStatus
@@ -179,33 +179,65 @@ def test_cache_refused_before_unpickling_takes_the_synchronous_path(tmp_path, co
     assert session.ready_hook is None and session.calls == [threading.current_thread().name]
 
 
+class _Events:
+    def __init__(self):
+        self.callbacks: dict[str, list] = {"pre_run_cell": [], "post_run_cell": []}
+
+    def register(self, name, fn):
+        self.callbacks[name].append(fn)
+
+    def unregister(self, name, fn):
+        self.callbacks[name].remove(fn)
+
+    def trigger(self, name):
+        for fn in list(self.callbacks[name]):
+            fn(None)
+
+
+def _wait_for(predicate, limit=5.0):
+    deadline = time.monotonic() + limit
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
 def test_with_ipython_the_attach_starts_after_the_cell(tmp_path):
-    class Events:
-        def __init__(self):
-            self.callbacks = []
-
-        def register(self, name, fn):
-            assert name == "post_run_cell"
-            self.callbacks.append(fn)
-
-        def unregister(self, name, fn):
-            self.callbacks.remove(fn)
-
     class Shell:
-        events = Events()
+        events = _Events()
 
     session = StandInSession(tmp_path)
     write_cache(tmp_path, {"w": os.getpid()})
     _warmup.begin(session, Shell())
     time.sleep(0.2)
     assert session.calls == [], "nothing starts before the cell ends"
-    for callback in list(Shell.events.callbacks):
-        callback(None)
-    assert Shell.events.callbacks == []
-    deadline = time.monotonic() + 5
-    while not session.calls and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert session.calls == ["monarch-jupyter-attach"]
+    Shell.events.trigger("post_run_cell")
+    assert _wait_for(lambda: session.calls == ["monarch-jupyter-attach"])
+    Shell.events.trigger("pre_run_cell")
+    Shell.events.trigger("post_run_cell")
+    assert Shell.events.callbacks == {"pre_run_cell": [], "post_run_cell": []}, "done: no more hooks"
+
+
+def test_the_attach_waits_while_a_cell_runs_unless_it_is_needed(tmp_path, monkeypatch):
+    monkeypatch.setattr(_warmup, "HOLD_MAX", 0.6)
+
+    class Shell:
+        events = _Events()
+
+    session = StandInSession(tmp_path)
+    write_cache(tmp_path, {"w": os.getpid()})
+    _warmup.begin(session, Shell())
+    Shell.events.trigger("post_run_cell")  # the loading cell ends
+    Shell.events.trigger("pre_run_cell")  # the next starts before START_DELAY passed
+    time.sleep(0.3)
+    assert session.calls == [], "a short cell is not slowed by the attach"
+    assert _wait_for(lambda: session.calls == ["monarch-jupyter-attach"], 2), "a long cell is overlapped"
+
+    second = StandInSession(tmp_path)
+    _warmup.begin(second, Shell())
+    Shell.events.trigger("post_run_cell")
+    Shell.events.trigger("pre_run_cell")
+    second.ready_hook()  # a command needs the job: at once
+    assert second.calls == ["monarch-jupyter-attach"]
 
 
 def test_interrupted_wait_is_one_line_and_the_attach_goes_on(tmp_path):
@@ -228,13 +260,13 @@ def test_interrupted_wait_is_one_line_and_the_attach_goes_on(tmp_path):
 def test_status_json_is_read_without_following_links_or_reading_huge_files(tmp_path):
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (2 << 20))
-    assert _warmup._read_json(big) is None
+    assert _local_records.read_json(big) is None
     target = tmp_path / "t.json"
     target.write_text(json.dumps({"state": RUNNING}))
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    assert _warmup._read_json(link) is None
-    assert _warmup._read_json(target) == {"state": RUNNING}
+    assert _local_records.read_json(link) is None
+    assert _local_records.read_json(target) == {"state": RUNNING}
 
 
 def test_a_context_switch_waits_for_the_background_attach_first(tmp_path):

@@ -1,0 +1,86 @@
+"""After a kernel restart, two source trees side by side: ``%load_ext``, the first ``%job``, and
+``%job kill`` right after the load (issue 22 §3), alternated run by run.
+
+    .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8]
+
+Each tree gets its own kernel and folder (``PYTHONPATH`` puts the tree first) with a
+``%job apply --local hosts=2``; each round restarts both kernels in turn (order alternated),
+times ``%load_ext monarch_jupyter`` then ``%job``, restarts again and times ``%job kill`` right
+after the load, then applies again. Medians (min–max) per tree; the load average is printed
+with them, since the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from harness import Kernel, new_tag, reap
+
+
+def timed(kernel: Kernel, code: str) -> float:
+    result = kernel.execute(code, timeout=300)
+    if result.error or "UsageError" in result.text:
+        raise SystemExit(f"{code!r} failed: {result.text}")
+    return result.duration * 1000
+
+
+def restart(kernel: Kernel) -> None:
+    kernel.km.restart_kernel(now=True)
+    kernel.kc.wait_for_ready(timeout=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trees", nargs=2, metavar="TREE")
+    parser.add_argument("--n", type=int, default=8)
+    args = parser.parse_args()
+    tag = new_tag()
+    figures: dict[str, dict[str, list[float]]] = {tree: {} for tree in args.trees}
+    with tempfile.TemporaryDirectory() as folder:
+        kernels = {}
+        try:
+            for i, tree in enumerate(args.trees):
+                cwd = Path(folder) / str(i)
+                cwd.mkdir()
+                env = {"PYTHONPATH": os.path.abspath(tree)}
+                kernels[tree] = kernel = Kernel(cwd, tag, env)
+                timed(kernel, "%load_ext monarch_jupyter")
+                timed(kernel, "%job apply --local hosts=2")
+            print(f"load average before: {os.getloadavg()}")
+            for n in range(args.n):
+                for tree in args.trees if n % 2 == 0 else reversed(args.trees):
+                    kernel, steps = kernels[tree], figures[tree]
+                    restart(kernel)
+                    loaded = timed(kernel, "%load_ext monarch_jupyter")
+                    first = timed(kernel, "%job")
+                    steps.setdefault("%load_ext after restart", []).append(loaded)
+                    steps.setdefault("then %job", []).append(first)
+                    steps.setdefault("load + first %job", []).append(loaded + first)
+                    restart(kernel)
+                    timed(kernel, "%load_ext monarch_jupyter")
+                    steps.setdefault("%job kill right after the load", []).append(timed(kernel, "%job kill"))
+                    timed(kernel, "%job apply --local hosts=2")
+            print(f"load average after: {os.getloadavg()}")
+        finally:
+            for kernel in kernels.values():
+                kernel.shutdown()
+            reap(tag)
+    names = list(figures[args.trees[0]])
+    print(f"{'step (ms, median (min-max))':34} " + "  ".join(f"{t[-28:]:>28}" for t in args.trees))
+    for name in names:
+        cells = []
+        for tree in args.trees:
+            values = figures[tree][name]
+            cells.append(f"{statistics.median(values):8.1f} ({min(values):.0f}-{max(values):.0f})")
+        print(f"{name:34} " + "  ".join(f"{c:>28}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()
