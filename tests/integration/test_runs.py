@@ -71,7 +71,12 @@ def job_kernel(start_kernel):
 def test_restart_mid_run_then_attach_shows_every_line_once_and_raises(job_kernel, start_kernel, tag, workdir):
     k = job_kernel
     n = 70
-    send(k, "%%remote\n" + TICKS.format(n=n, pause=0.1) + "\n[ $MONARCH_RANK_hosts = 1 ] && exit 3; true")
+    # before its last 5 ticks the run waits (at most 60 s) for the attached cell's first line:
+    # still running when attached, however slow a loaded machine makes the restart
+    release = workdir / "attached"
+    wait = f"[ $i = {n - 5} ] && for _ in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done"
+    ticks_then_wait = TICKS.format(n=n, pause=0.1).replace("; done", f"; {wait}; done")
+    send(k, "%%remote\n" + ticks_then_wait + "\n[ $MONARCH_RANK_hosts = 1 ] && exit 3; true")
     wait_for(lambda: commands(tag, "sleep 0.1"))
     time.sleep(0.8)
     k.restart()
@@ -80,10 +85,10 @@ def test_restart_mid_run_then_attach_shows_every_line_once_and_raises(job_kernel
     assert "1 run still running" in r.text and "%remote attach" in r.text, r.text
     listing = k.ok("%remote runs").text
     assert "running (2/2 ranks)" in listing and "tick" in listing, listing
-    r = k.execute("%remote attach", timeout=60)
+    r = k.execute("%remote attach", timeout=90, on_output=lambda out: release.touch())
     text = r.stream("stdout")
     for label in ("hosts=0", "hosts=1"):
-        assert ticks(text, label) == list(range(1, n + 1)), (label, text)
+        assert ticks(text, label) == list(range(1, n + 1)), (label, r.text)
     assert r.error and r.error["ename"] == "RemoteError", r.text
     assert "hosts=1 (rc 3)" in r.error["evalue"]
     # live lines came after the replayed ones (the run was still going when we attached)
