@@ -53,6 +53,20 @@ def target_of(root_dir: str, context_dir: str) -> str:
     return dash.target(read_status(folder), name)
 
 
+def _broken(where: str, error: BaseException | None, answered: list[str]) -> dash.Refusal:
+    """The one line for a dashboard that failed: never reached, or broke off its answer."""
+    if not answered:
+        return dash.Refusal(
+            502,
+            f"the dashboard at {where} is not answering ({error}): is the job still running? "
+            "%job shows it; %job apply starts it again",
+        )
+    limit = dash.MAX_RESPONSE_BYTES >> 20
+    return dash.Refusal(
+        502, f"the dashboard at {where} broke off its answer ({error}; answers over {limit} MB are cut)"
+    )
+
+
 class DashboardProxyHandler(JupyterHandler):
     """GET/POST ``/monarch-jupyter/dashboard/<context dir>/<path>``: the context's dashboard."""
 
@@ -99,6 +113,7 @@ class DashboardProxyHandler(JupyterHandler):
     async def _fetch(self, url: str) -> httpclient.HTTPResponse:
         method = self.request.method or "GET"
         headers = {k: v for k in dash.REQUEST_HEADERS if (v := self.request.headers.get(k)) is not None}
+        answered: list[str] = []  # the status and header lines, once the dashboard began to answer
         request = httpclient.HTTPRequest(
             url,
             method=method,
@@ -108,6 +123,7 @@ class DashboardProxyHandler(JupyterHandler):
             connect_timeout=dash.CONNECT_TIMEOUT,
             request_timeout=self.timeout,
             decompress_response=True,
+            header_callback=answered.append,
         )
         where = urllib.parse.urlsplit(url).netloc
         try:
@@ -116,13 +132,9 @@ class DashboardProxyHandler(JupyterHandler):
         except HTTPTimeoutError:
             raise dash.Refusal(504, f"the dashboard at {where} did not answer in time") from None
         except (OSError, httpclient.HTTPError) as exc:
-            raise dash.Refusal(
-                502,
-                f"the dashboard at {where} is not answering ({exc}): is the job still running? "
-                "%job shows it; %job apply starts it again",
-            ) from None
+            raise _broken(where, exc, answered) from None
         if response.code == 599:  # a transport error reported as a response
-            raise dash.Refusal(502, f"the dashboard at {where} failed: {response.error}")
+            raise _broken(where, response.error, answered)
         return response
 
     def _relay(self, response: httpclient.HTTPResponse, base: str, prefix: str) -> None:

@@ -4,6 +4,7 @@ and a real telemetry job's sidecar; the token is required, nothing listens beyon
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import secrets
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +23,7 @@ import pytest
 
 from harness import job_kernel, tagged_pids
 from monarch_jupyter import _procfs
+from monarch_jupyter._server.dashboard import MAX_RESPONSE_BYTES
 
 pytestmark = pytest.mark.kernel
 
@@ -219,3 +222,37 @@ def test_nothing_listens_beyond_loopback(server, tkernel):
     everything = [(pid, addr, port) for pid in pids for addr, port in _procfs.listening_tcp(pid)]
     assert [s for s in everything if s[1] not in LOOPBACK] == [], everything
     assert any(pid == proc.pid for pid, _, _ in everything)  # the check can see the server's socket
+
+
+class _Big(http.server.BaseHTTPRequestHandler):
+    """A loopback server answering more than the proxy's bound (and a small page at /small)."""
+
+    def do_GET(self) -> None:
+        size = 100 if self.path == "/small" else MAX_RESPONSE_BYTES + (1 << 20)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            for _ in range(0, size, 1 << 20):
+                self.wfile.write(b"x" * min(1 << 20, size))
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_an_oversized_answer_is_cut_with_one_line(server, root):
+    base, _ = server
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Big)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        path = _context(root, "big", {"telemetry": f"http://127.0.0.1:{httpd.server_address[1]}"})
+        code, _, body = fetch(f"{base}{path}small")
+        assert code == 200 and body == b"x" * 100
+        code, _, body = fetch(f"{base}{path}huge")
+        assert code == 502, (code, body[:300])
+        message = json.loads(body)["error"]
+        assert "\n" not in message and "127.0.0.1" in message and "over 32 MB" in message, message
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
