@@ -103,6 +103,26 @@ def loopback_base(url: str) -> str:
     return f"http://{LOOPBACK[host]}:{port}"
 
 
+def check_owner(owners: set[int] | None, uid: int, base: str) -> None:
+    """Refuse a target whose port is not held by this user: a sidecar that stopped leaves its
+    port free for anyone, and what answers there would run in the Jupyter server's origin."""
+    if owners is None:
+        raise Refusal(
+            503, f"cannot tell who listens at {base} (/proc/net/tcp unreadable or too large): not proxied"
+        )
+    if not owners:
+        raise Refusal(
+            502,
+            f"nothing listens at {base}: is the job still running? %job shows it; %job apply starts it again",
+        )
+    if owners != {uid}:
+        raise Refusal(
+            403,
+            f"{base} is held by another user (the job's sidecar stopped and its port was taken?): "
+            "not proxied; %job apply starts the job again",
+        )
+
+
 def upstream_url(base: str, rest: str, query: str) -> str:
     """The dashboard URL a proxied request asks for."""
     path = urllib.parse.quote(rest or "/", safe="/:@!$&'()*+,;=-._~%")

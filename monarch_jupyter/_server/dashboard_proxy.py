@@ -19,6 +19,7 @@ from tornado import httpclient, web
 from tornado.ioloop import IOLoop
 from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
 
+from .. import _procfs
 from . import dashboard as dash
 from .config import MonarchJupyter
 from .contexts import InvalidPath, read_status, resolve_folder
@@ -41,8 +42,9 @@ def _http() -> SimpleAsyncHTTPClient:
 
 
 def target_of(root_dir: str, context_dir: str) -> str:
-    """The dashboard base URL of the context folder ``context_dir`` (relative to the root).
-    Reads one status.json (bounded, non-blocking); runs in the scan thread."""
+    """The dashboard base URL of the context folder ``context_dir`` (relative to the root), when
+    its port is held by this user. Reads one status.json (bounded, non-blocking) and
+    /proc/net/tcp{,6}; runs in the scan thread."""
     name = dash.context_name(context_dir)
     try:
         folder, _ = resolve_folder(root_dir, context_dir)
@@ -50,7 +52,10 @@ def target_of(root_dir: str, context_dir: str) -> str:
         raise dash.Refusal(404, f"no context folder {context_dir!r} under the server root") from None
     if os.path.basename(os.path.dirname(folder)) != dash.MONARCH_DIR:
         raise dash.Refusal(404, f"{context_dir!r} is not a context folder (.monarch/<context>)")
-    return dash.target(read_status(folder), name)
+    base = dash.target(read_status(folder), name)
+    port = urllib.parse.urlsplit(base).port or 0
+    dash.check_owner(_procfs.listen_owners(port), os.getuid(), base)
+    return base
 
 
 def _broken(where: str, error: BaseException | None, answered: list[str]) -> dash.Refusal:

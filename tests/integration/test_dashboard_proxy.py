@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import job_kernel, tagged_pids
+from harness import job_kernel, poll, tagged_pids
 from monarch_jupyter import _procfs
 from monarch_jupyter._server.dashboard import MAX_RESPONSE_BYTES
 
@@ -187,7 +187,7 @@ def test_clear_one_line_errors(server, root):
         _context(root, "nojob", None): (404, "%job apply"),
         _context(root, "notelemetry", {"telemetry": None}, state="running"): (404, "no dashboard"),
         _context(root, "foreign", {"telemetry": "http://192.0.2.1:80"}): (403, "not on loopback"),
-        _context(root, "down", {"telemetry": f"http://127.0.0.1:{dead}"}): (502, "not answering"),
+        _context(root, "down", {"telemetry": f"http://127.0.0.1:{dead}"}): (502, "nothing listens"),
         "/monarch-jupyter/dashboard/nb/nothere/": (404, "expected <folder>/.monarch/<context>/"),
         "/monarch-jupyter/dashboard/../etc/.monarch/x/": (404, ""),
     }
@@ -256,3 +256,19 @@ def test_an_oversized_answer_is_cut_with_one_line(server, root):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_port_another_user_holds_is_not_proxied(server, root, second_user):
+    """The sidecar stopped and another user took its port: what answers there is not served."""
+    base, _ = server
+    port = _free_port()
+    listen = f"import socket,time;s=socket.socket();s.bind(('127.0.0.1',{port}));s.listen(1);time.sleep(120)"
+    proc = subprocess.Popen(second_user.command(sys.executable, "-c", listen))
+    try:
+        assert poll(lambda: _procfs.listen_owners(port) == {second_user.uid}, 20), "the other user's listener"
+        code, _, body = fetch(f"{base}{_context(root, 'taken', {'telemetry': f'http://127.0.0.1:{port}'})}")
+        assert code == 403, body[:300]
+        assert "held by another user" in json.loads(body)["error"]
+    finally:
+        proc.kill()
+        proc.wait()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import pytest
 
+from monarch_jupyter import _procfs
 from monarch_jupyter._server import dashboard as dash
 from monarch_jupyter._server.dashboard_proxy import target_of
 
@@ -115,8 +118,15 @@ def test_error_page_escapes() -> None:
 def test_target_of_reads_only_context_folders_under_the_root(tmp_path) -> None:
     ctx = tmp_path / "nb" / ".monarch" / "default"
     ctx.mkdir(parents=True)
-    (ctx / "status.json").write_text(json.dumps(_status(telemetry="http://127.0.0.1:4100")))
-    assert target_of(str(tmp_path), "nb/.monarch/default") == "http://127.0.0.1:4100"
+    with socket.socket() as ours:  # the port must be held by this user
+        ours.bind(("127.0.0.1", 0))
+        ours.listen(1)
+        url = f"http://127.0.0.1:{ours.getsockname()[1]}"
+        (ctx / "status.json").write_text(json.dumps(_status(telemetry=url)))
+        assert target_of(str(tmp_path), "nb/.monarch/default") == url
+    with pytest.raises(dash.Refusal) as err:  # closed: nothing listens there any more
+        target_of(str(tmp_path), "nb/.monarch/default")
+    assert err.value.code == 502 and "nothing listens" in err.value.message
     (tmp_path / "nb" / "notctx").mkdir()
     for bad in ("nb/.monarch/missing", "nb/notctx", "../x/.monarch/default"):
         with pytest.raises(dash.Refusal) as err:
@@ -127,3 +137,33 @@ def test_target_of_reads_only_context_folders_under_the_root(tmp_path) -> None:
     (tmp_path / "nb" / ".monarch" / "link").symlink_to(outside, target_is_directory=True)
     with pytest.raises(dash.Refusal):  # a symlink out of the root is not followed there
         target_of(str(tmp_path), "nb/.monarch/link")
+
+
+# the header and two LISTEN lines (st 0A) of /proc/net/tcp, one ESTABLISHED (01); uid is field 7
+NET_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1004 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 111 1
+   1: 0100007F:1005 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 112 1
+   2: 0100007F:1004 0100007F:D431 01 00000000:00000000 00:00000000 00000000  2000        0 113 1
+"""
+
+
+def test_parse_listen_owners() -> None:
+    assert _procfs.parse_listen_owners(NET_TCP, 0x1004) == {1000}  # the connected socket is no listener
+    assert _procfs.parse_listen_owners(NET_TCP, 0x1005) == {0}
+    assert _procfs.parse_listen_owners(NET_TCP, 1) == set()
+    assert _procfs.parse_listen_owners("garbage\n a b c", 1) == set()
+
+
+def test_check_owner() -> None:
+    dash.check_owner({1000}, 1000, "http://127.0.0.1:1")
+    for owners, code in (({1001}, 403), ({1000, 1001}, 403), (set(), 502), (None, 503)):
+        with pytest.raises(dash.Refusal) as err:
+            dash.check_owner(owners, 1000, "http://127.0.0.1:1")
+        assert err.value.code == code and "\n" not in err.value.message
+
+
+def test_listen_owners_sees_our_listener() -> None:
+    with socket.socket() as ours:
+        ours.bind(("127.0.0.1", 0))
+        ours.listen(1)
+        assert _procfs.listen_owners(ours.getsockname()[1]) == {os.getuid()}
