@@ -498,3 +498,30 @@ def listening_tcp(pid: int) -> list[tuple[str, int]]:
         if data is not None:
             table.update(parse_net_tcp(data.decode("ascii", "replace")))
     return sorted(table[inode] for inode in socket_inodes(pid) if inode in table)
+
+
+def parse_listen_owners(text: str, port: int) -> set[int]:
+    """UIDs owning a LISTEN socket on ``port`` (any address) in a ``/proc/net/tcp`` or ``tcp6`` table."""
+    owners: set[int] = set()
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != _LISTEN:
+            continue
+        try:
+            if int(fields[1].rpartition(":")[2], 16) == port:
+                owners.add(int(fields[7]))
+        except ValueError:
+            continue
+    return owners
+
+
+def listen_owners(port: int, limit: int = 1 << 24) -> set[int] | None:
+    """UIDs owning a TCP socket that listens on ``port`` on this machine (IPv4 and IPv6);
+    None when a table could not be read whole (more than ``limit`` bytes, or unreadable)."""
+    owners: set[int] = set()
+    for name in ("tcp", "tcp6"):
+        data = _read(f"/proc/net/{name}", limit=limit + 1)
+        if data is None or len(data) > limit:
+            return None
+        owners |= parse_listen_owners(data.decode("ascii", "replace"), port)
+    return owners

@@ -3,6 +3,8 @@
  * JSON turned into view items.
  */
 
+import { hasDashboard } from './dashboardModel';
+
 /** One mesh as written by the kernel side in status.json. */
 export interface IMeshStatus {
   name: string;
@@ -106,6 +108,8 @@ export interface IContextItem {
   details: [string, string][];
   /** The context's running runs, newest first. */
   runs: IRunItem[];
+  /** Its running job records a dashboard (served by the server at monarch-jupyter/dashboard/). */
+  dashboard: boolean;
 }
 
 const STATES = ['running', 'not running', 'workers dead', 'no job', 'unknown'];
@@ -215,7 +219,8 @@ export function toItem(entry: IContextEntry): IContextItem {
     state: normalizeState(entry.state ?? status?.state),
     meshes: meshes.map(meshText),
     details: details.filter(([, value]) => value !== ''),
-    runs: parseRuns(entry.runs)
+    runs: parseRuns(entry.runs),
+    dashboard: hasDashboard(entry)
   };
 }
 

@@ -14,6 +14,11 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 
+import {
+  OPEN_DASHBOARD,
+  openDashboard,
+  routeDashboardLinks
+} from './dashboard';
 import { monarchIcon } from './icon';
 // The sidebar is added as the application starts: activation needs the panel at once.
 // eslint-disable-next-line jupyter/prefer-lazy-imports
@@ -26,7 +31,32 @@ const sidebar: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   activate: (app: JupyterFrontEnd) => {
     const settings = app.serviceManager.serverSettings;
-    const panel = new MonarchPanel(() => requestAPI('contexts', settings));
+    const panel = new MonarchPanel(
+      () => requestAPI('contexts', settings),
+      item => openDashboard(app, item.key, item.name)
+    );
+    app.commands.addCommand(OPEN_DASHBOARD, {
+      label: 'Open Monarch Dashboard',
+      caption: "Open a context's Monarch dashboard",
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: {
+            dir: {
+              type: 'string',
+              description: 'The context dir, relative to the server root'
+            },
+            name: { type: 'string', description: 'The context name' }
+          },
+          required: ['dir']
+        }
+      },
+      execute: args =>
+        openDashboard(app, String(args.dir ?? ''), String(args.name ?? ''))
+    });
+    routeDashboardLinks(app, path =>
+      requestAPI(`contexts?path=${encodeURIComponent(path)}`, settings)
+    );
     panel.id = 'monarch-jupyter-sidebar';
     panel.title.icon = monarchIcon;
     panel.title.caption = 'Monarch';

@@ -23,11 +23,15 @@ export const POLL_MS = 3000;
 /** Where the panel gets the contexts JSON from. */
 export type ContextsFetcher = () => Promise<unknown>;
 
+/** Opens a context's Monarch dashboard (dashboard.ts). */
+export type DashboardOpener = (item: IContextItem) => void;
+
 /** Sidebar widget listing Monarch contexts. */
 export class MonarchPanel extends Widget {
-  constructor(fetchContexts: ContextsFetcher) {
+  constructor(fetchContexts: ContextsFetcher, openDashboard?: DashboardOpener) {
     super();
     this._fetch = fetchContexts;
+    this._openDashboard = openDashboard;
     this.addClass(CLASS);
     this.node.appendChild(el('div', `${CLASS}-title`, 'Monarch'));
     this._list = el('ul', `${CLASS}-list`);
@@ -136,6 +140,9 @@ export class MonarchPanel extends Widget {
       )
     );
     row.appendChild(head);
+    if (item.dashboard && this._openDashboard) {
+      row.appendChild(this._dashboardButton(item, this._openDashboard));
+    }
     if (item.meshes.length) {
       row.appendChild(el('div', `${CLASS}-meshes`, item.meshes.join(', ')));
     }
@@ -203,6 +210,24 @@ export class MonarchPanel extends Widget {
     return row;
   }
 
+  /** "Dashboard": opens the context's Monarch dashboard (a click on it is not one on the context). */
+  private _dashboardButton(
+    item: IContextItem,
+    open: DashboardOpener
+  ): HTMLElement {
+    const button = el(
+      'button',
+      `${CLASS}-dashboard jp-mod-styled`,
+      'Dashboard'
+    );
+    button.title = `Open the Monarch dashboard of context ${item.name}`;
+    button.addEventListener('click', event => {
+      event.stopPropagation();
+      open(item);
+    });
+    return button;
+  }
+
   /** Give the focus back to a context's row after a redraw. */
   private _focus(key: string): void {
     for (const head of Array.from(
@@ -235,6 +260,7 @@ export class MonarchPanel extends Widget {
   }
 
   private _fetch: ContextsFetcher;
+  private _openDashboard: DashboardOpener | undefined;
   private _list: HTMLUListElement;
   private _message: HTMLDivElement;
   private _details: HTMLDivElement;

@@ -3,7 +3,8 @@
 Enabled by ``jupyter-config/jupyter_server_config.d/monarch_jupyter.json``
 (installed into ``etc/jupyter``); serves ``/monarch-jupyter/contexts`` for the
 JupyterLab sidebar. It only reads ``status.json`` files and symlink targets;
-it never opens a pickle.
+it never opens a pickle. ``/monarch-jupyter/dashboard/<context dir>/`` serves that context's
+Monarch dashboard from the loopback URL its status.json records (``dashboard_proxy.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from jupyter_server.utils import url_path_join
 
 from .config import MonarchJupyter
+from .dashboard_proxy import DashboardProxyHandler
 from .handlers import ContextsHandler, WidgetCodeHandler
 
 API_NAMESPACE = "monarch-jupyter"
@@ -20,6 +22,11 @@ API_NAMESPACE = "monarch-jupyter"
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "monarch_jupyter._server"}]
+
+
+def dashboard_route(base_url: str) -> str:
+    """``<base>/monarch-jupyter/dashboard/<context dir>/<path>``: a context's Monarch dashboard."""
+    return url_path_join(base_url, API_NAMESPACE, "dashboard", "(.*)")
 
 
 def _load_jupyter_server_extension(server_app: Any) -> None:
@@ -34,6 +41,11 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
         [
             (route, ContextsHandler, {"root_dir": server_app.root_dir, "settings": settings}),
             (static, WidgetCodeHandler),
+            (
+                dashboard_route(base_url),
+                DashboardProxyHandler,
+                {"root_dir": server_app.root_dir, "settings": settings},
+            ),
         ],
     )
     server_app.log.info("monarch_jupyter: serving %s", route)

@@ -3,6 +3,7 @@
     # jupyter_server_config.py
     c.MonarchJupyter.poll_interval = 10     # seconds between the sidebar's refreshes
     c.MonarchJupyter.scan_depth = 2         # folder levels searched for .monarch/
+    c.MonarchJupyter.dashboard_timeout = 60 # seconds a proxied dashboard request may take
 
 or ``jupyter lab --MonarchJupyter.scan_depth=2``.
 """
@@ -39,6 +40,13 @@ class MonarchJupyter(Configurable):
         min=1,
         config=True,
         help="Newest runs-index entries read per context for its running runs.",
+    )
+
+    dashboard_timeout = Float(
+        60.0,
+        min=1.0,
+        config=True,
+        help="Seconds a request proxied to a job's Monarch dashboard may take before it fails (504).",
     )
 
     def limits(self) -> Limits:

@@ -156,9 +156,27 @@ def details_html(view: JobView) -> str:
             for label, url in view.links
         )
         parts.append(f"<div class='monarch-job-links'>{links}</div>")
+    parts.append(dashboard_link_html(view))
     if view.hint:
         parts.append(f"<div class='monarch-job-hint' style='color:#6e7781'>{esc(view.hint)}</div>")
     return "".join(parts)
+
+
+def dashboard_link_html(view: JobView) -> str:
+    """ "Monarch dashboard" for a running job with telemetry: the labextension opens it through the
+    Jupyter server (``a[data-monarch-dashboard]``, by apply id); the href is the loopback URL,
+    for a browser on this machine without the labextension. Empty when there is none."""
+    urls = dict(view.links)
+    url = urls.get("dashboard") or urls.get("telemetry")
+    if view.state != RUNNING or not url:
+        return ""
+    esc = html.escape
+    return (
+        f"<div class='monarch-job-dashboard-row'><a class='monarch-job-dashboard' href='{esc(url)}' "
+        f"data-monarch-dashboard='{esc(view.apply_id)}' data-monarch-context='{esc(view.context)}' "
+        "target='_blank' rel='noopener' title='Open the Monarch dashboard through the Jupyter server'>"
+        "Monarch dashboard</a></div>"
+    )
 
 
 class StatusSource(Protocol):

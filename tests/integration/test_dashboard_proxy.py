@@ -1,0 +1,274 @@
+"""Monarch's dashboard through the Jupyter server: a real ``jupyter server`` with our extension
+and a real telemetry job's sidecar; the token is required, nothing listens beyond loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import job_kernel, poll, tagged_pids
+from monarch_jupyter import _procfs
+from monarch_jupyter._server.dashboard import MAX_RESPONSE_BYTES
+
+pytestmark = pytest.mark.kernel
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = secrets.token_hex(16)
+PREFIX = "/monarch-jupyter/dashboard/nb/.monarch/default"
+LOOPBACK = ("127.0.0.1", "::1")
+TIMEOUT = 3  # c.MonarchJupyter.dashboard_timeout of the test server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def jupyter_server(root: Path, home: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A ``jupyter server`` on ``root`` with this checkout's extension; its group is reaped."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        "--no-browser",
+        "--ServerApp.allow_root=True",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
+        f"--IdentityProvider.token={TOKEN}",
+        f"--MonarchJupyter.dashboard_timeout={TIMEOUT}",
+        '--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}',
+    ]
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "server.log", "wb") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter server exited:\n{(home / 'server.log').read_text()}")
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter server did not start:\n{(home / 'server.log').read_text()}")
+                time.sleep(0.2)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def fetch(
+    url: str, token: str | None = TOKEN, accept: str = "*/*", data: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, data=data, headers={"Accept": accept})
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.build_opener(_NoRedirect).open(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("dash-root")
+
+
+@pytest.fixture(scope="module")
+def tkernel(root):
+    with job_kernel(root / "nb", "hosts=2 --telemetry") as kernel:
+        yield kernel
+
+
+@pytest.fixture(scope="module")
+def server(root, tkernel, tmp_path_factory):
+    with jupyter_server(root, tmp_path_factory.mktemp("dash-home")) as (base, proc):
+        yield base, proc
+
+
+def test_the_dashboard_page_and_its_assets_come_through_with_the_token(server):
+    base, _ = server
+    code, headers, body = fetch(f"{base}{PREFIX}/", accept="text/html")
+    assert code == 200, body[:500]
+    page = body.decode()
+    assert "<title>Monarch Dashboard</title>" in page
+    assert f'src="{PREFIX}/static/js/main.js"' in page and f'href="{PREFIX}/static/css/main.css"' in page
+    assert "frame-ancestors 'self'" in headers.get("Content-Security-Policy", "")
+    code, headers, script = fetch(f"{base}{PREFIX}/static/js/main.js")
+    assert code == 200 and len(script) > 100_000 and "javascript" in headers["Content-Type"]
+    code, _, summary = fetch(f"{base}{PREFIX}/api/summary")
+    assert code == 200, summary[:500]
+    assert isinstance(json.loads(summary), dict)
+
+
+def test_a_post_goes_through_too(server):
+    base, _ = server
+    code, _, body = fetch(f"{base}{PREFIX}/api/query", data=json.dumps({"sql": "SELECT 1 AS one"}).encode())
+    assert code == 200, body[:500]
+    assert "one" in body.decode()
+
+
+def test_refused_without_the_token(server):
+    base, _ = server
+    for token in (None, "wrong"):
+        code, headers, _ = fetch(f"{base}{PREFIX}/", token=token, accept="text/html")
+        assert code in (302, 401, 403), code
+        if code == 302:
+            assert "/login" in headers["Location"]
+        code, _, _ = fetch(f"{base}{PREFIX}/api/summary", token=token)
+        assert code in (302, 401, 403)
+        code, _, _ = fetch(f"{base}{PREFIX}/api/query", token=token, data=b"{}")
+        assert code in (401, 403)
+
+
+def test_no_trailing_slash_redirects_under_the_prefix(server):
+    base, _ = server
+    code, headers, _ = fetch(f"{base}{PREFIX}?x=1")
+    assert code in (301, 302) and headers["Location"] == f"{PREFIX}/?x=1"
+
+
+def _context(root: Path, name: str, urls: dict | None, state: str = "running") -> str:
+    ctx = root / "other" / ".monarch" / name
+    ctx.mkdir(parents=True, exist_ok=True)
+    if urls is not None:
+        (ctx / "status.json").write_text(json.dumps({"context": name, "state": state, "urls": urls}))
+    return f"/monarch-jupyter/dashboard/other/.monarch/{name}/"
+
+
+def test_clear_one_line_errors(server, root):
+    base, _ = server
+    dead = _free_port()  # nothing listens there
+    cases = {
+        _context(root, "nojob", None): (404, "%job apply"),
+        _context(root, "notelemetry", {"telemetry": None}, state="running"): (404, "no dashboard"),
+        _context(root, "foreign", {"telemetry": "http://192.0.2.1:80"}): (403, "not on loopback"),
+        _context(root, "down", {"telemetry": f"http://127.0.0.1:{dead}"}): (502, "nothing listens"),
+        "/monarch-jupyter/dashboard/nb/nothere/": (404, "expected <folder>/.monarch/<context>/"),
+        "/monarch-jupyter/dashboard/../etc/.monarch/x/": (404, ""),
+    }
+    for path, (want, words) in cases.items():
+        code, headers, body = fetch(f"{base}{path}")
+        assert code == want, (path, code, body[:300])
+        message = json.loads(body)["error"]
+        assert words in message and "\n" not in message, (path, message)
+    code, headers, body = fetch(f"{base}{_context(root, 'nojob', None)}", accept="text/html")
+    assert code == 404 and headers["Content-Type"].startswith("text/html")
+    assert b"Monarch dashboard: context &#x27;nojob&#x27; has no job status" in body
+
+
+def test_a_dashboard_that_never_answers_cannot_hang_the_server(server, root):
+    base, _ = server
+    with socket.socket() as mute:  # accepts connections (the backlog) and never answers
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)
+        path = _context(root, "mute", {"telemetry": f"http://127.0.0.1:{mute.getsockname()[1]}"})
+        started = time.monotonic()
+        code, _, body = fetch(f"{base}{path}")
+        assert code == 504, body[:300]
+        assert time.monotonic() - started < TIMEOUT + 20
+        assert "did not answer in time" in json.loads(body)["error"]
+        code, _, _ = fetch(f"{base}{PREFIX}/api/summary")  # the others still answer
+        assert code == 200
+
+
+def test_nothing_listens_beyond_loopback(server, tkernel):
+    _, proc = server
+    pids = [*tagged_pids(tkernel.tag), proc.pid]
+    everything = [(pid, addr, port) for pid in pids for addr, port in _procfs.listening_tcp(pid)]
+    assert [s for s in everything if s[1] not in LOOPBACK] == [], everything
+    assert any(pid == proc.pid for pid, _, _ in everything)  # the check can see the server's socket
+
+
+class _Big(http.server.BaseHTTPRequestHandler):
+    """A loopback server answering more than the proxy's bound (and a small page at /small)."""
+
+    def do_GET(self) -> None:
+        size = 100 if self.path == "/small" else MAX_RESPONSE_BYTES + (1 << 20)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            for _ in range(0, size, 1 << 20):
+                self.wfile.write(b"x" * min(1 << 20, size))
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_an_oversized_answer_is_cut_with_one_line(server, root):
+    base, _ = server
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Big)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        path = _context(root, "big", {"telemetry": f"http://127.0.0.1:{httpd.server_address[1]}"})
+        code, _, body = fetch(f"{base}{path}small")
+        assert code == 200 and body == b"x" * 100
+        code, _, body = fetch(f"{base}{path}huge")
+        assert code == 502, (code, body[:300])
+        message = json.loads(body)["error"]
+        assert "\n" not in message and "127.0.0.1" in message and "over 32 MB" in message, message
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_port_another_user_holds_is_not_proxied(server, root, second_user):
+    """The sidecar stopped and another user took its port: what answers there is not served."""
+    base, _ = server
+    port = _free_port()
+    listen = f"import socket,time;s=socket.socket();s.bind(('127.0.0.1',{port}));s.listen(1);time.sleep(120)"
+    proc = subprocess.Popen(second_user.command(sys.executable, "-c", listen))
+    try:
+        assert poll(lambda: _procfs.listen_owners(port) == {second_user.uid}, 20), "the other user's listener"
+        code, _, body = fetch(f"{base}{_context(root, 'taken', {'telemetry': f'http://127.0.0.1:{port}'})}")
+        assert code == 403, body[:300]
+        assert "held by another user" in json.loads(body)["error"]
+    finally:
+        proc.kill()
+        proc.wait()
