@@ -3,7 +3,8 @@
 Enabled by ``jupyter-config/jupyter_server_config.d/monarch_jupyter.json``
 (installed into ``etc/jupyter``); serves ``/monarch-jupyter/contexts`` for the
 JupyterLab sidebar. It only reads ``status.json`` files and symlink targets;
-it never opens a pickle.
+it never opens a pickle. ``/monarch-jupyter/shell`` opens a terminal
+running a shell on a rank (``shell.py``); the command in that terminal reads the cache.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from jupyter_server.utils import url_path_join
 
 from .config import MonarchJupyter
 from .handlers import ContextsHandler, WidgetCodeHandler
+from .shell import ShellHandler
 
 API_NAMESPACE = "monarch-jupyter"
 
@@ -34,6 +36,11 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
         [
             (route, ContextsHandler, {"root_dir": server_app.root_dir, "settings": settings}),
             (static, WidgetCodeHandler),
+            (
+                url_path_join(base_url, API_NAMESPACE, "shell"),
+                ShellHandler,
+                {"root_dir": server_app.root_dir},
+            ),
         ],
     )
     server_app.log.info("monarch_jupyter: serving %s", route)
