@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import shlex
 import signal
 import sys
@@ -51,6 +52,7 @@ class ShellTarget:
     context: str | None
     rank: int
     mesh: str | None = None
+    hold: bool = False  # after an error, wait for Enter (a terminal opened for us closes when we exit)
 
 
 # ── pure: the command, the arguments, the environment ─────────────────────
@@ -84,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--rank", type=flat_rank, default=0, metavar="N", help="flat host rank (default 0)")
     parse.add_argument("--context", metavar="NAME", help="the context (default: the folder's active one)")
     parse.add_argument("--mesh", metavar="NAME", help="the mesh (default: the job's first)")
+    parse.add_argument("--hold", action="store_true", help="after an error, wait for Enter before exiting")
     return parse
 
 
@@ -99,8 +102,11 @@ def parse_args(argv: Sequence[str]) -> ShellTarget:
     parse.__class__ = _Parser
     ns = parse.parse_args(list(argv))
     if ns.context is not None:
-        check_name(ns.context)
-    return ShellTarget(ns.context, ns.rank, ns.mesh)
+        try:
+            check_name(ns.context)
+        except MonarchJupyterError as error:
+            raise ArgumentsError(f"{parse.prog}: {error}") from None
+    return ShellTarget(ns.context, ns.rank, ns.mesh, ns.hold)
 
 
 def points(sizes: dict[str, int]) -> list[dict[str, int]]:
@@ -234,6 +240,18 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="monarch-jupyter-shell-parent").start()
 
 
+def _hold(parent: int) -> None:
+    """Wait for a line on stdin (or its end, or the terminal's process gone)."""
+    print("press Enter to close this terminal", file=sys.stderr, flush=True)
+    while os.getppid() == parent:
+        try:
+            ready, _, _ = select.select([sys.stdin], [], [], PARENT_POLL)
+        except (OSError, ValueError):
+            return
+        if ready:
+            return
+
+
 def _child(target: ShellTarget, parent: int) -> int:
     """The Monarch client, in a session of its own: opens the shell and forwards the pty."""
     os.setsid()  # the terminal's SIGHUP / SIGKILL of its process do not reach us
@@ -243,7 +261,9 @@ def _child(target: ShellTarget, parent: int) -> int:
         job = load(os.getcwd(), target.context)
         mesh, env = host_mesh_for(job, target)
     except MonarchJupyterError as error:
-        print(f"{MODULE}: {error}", file=sys.stderr)
+        print(f"{MODULE}: {error}", file=sys.stderr, flush=True)
+        if target.hold:
+            _hold(parent)
         return USAGE_STATUS
     from monarch.job import shell
 
@@ -254,6 +274,11 @@ def _child(target: ShellTarget, parent: int) -> int:
         return int(shell(mesh, env=env))
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # Monarch's own failure (a proc that cannot spawn): one line
+        print(f"{MODULE}: the shell failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        if target.hold:
+            _hold(parent)
+        return 1
 
 
 def _forward_winch(child: int) -> None:

@@ -19,10 +19,10 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..contexts import check_name
+from ..contexts import DEFAULT_CONTEXT, MONARCH_DIR, check_name
 from ..errors import MonarchJupyterError
 from ..rank_shell import ShellTarget, command
-from .contexts import InvalidPath, resolve_folder
+from .contexts import InvalidPath, active_context, read_status, resolve_folder
 
 MAX_BODY = 4096
 
@@ -61,6 +61,49 @@ def target_of(body: dict[str, Any]) -> ShellTarget:
     return ShellTarget(context, rank, mesh)
 
 
+def refusal(status: dict[str, Any] | None, target: ShellTarget, context: str) -> str | None:
+    """Why the context's ``status.json`` says no shell can open there (one line), else None. The
+    terminal checks again from the cache; this is so the common mistakes show where they were made."""
+    if status is None:
+        return f"no job in context {context!r}: run %job apply --local hosts=2 in a notebook of this folder"
+    state = status.get("state")
+    if state != "running":
+        return f"the job in context {context!r} is {state or 'unknown'}: %job apply starts it again"
+    stopped = status.get("stopped_workers")
+    if isinstance(stopped, dict) and stopped:
+        key, pid = next(iter(stopped.items()))
+        return f"worker {key} (pid {pid}) is stopped (SIGSTOP): `kill -CONT {pid}` or %job kill"
+    meshes = [m for m in status.get("meshes") or [] if isinstance(m, dict)]
+    if not meshes:
+        return None
+    mesh = next((m for m in meshes if m.get("name") == target.mesh), None) if target.mesh else meshes[0]
+    if mesh is None:
+        names = ", ".join(str(m.get("name")) for m in meshes)
+        return f"no mesh {target.mesh!r} in the job; it has: {names}"
+    hosts = mesh.get("hosts")
+    if isinstance(hosts, int) and target.rank >= hosts:
+        return (
+            f"rank {target.rank} is out of range: mesh {mesh.get('name')} has {hosts} "
+            f"rank{'s' if hosts != 1 else ''} (0–{hosts - 1})"
+        )
+    return None
+
+
+class Refused(ValueError):
+    """The context's status says no shell can open there."""
+
+
+def check(folder: str, target: ShellTarget) -> ShellTarget:
+    """``target`` with its context named (the folder's active one by default), checked against
+    its ``status.json``; Refused (one line) when the status says no shell can open."""
+    monarch_dir = os.path.join(folder, MONARCH_DIR)
+    context = target.context or active_context(monarch_dir) or DEFAULT_CONTEXT
+    why = refusal(read_status(os.path.join(monarch_dir, context)), target, context)
+    if why is not None:
+        raise Refused(why)
+    return ShellTarget(context, target.rank, target.mesh)
+
+
 class ShellHandler(APIHandler):
     """POST: start the rank shell in a new terminal; ``{"name": terminal name}``."""
 
@@ -85,12 +128,14 @@ class ShellHandler(APIHandler):
             if not isinstance(body, dict):
                 raise ValueError("wants a JSON object")
             folder = folder_of(self.root_dir, body)
-            target = target_of(body)
+            target = check(folder, target_of(body))
+        except Refused as error:
+            raise web.HTTPError(409, str(error)) from None
         except InvalidPath as error:
             raise web.HTTPError(400, f"invalid folder: {error}") from None
         except ValueError as error:
             raise web.HTTPError(400, str(error)) from None
-        model = manager.create(shell_command=command(target), cwd=folder)
+        model = manager.create(shell_command=[*command(target), "--hold"], cwd=folder)
         self.log.info(
             "monarch_jupyter: terminal %s: shell on rank %d in %s", model["name"], target.rank, folder
         )
