@@ -136,7 +136,9 @@ def test_stopped_and_dead_workers_are_one_line(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(rank_shell._procfs, "stopped", lambda pid: pid == 12)
     with pytest.raises(ShellError, match=r"worker hosts_1 \(pid 11\) is dead"):
         rank_shell._check_workers({"hosts_0": 10, "hosts_1": 11})
-    with pytest.raises(ShellError, match=r"worker hosts_1 \(pid 12\) is stopped \(SIGSTOP\): `kill -CONT 12`"):
+    with pytest.raises(
+        ShellError, match=r"worker hosts_1 \(pid 12\) is stopped \(SIGSTOP\): `kill -CONT 12`"
+    ):
         rank_shell._check_workers({"hosts_0": 10, "hosts_1": 12})
     rank_shell._check_workers({"hosts_0": 10})
 
@@ -180,6 +182,8 @@ STATUS = {"state": "running", "meshes": [{"name": "hosts", "hosts": 2}], "stoppe
         (STATUS, ShellTarget(None, 1), None),
     ],
 )
-def test_refusal_from_the_status(status: dict[str, Any] | None, target: ShellTarget, words: str | None) -> None:
+def test_refusal_from_the_status(
+    status: dict[str, Any] | None, target: ShellTarget, words: str | None
+) -> None:
     why = server_shell.refusal(status, target, "default")
     assert (why is None) if words is None else (why is not None and words in why)
