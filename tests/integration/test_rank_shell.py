@@ -177,6 +177,35 @@ def test_bad_ranks_are_one_line(shared) -> None:
     assert "Traceback" not in shell.out.decode()
 
 
+def test_terminal_ipython_prints_the_command(shared) -> None:
+    import pexpect
+
+    child = pexpect.spawn(
+        os.path.join(os.path.dirname(sys.executable), "ipython"),
+        ["--no-banner", "--colors=NoColor", "--simple-prompt"],
+        env={**os.environ, "TERM": "dumb", "MONARCH_JUPYTER_TEST_TAG": shared.tag},
+        cwd=str(shared.cwd),
+        encoding="utf-8",
+        timeout=120,
+    )
+    prompt = r"In \[\d+\]: "
+    try:
+        child.expect(prompt)
+        child.sendline("%load_ext monarch_jupyter")
+        child.expect(prompt)
+        child.sendline("%remote shell --rank 1")
+        child.expect(prompt)
+        shown = child.before.replace("\r", "")
+    finally:
+        child.terminate(force=True)
+    assert "a shell on rank 1 (hosts=1): run in a terminal" in shown, shown
+    line = next(li.strip() for li in shown.splitlines() if "rank_shell" in li)
+    assert (
+        line
+        == f"cd {shared.cwd} && {sys.executable} -m monarch_jupyter.rank_shell --rank 1 --context default"
+    )
+
+
 def test_a_stopped_worker_is_one_line(shared) -> None:
     workers = _workers(shared)
     os.kill(workers["hosts_1"], signal.SIGSTOP)
@@ -254,5 +283,20 @@ def test_the_route_opens_it_in_a_terminal_and_closing_that_ends_it(shared, tmp_p
         assert _children(workers["hosts_1"])
         server.api(f"api/terminals/{name}", method="DELETE")  # what closing the tab does
         assert poll(lambda: not _children(workers["hosts_1"]), timeout=20), "the shell outlived its terminal"
+
+        # what status.json cannot know yet (a worker stopped since): said in the terminal, kept
+        os.kill(workers["hosts_1"], signal.SIGSTOP)
+        try:
+            status, body = _post(server, "monarch-jupyter/shell", {"folder": str(shared.cwd), "rank": 1})
+            assert status == 200, body
+            held = re.compile(r"is stopped \(SIGSTOP\).*\r?\npress Enter to close this terminal", re.S)
+            seen = asyncio.run(_type_and_read(server, body["name"], "", held))
+            assert held.search(seen), seen[-2000:]
+            assert "Traceback" not in seen
+            assert body["name"] in {t["name"] for t in server.api("api/terminals")}, (
+                "the error stays readable"
+            )
+        finally:
+            os.kill(workers["hosts_1"], signal.SIGCONT)
     finally:
         server.stop()
