@@ -39,6 +39,7 @@ MODULE = "monarch_jupyter.rank_shell"
 MIME = "application/vnd.monarch.shell+json"
 USAGE_STATUS = 2
 PARENT_POLL = 0.5  # seconds between two looks at whether the terminal's process is gone
+STOP_GRACE = 10.0  # seconds the remote shell's stop may take before we stop waiting for it
 
 
 class ShellError(MonarchJupyterError):
@@ -235,7 +236,13 @@ def _watch_parent(parent: int) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL)
+        signal.raise_signal(signal.SIGINT)  # asyncio.run cancels the shell: its procs stop
+        time.sleep(STOP_GRACE)
+        # still here: the stop waits on a host that is gone (the job was killed meanwhile); a
+        # second interrupt leaves asyncio.run, and if even that hangs, we exit
         signal.raise_signal(signal.SIGINT)
+        time.sleep(STOP_GRACE)
+        os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="monarch-jupyter-shell-parent").start()
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness import job_kernel, poll, usage_error
+from monarch_jupyter import rank_shell
 
 pytestmark = pytest.mark.kernel
 
@@ -300,3 +301,20 @@ def test_the_route_opens_it_in_a_terminal_and_closing_that_ends_it(shared, tmp_p
             os.kill(workers["hosts_1"], signal.SIGCONT)
     finally:
         server.stop()
+
+
+def test_a_killed_job_does_not_keep_the_client(shared) -> None:
+    """Last in the module: it kills the job. The terminal closes after ``%job kill``: the stop
+    of the remote shell then never answers, and the client still ends."""
+    shell = Pty(_shell_command(shared, 1), shared.cwd)
+    _probe(shell)
+    client = poll(lambda: _children(shell.pid), timeout=5)
+    assert client
+    shared.ok("%job kill", timeout=120)
+    os.kill(shell.pid, signal.SIGKILL)
+    shell.wait()
+    os.close(shell.fd)
+    limit = 3 * rank_shell.STOP_GRACE + 10
+    assert poll(lambda: not os.path.exists(f"/proc/{client[0]}"), timeout=limit), (
+        "the client outlived its job"
+    )
