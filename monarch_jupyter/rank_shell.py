@@ -9,7 +9,8 @@ in a proc on that rank's host) with the rank's environment as ``%%remote`` sets 
 
 The terminal can close at any moment (a tab shut down sends SIGHUP, then SIGKILL): the Monarch
 client runs in a child process of its own session, which the terminal's signals do not reach;
-it stops the remote shell's proc when its input ends (the pty closed) or its parent is gone.
+it stops the remote shell's proc when its input ends (the pty closed) or its parent is gone, and
+stops waiting for that stop after a grace (a killed job's hosts never answer it).
 
 Bad input (no job, a rank out of range, a dead or stopped worker) is one line on stderr and
 exit status 2.

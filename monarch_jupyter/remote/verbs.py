@@ -19,7 +19,8 @@ actor and one entry here::
 Today's verbs are about runs that outlive their kernel (``%%remote --detach``, a restart):
 ``runs`` lists the context's runs (:mod:`.index`), asking their hosts which still run;
 ``attach`` follows one (the kept tail per rank, then live); ``stop`` stops runs on every host;
-``stacks`` shows what a run's processes are doing, identical stacks folded (:mod:`.stacks`).
+``stacks`` shows what a run's processes are doing, identical stacks folded (:mod:`.stacks`);
+``shell`` a terminal with a shell on one rank (:mod:`..rank_shell`).
 """
 
 from __future__ import annotations
