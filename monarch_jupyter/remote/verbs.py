@@ -469,7 +469,7 @@ def debug(cell: Cell) -> None:
 
 @verb(
     "shell",
-    "a terminal with a shell on one rank (MONARCH_RANK_* set)",
+    "a terminal with a shell on a rank (MONARCH_RANK_* set)",
     arg("--rank", type=rank_shell.flat_rank, default=0, metavar="N", help="flat host rank (default 0)"),
     arg("--mesh", metavar="NAME", help="the mesh (default: the job's first)"),
 )
