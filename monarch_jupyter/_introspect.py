@@ -29,6 +29,16 @@ def host_meshes(state: Any) -> dict[str, Any]:
     return dict(getattr(state, "_hosts", None) or {})
 
 
+def bare_host_meshes(job: Any) -> dict[str, Any]:
+    """Mesh name → HostMesh of a running job, attached without its components
+    (``_running._state()._hosts``): ``JobTrait.state()`` would also start the job's services
+    (admin, telemetry sink) in the caller, which a rank shell must not own."""
+    running = running_job(job)
+    if running is None:
+        return {}
+    return dict(getattr(running._state(), "_hosts", None) or {})
+
+
 def declared_meshes(job: Any) -> dict[str, Any] | None:
     """Mesh name → what the job was built with (``_meshes``): a host count (ProcessJob,
     SlurmJob), host names (SSHJob) or a config dict (KubernetesJob); else None."""

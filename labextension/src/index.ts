@@ -24,6 +24,41 @@ import { monarchIcon } from './icon';
 // eslint-disable-next-line jupyter/prefer-lazy-imports
 import { MonarchPanel } from './panel';
 import { requestAPI } from './request';
+import { IShellEvent, IShellRequest, OPEN_SHELL_EVENT } from './shell';
+
+/**
+ * Open a terminal running a shell on a rank: the server starts it (its route
+ * checks the rank), `terminal:open` shows it, and closing its tab shuts the
+ * terminal down, which ends the shell on the rank.
+ */
+async function openShell(
+  app: JupyterFrontEnd,
+  request: IShellRequest
+): Promise<void> {
+  if (!app.commands.hasCommand('terminal:open')) {
+    throw new Error('this front end has no terminals: run the command shown');
+  }
+  const settings = app.serviceManager.serverSettings;
+  const { name } = await requestAPI<{ name: string }>('shell', settings, {
+    method: 'POST',
+    body: JSON.stringify(request)
+  });
+  const widget = (await app.commands.execute('terminal:open', { name })) as
+    { disposed?: { connect: (fn: () => void) => void } } | undefined;
+  widget?.disposed?.connect(() => {
+    void app.serviceManager.terminals.shutdown(name).catch(() => undefined);
+  });
+}
+
+function listenForShells(app: JupyterFrontEnd): void {
+  window.addEventListener(OPEN_SHELL_EVENT, event => {
+    const { request, report } = (event as CustomEvent<IShellEvent>).detail;
+    openShell(app, request).then(
+      () => report('opened in a terminal'),
+      error => report(`${error?.message ?? error}`)
+    );
+  });
+}
 
 const sidebar: JupyterFrontEndPlugin<void> = {
   id: 'monarch_jupyter:sidebar',
@@ -31,10 +66,15 @@ const sidebar: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   activate: (app: JupyterFrontEnd) => {
     const settings = app.serviceManager.serverSettings;
+    const terminals = app.serviceManager.terminals.isAvailable();
     const panel = new MonarchPanel(
       () => requestAPI('contexts', settings),
-      item => openDashboard(app, item.key, item.name)
+      item => openDashboard(app, item.key, item.name),
+      terminals
     );
+    if (terminals) {
+      listenForShells(app);
+    }
     app.commands.addCommand(OPEN_DASHBOARD, {
       label: 'Open Monarch Dashboard',
       caption: "Open a context's Monarch dashboard",

@@ -1,9 +1,11 @@
 /**
- * Mime extension entry point: registers the run-result renderer.
+ * Mime extension entry point: registers the run-result renderer and the
+ * `%remote shell` renderer (shell.ts).
  */
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
 import { rendererFactory } from './renderer';
+import { shellRendererFactory } from './shell';
 
 const extension: IRenderMime.IExtension = {
   id: 'monarch_jupyter:run-result',
@@ -13,4 +15,12 @@ const extension: IRenderMime.IExtension = {
   dataType: 'json'
 };
 
-export default extension;
+const shellExtension: IRenderMime.IExtension = {
+  id: 'monarch_jupyter:shell',
+  description: 'Opens the terminal of a %remote shell output.',
+  rendererFactory: shellRendererFactory,
+  rank: 10,
+  dataType: 'json'
+};
+
+export default [extension, shellExtension];

@@ -14,6 +14,7 @@ import {
   truncatedNote
 } from './contextModel';
 import { el } from './dom';
+import { shellControls } from './shell';
 
 const CLASS = 'jp-MonarchPanel';
 
@@ -28,10 +29,16 @@ export type DashboardOpener = (item: IContextItem) => void;
 
 /** Sidebar widget listing Monarch contexts. */
 export class MonarchPanel extends Widget {
-  constructor(fetchContexts: ContextsFetcher, openDashboard?: DashboardOpener) {
+  /** `shells`: offer a "Shell on rank" row for the selected running context (needs terminals). */
+  constructor(
+    fetchContexts: ContextsFetcher,
+    openDashboard?: DashboardOpener,
+    shells = false
+  ) {
     super();
     this._fetch = fetchContexts;
     this._openDashboard = openDashboard;
+    this._shells = shells;
     this.addClass(CLASS);
     this.node.appendChild(el('div', `${CLASS}-title`, 'Monarch'));
     this._list = el('ul', `${CLASS}-list`);
@@ -39,7 +46,8 @@ export class MonarchPanel extends Widget {
     this._message = el('div', `${CLASS}-message`, 'Loading…');
     this._message.setAttribute('role', 'status');
     this._details = el('div', `${CLASS}-details`);
-    this.node.append(this._message, this._list, this._details);
+    this._shell = el('div', `${CLASS}-shellBox`);
+    this.node.append(this._message, this._list, this._details, this._shell);
   }
 
   /** Fetch once and redraw; errors are shown in the panel. */
@@ -114,6 +122,7 @@ export class MonarchPanel extends Widget {
     }
     const selected = this._items.find(item => item.key === this._selected);
     this._renderDetails(selected);
+    this._renderShell(selected);
     if (focused) {
       this._focus(focused);
     }
@@ -259,8 +268,24 @@ export class MonarchPanel extends Widget {
     this._details.appendChild(table);
   }
 
+  /** The shell row, rebuilt only when the selected running context changes (polls keep what is typed). */
+  private _renderShell(item: IContextItem | undefined): void {
+    const key = this._shells && item?.state === 'running' ? item.key : null;
+    if (key === this._shellKey) {
+      return;
+    }
+    this._shellKey = key;
+    this._shell.textContent = '';
+    if (item && key) {
+      this._shell.appendChild(shellControls(item.folder, item.name, CLASS));
+    }
+  }
+
   private _fetch: ContextsFetcher;
   private _openDashboard: DashboardOpener | undefined;
+  private _shells: boolean;
+  private _shell: HTMLDivElement;
+  private _shellKey: string | null = null;
   private _list: HTMLUListElement;
   private _message: HTMLDivElement;
   private _details: HTMLDivElement;

@@ -7,15 +7,16 @@ import { ServerConnection } from '@jupyterlab/services';
 /** The server extension's URL namespace. */
 export const API_NAMESPACE = 'monarch-jupyter';
 
-/** GET `endPoint` under the extension namespace and return the parsed JSON. */
+/** Request `endPoint` under the extension namespace (GET unless `init` says) and return the parsed JSON. */
 export async function requestAPI<T>(
   endPoint: string,
-  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
+  init: RequestInit = {}
 ): Promise<T> {
   const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endPoint);
   let response: Response;
   try {
-    response = await ServerConnection.makeRequest(url, {}, settings);
+    response = await ServerConnection.makeRequest(url, init, settings);
   } catch (error) {
     throw new ServerConnection.NetworkError(error as TypeError);
   }

@@ -5,6 +5,8 @@ Enabled by ``jupyter-config/jupyter_server_config.d/monarch_jupyter.json``
 JupyterLab sidebar. It only reads ``status.json`` files and symlink targets;
 it never opens a pickle. ``/monarch-jupyter/dashboard/<context dir>/`` serves that context's
 Monarch dashboard from the loopback URL its status.json records (``dashboard_proxy.py``).
+it never opens a pickle. ``/monarch-jupyter/shell`` opens a terminal
+running a shell on a rank (``shell.py``); the command in that terminal reads the cache.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from jupyter_server.utils import url_path_join
 from .config import MonarchJupyter
 from .dashboard_proxy import DashboardProxyHandler
 from .handlers import ContextsHandler, WidgetCodeHandler
+from .shell import ShellHandler
 
 API_NAMESPACE = "monarch-jupyter"
 
@@ -45,6 +48,11 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
                 dashboard_route(base_url),
                 DashboardProxyHandler,
                 {"root_dir": server_app.root_dir, "settings": settings},
+            ),
+            (
+                url_path_join(base_url, API_NAMESPACE, "shell"),
+                ShellHandler,
+                {"root_dir": server_app.root_dir},
             ),
         ],
     )

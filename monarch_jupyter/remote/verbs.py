@@ -19,7 +19,8 @@ actor and one entry here::
 Today's verbs are about runs that outlive their kernel (``%%remote --detach``, a restart):
 ``runs`` lists the context's runs (:mod:`.index`), asking their hosts which still run;
 ``attach`` follows one (the kept tail per rank, then live); ``stop`` stops runs on every host;
-``stacks`` shows what a run's processes are doing, identical stacks folded (:mod:`.stacks`).
+``stacks`` shows what a run's processes are doing, identical stacks folded (:mod:`.stacks`);
+``shell`` a terminal with a shell on one rank (:mod:`..rank_shell`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _timefmt, breakpoints
+from .. import _timefmt, breakpoints, rank_shell
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
 from . import grep as grep_text
@@ -464,3 +465,17 @@ def grep(
 @verb("debug", "ranks waiting at a breakpoint (from any kernel)")
 def debug(cell: Cell) -> None:
     cell.write(breakpoints.waiting_text(breakpoints.folder_of(cell.session)))
+
+
+@verb(
+    "shell",
+    "a terminal with a shell on a rank (MONARCH_RANK_* set)",
+    arg("--rank", type=rank_shell.flat_rank, default=0, metavar="N", help="flat host rank (default 0)"),
+    arg("--mesh", metavar="NAME", help="the mesh (default: the job's first)"),
+)
+def shell(cell: Cell, rank: int, mesh: str | None) -> None:
+    """JupyterLab opens the terminal from the displayed payload; elsewhere its text is the command."""
+    job, _, folder, context = cell.session.running()
+    target = rank_shell.ShellTarget(context, rank, mesh)
+    point = rank_shell.checked_point(job, cell.session.host_meshes(), target)
+    cell.display(rank_shell.bundle(target, folder, point))

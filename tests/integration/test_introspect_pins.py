@@ -88,6 +88,11 @@ def test_a_real_process_job_through_introspect(tag, monkeypatch):
         assert all(_procfs.alive(pid) for pid in pids.values())
         assert _introspect.running_job(job) is job and _introspect.is_running(job)
         assert list(_introspect.host_meshes(state)) == ["hosts"]
+        pin(job, "_state", "_introspect.bare_host_meshes")
+        bare = _introspect.bare_host_meshes(job)  # what rank_shell attaches with
+        assert list(bare) == ["hosts"] and dict(bare["hosts"].sizes) == {"hosts": 2}, (
+            f"{MONARCH}: JobTrait._running._state()._hosts changed; update _introspect.bare_host_meshes"
+        )
         assert _introspect.mesh_sizes(job, _introspect.host_meshes(state)) == {"hosts": 2}
         assert _introspect.mesh_sizes(object(), _introspect.host_meshes(state)) == {"hosts": 2}, (
             f"{MONARCH}: HostMesh.extent.nelements no longer sizes a mesh; update _introspect._host_count"

@@ -936,7 +936,9 @@ def test_each_verb_has_its_parser_and_a_handler_taking_its_options():
 
     from monarch_jupyter.remote import verbs
 
-    assert list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks", "grep", "debug"]
+    assert (
+        list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks", "grep", "debug", "shell"]
+    )
     for name, verb in verbs.REGISTRY.items():
         assert verb.parser is VERBS[name] and verb.parser.prog == f"%remote {name}"
         dests = {a.dest for a in verb.parser._actions if a.dest != "help"}
