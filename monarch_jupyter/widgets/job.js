@@ -43,7 +43,10 @@ const DANGER = 'background:#cf222e;color:#fff;border-color:#cf222e';
 /** @param {Action} action @param {() => void} onClick */
 function button(action, onClick) {
   const node = el('button', `monarch-job-${action.id}`, action.label);
-  node.setAttribute('style', BUTTON + (action.style === 'danger' ? `;${DANGER}` : ''));
+  node.setAttribute(
+    'style',
+    BUTTON + (action.style === 'danger' ? `;${DANGER}` : '')
+  );
   node.disabled = Boolean(action.disabled);
   node.addEventListener('click', onClick);
   return node;
@@ -55,7 +58,10 @@ function actorRow(actor) {
   row.dataset.actor = actor.name;
   row.dataset.stuck = actor.stuck ? 'true' : 'false';
   if (actor.stuck) {
-    row.setAttribute('style', 'background:#ffebe9;color:#cf222e;font-weight:bold');
+    row.setAttribute(
+      'style',
+      'background:#ffebe9;color:#cf222e;font-weight:bold'
+    );
   }
   const cells = [
     actor.name + (actor.stuck ? ' ⚠ stuck' : ''),
@@ -66,7 +72,10 @@ function actorRow(actor) {
   const names = ['name', 'status', 'messages', 'queue'];
   cells.forEach((text, i) => {
     const cell = el('td', `monarch-topo-${names[i]}`, text);
-    cell.setAttribute('style', `padding:0 8px;${i > 1 ? 'text-align:right' : ''}`);
+    cell.setAttribute(
+      'style',
+      `padding:0 8px;${i > 1 ? 'text-align:right' : ''}`
+    );
     row.append(cell);
   });
   return row;
@@ -77,7 +86,10 @@ function topologyView(data) {
   const box = el('div', 'monarch-topology');
   box.dataset.stuck = String(data.stuck || 0);
   const head = el('div', 'monarch-topology-summary', data.summary || '');
-  head.setAttribute('style', `margin-top:6px;${data.stuck ? 'color:#cf222e;font-weight:bold' : ''}`);
+  head.setAttribute(
+    'style',
+    `margin-top:6px;${data.stuck ? 'color:#cf222e;font-weight:bold' : ''}`
+  );
   box.append(head);
   for (const host of data.hosts || []) {
     const hostNode = el('details', 'monarch-topo-host');
@@ -88,17 +100,26 @@ function topologyView(data) {
       procNode.dataset.proc = proc.name;
       procNode.setAttribute('style', 'margin-left:16px');
       procNode.append(
-        el('div', '', `proc ${proc.name} · mem ${proc.mem} · queue ${proc.queue}`)
+        el(
+          'div',
+          '',
+          `proc ${proc.name} · mem ${proc.mem} · queue ${proc.queue}`
+        )
       );
       if ((proc.actors || []).length) {
         const table = el('table', 'monarch-topo-actors');
-        table.setAttribute('style', 'margin-left:16px;border-collapse:collapse');
+        table.setAttribute(
+          'style',
+          'margin-left:16px;border-collapse:collapse'
+        );
         const header = el('tr');
         for (const name of ['actor', 'status', 'processed', 'queue']) {
           header.append(el('th', '', name));
         }
         table.append(header);
-        proc.actors.forEach((/** @type {any} */ actor) => table.append(actorRow(actor)));
+        proc.actors.forEach((/** @type {any} */ actor) =>
+          table.append(actorRow(actor))
+        );
         procNode.append(table);
       }
       hostNode.append(procNode);
@@ -159,11 +180,18 @@ function render({ model, el: root }) {
     if (pending) {
       confirmRow.append(el('span', '', pending.confirm || ''));
       confirmRow.append(
-        button({ ...pending, id: 'confirm', label: `Confirm ${pending.label.toLowerCase()}` }, () => {
-          asking = null;
-          drawActions();
-          run(pending);
-        })
+        button(
+          {
+            ...pending,
+            id: 'confirm',
+            label: `Confirm ${pending.label.toLowerCase()}`
+          },
+          () => {
+            asking = null;
+            drawActions();
+            run(pending);
+          }
+        )
       );
       confirmRow.append(
         button({ id: 'cancel', label: 'Cancel' }, () => {
@@ -179,7 +207,10 @@ function render({ model, el: root }) {
     details.innerHTML = model.get('details');
     const text = model.get('message') || '';
     message.textContent = text;
-    message.setAttribute('style', `color:${model.get('message_error') ? '#cf222e' : '#6e7781'}`);
+    message.setAttribute(
+      'style',
+      `color:${model.get('message_error') ? '#cf222e' : '#6e7781'}`
+    );
     const data = model.get('topology') || {};
     topo.textContent = '';
     if (data.hosts || data.error) {
@@ -196,7 +227,8 @@ function render({ model, el: root }) {
     }
   };
   let onScreen = false;
-  const decide = () => watch(onScreen && document.visibilityState === 'visible');
+  const decide = () =>
+    watch(onScreen && document.visibilityState === 'visible');
   const observer =
     typeof IntersectionObserver === 'function'
       ? new IntersectionObserver(entries => {
@@ -211,7 +243,13 @@ function render({ model, el: root }) {
   }
   document.addEventListener('visibilitychange', decide);
 
-  for (const name of ['head', 'details', 'message', 'message_error', 'topology']) {
+  for (const name of [
+    'head',
+    'details',
+    'message',
+    'message_error',
+    'topology'
+  ]) {
     model.on(`change:${name}`, draw);
   }
   model.on('change:actions', drawActions);
