@@ -155,25 +155,38 @@ def actor_row(node: dict[str, Any], proc: str) -> dict[str, Any]:
 def rows(
     url: str, system: bool = False, get: Callable[[str, str], dict[str, Any]] = get_node
 ) -> list[dict[str, Any]]:
-    """Every host and proc of the admin at ``url`` and their (user, or all with ``system``) actors."""
+    """Every host and proc of the admin at ``url`` and their (user, or all with ``system``) actors.
+    A node that does not answer (the admin says 503 under load) is a ``missing`` row; only the
+    root's failure raises."""
     root = get(url, "root")
-    host_refs = _children(root)
-    with ThreadPoolExecutor(min(WORKERS, max(1, len(host_refs)))) as pool:
-        hosts = list(pool.map(lambda ref: get(url, ref), host_refs))
-        found: list[dict[str, Any]] = []
-        proc_refs: list[tuple[str, str]] = []
-        for node in hosts:
+
+    def fetch(ref: str) -> dict[str, Any] | None:
+        try:
+            return get(url, ref)
+        except TopologyError:
+            return None
+
+    found: list[dict[str, Any]] = []
+
+    def level(refs: list[tuple[str, str | None]]) -> list[tuple[dict[str, Any], str | None]]:
+        nodes = list(pool.map(lambda pair: fetch(pair[0]), refs))
+        found.extend(
+            {"kind": "missing", "id": ref} for (ref, _), node in zip(refs, nodes, strict=True) if node is None
+        )
+        return [(node, parent) for (_, parent), node in zip(refs, nodes, strict=True) if node is not None]
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        proc_refs: list[tuple[str, str | None]] = []
+        for node, _ in level([(ref, None) for ref in _children(root)]):
             found.append(host_row(node))
             proc_refs += [(ref, found[-1]["id"]) for ref in _children(node)]
-        procs = list(pool.map(lambda pair: (get(url, pair[0]), pair[1]), proc_refs))
-        actor_refs: list[tuple[str, str]] = []
-        for node, host in procs:
-            row = proc_row(node, host)
+        actor_refs: list[tuple[str, str | None]] = []
+        for node, host in level(proc_refs):
+            row = proc_row(node, str(host))
             found.append(row)
             hidden = set() if system else set(map(str, _props(node, "Proc").get("system_children") or []))
             actor_refs += [(ref, row["id"]) for ref in _children(node) if ref not in hidden]
-        for node, proc in pool.map(lambda pair: (get(url, pair[0]), pair[1]), actor_refs):
-            found.append(actor_row(node, proc))
+        found += [actor_row(node, str(proc)) for node, proc in level(actor_refs)]
     return found
 
 

@@ -67,6 +67,7 @@ class Topology:
     sampled: float = 0.0
     elapsed: float = 0.0
     error: str = ""
+    missing: int = 0  # nodes that did not answer this sample
 
     def actors(self) -> Iterable[Actor]:
         for host in self.hosts:
@@ -131,12 +132,15 @@ def build(
     hosts: dict[str, Host] = {}
     procs: dict[str, Proc] = {}
     pending: list[Mapping[str, Any]] = []
+    missing = 0
     for row in rows:
         kind, ident = row.get("kind"), str(row.get("id", ""))
         if kind == "host":
             hosts[ident] = Host(ident, str(row.get("name") or ident), _rss(row.get("rss")))
         elif kind in ("proc", "actor"):
             pending.append(row)
+        elif kind == "missing":
+            missing += 1
     for row in pending:
         if row.get("kind") != "proc":
             continue
@@ -150,7 +154,7 @@ def build(
         proc_of = procs.get(str(row.get("parent"))) if row.get("kind") == "actor" else None
         if proc_of is not None:
             proc_of.actors.append(_actor(row, before, stuck_after))
-    return Topology(list(hosts.values()), sampled=sampled)
+    return Topology(list(hosts.values()), sampled=sampled, missing=missing)
 
 
 def memory(value: int | None) -> str:
@@ -175,6 +179,8 @@ def summary(topology: Topology) -> str:
     parts = [_count(len(topology.hosts), "host"), _count(procs, "proc"), _count(actors, "actor")]
     if stuck:
         parts.append(f"{stuck} stuck")
+    if topology.missing:
+        parts.append(f"{_count(topology.missing, 'node')} did not answer")
     return " · ".join(parts)
 
 

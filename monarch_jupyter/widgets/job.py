@@ -7,8 +7,8 @@ the session publishes for its context (apply, kill, status, attach, context swit
 any cell); a button sends ``{kind: "action", id}`` and the widget calls the handler
 registered for that id (Refresh and Kill call the session like ``%job status`` /
 ``%job kill`` do). While a view is on screen and the job has a mesh admin, a thread samples
-the topology (``services/topology.py``) every :data:`TOPOLOGY_INTERVAL` seconds; nobody
-looking, nothing sampled.
+the topology (``services/topology.py``) every :data:`TOPOLOGY_INTERVAL` seconds, or less often
+when a sample takes longer than :data:`TOPOLOGY_DUTY` of that; nobody looking, nothing sampled.
 
 Displayed, the widget carries ``text/plain`` and ``text/html`` fallbacks (the
 ``%job`` text block and table), so terminals, nbconvert and nbval see the same
@@ -35,7 +35,8 @@ from ..services import topology as topo
 from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
 
 JOB_JS = Path(__file__).with_name("job.js")
-TOPOLOGY_INTERVAL = 2.0  # seconds between topology samples while a view is on screen
+TOPOLOGY_INTERVAL = 2.0  # seconds between topology samples while a view is on screen, at least
+TOPOLOGY_DUTY = 0.2  # and at most this share of the time spent sampling (a big job samples less often)
 
 STATE_COLOURS = {
     RUNNING: "#1a7f37",
@@ -363,10 +364,13 @@ class JobWidget(anywidget.AnyWidget):
 
     def _poll(self) -> None:
         while self.watched:
+            spent = 0.0
             if self.topology_available:
+                began = time.monotonic()
                 self.refresh_topology()
+                spent = time.monotonic() - began
             self._wake.clear()
-            self._wake.wait(self._interval)
+            self._wake.wait(max(self._interval, spent / TOPOLOGY_DUTY))
 
     # ── lifetime / display ──
     def close(self) -> None:

@@ -146,3 +146,21 @@ def test_admin_url_and_unreachable_admin_are_one_line():
         admin.admin_url({"admin": None})
     with pytest.raises(admin.TopologyError, match="did not answer"):
         admin.get_node("http://127.0.0.1:9", "root", timeout=2)
+
+
+def test_a_node_that_does_not_answer_is_counted_not_fatal():
+    def flaky(url: str, ref: str) -> dict:
+        if ref == "cast.P@x" or ref.startswith("counter"):
+            raise admin.TopologyError("the mesh admin answered 503 for " + ref)
+        return NODES[ref]
+
+    found = admin.rows("http://x", system=True, get=flaky)
+    tree = topology.build(found)
+    assert [a.name for a in tree.actors()] == [] and tree.missing == 2
+    assert topology.summary(tree) == "1 host · 1 proc · 0 actors · 2 nodes did not answer"
+
+    def down(url: str, ref: str) -> dict:
+        raise admin.TopologyError("did not answer")
+
+    with pytest.raises(admin.TopologyError):
+        admin.rows("http://x", get=down)
