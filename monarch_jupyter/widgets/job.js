@@ -242,6 +242,12 @@ function render({ model, el: root }) {
     onScreen = true;
   }
   document.addEventListener('visibilitychange', decide);
+  // renew "on screen" (the kernel forgets a view it has not heard of in 10 minutes: a closed tab)
+  const renew = setInterval(() => {
+    if (watching) {
+      model.send({ kind: 'watch', view: viewId, on: true });
+    }
+  }, 30_000);
 
   for (const name of [
     'head',
@@ -258,6 +264,7 @@ function render({ model, el: root }) {
   drawActions();
   decide();
   return () => {
+    clearInterval(renew);
     observer?.disconnect();
     document.removeEventListener('visibilitychange', decide);
     watch(false);

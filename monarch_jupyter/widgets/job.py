@@ -37,6 +37,9 @@ from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
 JOB_JS = Path(__file__).with_name("job.js")
 TOPOLOGY_INTERVAL = 2.0  # seconds between topology samples while a view is on screen, at least
 TOPOLOGY_DUTY = 0.2  # and at most this share of the time spent sampling (a big job samples less often)
+# A view renews its "on screen" every 30 s (job.js); one not renewed for this long is gone (its tab
+# closed without saying so). Renewals wait while a cell runs, so this outlasts long cells.
+WATCH_TTL = 600.0
 
 STATE_COLOURS = {
     RUNNING: "#1a7f37",
@@ -253,7 +256,7 @@ class JobWidget(anywidget.AnyWidget):
         self._root = _resolved(session.root)
         self._sample = sample
         self._interval = interval
-        self._watchers: set[str] = set()
+        self._watchers: dict[str, float] = {}  # view id -> when its "on screen" expires (monotonic)
         self._poller: threading.Thread | None = None
         self._wake = threading.Event()
         self._last: topo.Topology | None = None
@@ -337,9 +340,9 @@ class JobWidget(anywidget.AnyWidget):
     def watch(self, view: str, on: bool) -> None:
         """A view came on screen (``on``) or left it; the sampler runs while any view is on."""
         if on:
-            self._watchers.add(view)
+            self._watchers[view] = time.monotonic() + WATCH_TTL
         else:
-            self._watchers.discard(view)
+            self._watchers.pop(view, None)
         self._wake.set()
         if self._watchers and (self._poller is None or not self._poller.is_alive()):
             self._poller = threading.Thread(target=self._poll, name="monarch-jupyter-topology", daemon=True)
@@ -347,6 +350,9 @@ class JobWidget(anywidget.AnyWidget):
 
     @property
     def watched(self) -> bool:
+        now = time.monotonic()
+        for view in [view for view, until in self._watchers.items() if until < now]:
+            self._watchers.pop(view, None)
         return bool(self._watchers) and self._unsubscribe is not None
 
     def refresh_topology(self) -> topo.Topology | None:

@@ -257,6 +257,17 @@ def test_topology_is_sampled_only_while_watched(tmp_path):
         widget.close()
 
 
+def test_a_view_not_heard_of_for_the_ttl_stops_the_sampling(tmp_path, monkeypatch):
+    from monarch_jupyter.widgets import job
+
+    session = FakeSession(tmp_path, running(urls={"admin": "http://localhost:1/"}))
+    widget = JobWidget(session, session.current)
+    monkeypatch.setattr(job, "WATCH_TTL", -1.0)  # already expired: a tab closed without a word
+    widget._watchers["gone"] = time.monotonic() + job.WATCH_TTL
+    assert not widget.watched and widget._watchers == {}
+    widget.close()
+
+
 def test_a_widget_without_admin_has_no_topology(tmp_path):
     session = FakeSession(tmp_path, running())
     widget = JobWidget(session, session.current, sample=lambda urls, prev: None)
