@@ -26,6 +26,8 @@ from . import topology
 TIMEOUT = 5.0  # seconds per request: the admin is on loopback
 MAX_BYTES = 4 << 20  # one node's JSON
 WORKERS = 8
+RETRIES = 1  # a node the admin could not reach in time (503 under load) is asked once more
+RETRY_AFTER = 0.2  # seconds
 _SUFFIX = re.compile(r"<[^>]*>$")
 
 
@@ -161,10 +163,13 @@ def rows(
     root = get(url, "root")
 
     def fetch(ref: str) -> dict[str, Any] | None:
-        try:
-            return get(url, ref)
-        except TopologyError:
-            return None
+        for attempt in range(RETRIES + 1):
+            try:
+                return get(url, ref)
+            except TopologyError:
+                if attempt < RETRIES:
+                    time.sleep(RETRY_AFTER)
+        return None
 
     found: list[dict[str, Any]] = []
 
