@@ -17,6 +17,7 @@ from . import batch, formatting, job_args
 from .errors import Interrupted, MonarchJupyterError
 from .session import JobSession
 from .specs.parse import parse_apply
+from .status import RUNNING
 
 _JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
 
@@ -192,7 +193,7 @@ class JobMagics(Magics):
         from .services import admin, topology
 
         status = self.session.status()
-        if status.state != "running":
+        if status.state != RUNNING:
             raise MonarchJupyterError(f"no running job in context '{status.context}': %job apply starts one")
         sample = admin.sample(status.urls, self._topology, command.system, command.stuck_after)
         self._topology = sample

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import job_kernel, poll
+from harness import job_kernel, poll, scratch_kernel, usage_error
 
 pytestmark = pytest.mark.kernel
 
@@ -116,3 +116,15 @@ def test_a_stuck_actor_is_flagged(akernel):
     assert "1 stuck" in text.splitlines()[0], text
     counter = next(line for line in text.splitlines() if "counter" in line)
     assert "STUCK" not in counter
+
+
+def test_without_a_job_or_an_admin_it_says_what_to_do_in_one_line():
+    with scratch_kernel("topo-none", kill=True) as kernel:
+        kernel.ok("%load_ext monarch_jupyter")
+        line = usage_error(kernel.execute("%job topology"))
+        assert "no running job in context 'default': %job apply starts one" in line, line
+        kernel.ok("%job apply --local hosts=1")
+        line = usage_error(kernel.execute("%job topology"))
+        assert "has no mesh admin: %job apply --local hosts=2 --admin" in line, line
+        line = usage_error(kernel.execute("%job topology --stuck-after x"))
+        assert "argument --stuck-after: invalid float value: 'x'" in line, line
