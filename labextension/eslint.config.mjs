@@ -15,6 +15,7 @@ import jupyterPlugin from '@jupyter/eslint-plugin';
 // (this folder) ESLint would ignore it.
 const RUN_WIDGET = 'monarch_jupyter/widgets/run.js';
 const RUN_STUB = 'monarch_jupyter/widgets/run_stub.js';
+const JOB_WIDGET = 'monarch_jupyter/widgets/job.js';
 // Prettier finds no configuration above run.js: give it this folder's explicitly.
 const prettierOptions = JSON.parse(
   readFileSync(join(import.meta.dirname, '.prettierrc.json'), 'utf8')
@@ -30,6 +31,7 @@ export default defineConfig([
       '**/*.js',
       `!${RUN_WIDGET}`,
       `!${RUN_STUB}`,
+      `!${JOB_WIDGET}`,
       '**/*.d.ts',
       '.venv'
     ]
@@ -89,7 +91,7 @@ export default defineConfig([
     }
   },
   {
-    files: [RUN_WIDGET, RUN_STUB],
+    files: [RUN_WIDGET, RUN_STUB, JOB_WIDGET],
     languageOptions: {
       globals: { ...globals.browser },
       sourceType: 'module'
@@ -106,7 +108,7 @@ export default defineConfig([
     rules: { curly: ['error', 'all'] }
   },
   {
-    files: [RUN_WIDGET, RUN_STUB],
+    files: [RUN_WIDGET, RUN_STUB, JOB_WIDGET],
     rules: { 'prettier/prettier': ['error', prettierOptions] }
   }
 ]);

@@ -33,6 +33,7 @@ __all__ = [
     "current_session",
     "job",
     "load_ipython_extension",
+    "profile",
     "query",
     "state",
     "unload_ipython_extension",
@@ -97,6 +98,27 @@ def query(sql: str, pandas: bool = False) -> Any:
     from .services.query import query as run
 
     return run(current_session(), sql, pandas)
+
+
+def profile() -> Any:
+    """``with monarch_jupyter.profile() as p: ...``: a Perfetto trace of the block, written under
+    ``.monarch/<context>/`` (``p.path``) and shown with its spans per actor and endpoint when the
+    block ends (needs a job with telemetry)."""
+    from .services.profile import Block
+
+    return Block(current_session(), show=_show)
+
+
+def _show(value: Any) -> None:
+    """Display ``value`` in the running cell (IPython), else print its text."""
+    from IPython import get_ipython
+
+    if get_ipython() is not None:
+        from IPython.display import display
+
+        display(value)
+    else:
+        print(value.text() if hasattr(value, "text") else value)
 
 
 def _actors_hook() -> None:

@@ -87,6 +87,18 @@ def _parsers() -> dict[str, _Parser]:
         "profile",
         "a Perfetto trace of the job's next N seconds, in the background (needs --telemetry)",
     ).add_argument("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)")
+    topology = add(
+        "topology",
+        "the job's hosts, procs and actors (status, messages processed, queue, memory) from its mesh admin",
+    )
+    topology.add_argument("--system", action="store_true", help="Monarch's system actors too")
+    topology.add_argument(
+        "--stuck-after",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="flag an actor whose handler has run this many seconds (default 30)",
+    )
     add("reconnect", "drop connections and re-attach from the cache")
     add("refresh", "re-sync the job's --mount folders on the workers with their sources (edits show up)")
     add(
@@ -127,6 +139,8 @@ class JobCommand:
     sql: str = ""  # %job query: the rest of the line after its flags, exactly as typed
     tables: bool = False  # %job query --tables
     pandas: bool = False  # %job query --pandas
+    system: bool = False  # %job topology --system
+    stuck_after: float = 30.0  # %job topology --stuck-after
 
 
 def parse(line: str) -> JobCommand:
@@ -164,6 +178,8 @@ def parse(line: str) -> JobCommand:
         script=getattr(parsed, "script", None),
         spec=getattr(parsed, "spec", None) if command == "batch" else None,
         follow=bool(getattr(parsed, "follow", False)),
+        system=bool(getattr(parsed, "system", False)),
+        stuck_after=float(getattr(parsed, "stuck_after", 30.0)),
         seconds=float(getattr(parsed, "seconds", 10.0)),
     )
 

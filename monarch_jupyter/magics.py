@@ -18,6 +18,7 @@ from . import batch, formatting, job_args
 from .errors import Interrupted, MonarchJupyterError
 from .session import JobSession
 from .specs.parse import parse_apply
+from .status import RUNNING
 
 _JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
 
@@ -36,6 +37,7 @@ class JobMagics(Magics):
     def __init__(self, shell, session: JobSession) -> None:
         super().__init__(shell)
         self.session = session
+        self._topology: Any = None  # the last %job topology sample: the next one is judged against it
 
     @line_magic
     def job(self, line: str) -> Any:
@@ -72,6 +74,7 @@ class JobMagics(Magics):
         from .widgets import in_widget_kernel
 
         if in_widget_kernel(self.shell):
+            from .services.admin import sample
             from .widgets.job import JobWidget
 
             # One output: the live widget plus text/plain and text/html fallbacks
@@ -79,7 +82,7 @@ class JobMagics(Magics):
             # The fallbacks are a snapshot, like any output: re-sending them on
             # every status change would put update messages in other cells' IOPub
             # and make the saved text differ from what nbval sees.
-            display(JobWidget(self.session, status))
+            display(JobWidget(self.session, status, sample=sample))
             # nbconvert picks the widget's view over its text/html and shows nothing offline:
             # this HTML-only output is the export's copy (the labextension hides it by the widget)
             display(formatting.static_bundle(status), raw=True)
@@ -198,6 +201,16 @@ class JobMagics(Magics):
     def _do_refresh(self, command: job_args.JobCommand) -> None:
         count = self.session.refresh_mounts()
         print(f"refreshed {count} mount(s): the workers see the sources as they are now")
+
+    def _do_topology(self, command: job_args.JobCommand) -> None:
+        from .services import admin, topology
+
+        status = self.session.status()
+        if status.state != RUNNING:
+            raise MonarchJupyterError(f"no running job in context '{status.context}': %job apply starts one")
+        sample = admin.sample(status.urls, self._topology, command.system, command.stuck_after)
+        self._topology = sample
+        print(topology.text(sample))
 
     def _do_reconnect(self, command: job_args.JobCommand) -> None:
         print(formatting.attach_line(self.session.reconnect()))

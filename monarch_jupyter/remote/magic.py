@@ -392,7 +392,8 @@ def register(ipython: InteractiveShell, session: JobSession) -> None:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
     in a kernel, every run also shows the live rank grid (widgets/run.py)."""
     ipython.register_magics(RemoteMagics(ipython, session))
-    from ..widgets import in_widget_kernel, install_run_grid  # imported here for start-up cost
+    from ..widgets import in_widget_kernel, install_run_grid, preload  # imported here for start-up cost
 
     if in_widget_kernel(ipython):
         install_run_grid(ipython)
+        preload(ipython)  # the widgets' imports, in the background once the loading cell ends

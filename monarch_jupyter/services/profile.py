@@ -1,10 +1,11 @@
-"""``%job profile --seconds N``: a Perfetto trace of the job's next N seconds, without blocking.
+"""Perfetto traces of the job: ``%job profile --seconds N`` and ``with monarch_jupyter.profile():``.
 
-The window opens now (Monarch's ``distributed_telemetry.profiler.profile``); the owned loop
-closes it after N seconds, exports the trace to ``.monarch/<context>/profile-<UTC>.pftrace``
-(on its blocking worker) and summarises the window from the telemetry store: messages per
-actor and endpoint, spans per name. ``on_done`` is called with the finished :class:`Profile`
-(on the loop's thread); the kernel thread is free the whole time.
+A :class:`Window` opens Monarch's ``distributed_telemetry.profiler.profile``; closing it exports
+the trace to ``.monarch/<context>/profile-<UTC>.pftrace`` and summarises the window from the
+telemetry store: messages per actor and endpoint, spans per name. ``%job profile`` (:func:`start`)
+closes it after N seconds on the owned loop and calls ``on_done`` with the finished
+:class:`Profile` there (the kernel thread is free the whole time); the ``with`` form
+(:class:`Block`) closes it when the block ends and shows the result in the block's cell.
 """
 
 from __future__ import annotations
@@ -78,37 +79,48 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def start(session: Any, seconds: float, on_done: Callable[[Profile], None]) -> Profile:
-    """Open the window now and close it after ``seconds`` on the owned loop; returns at once."""
-    from monarch.distributed_telemetry.profiler import profile as monarch_profile
+class Window:
+    """One open profile window: Monarch's profiler entered, the trace's path chosen."""
 
-    if not 0 < seconds <= MAX_SECONDS:
-        raise query.QueryError(f"--seconds must be in (0, {MAX_SECONDS}], got {seconds:g}")
-    job, state, _, context = session.running()
-    url = query.telemetry_url(job, state)
-    folder = session.layout.dir / context
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    result = Profile(folder / f"profile-{_timefmt.utc_stamp(micro=True)}.pftrace", seconds)
-    window = monarch_profile(url)
-    window.__enter__()
-    start_us = time.time_ns() // 1000
+    def __init__(self, session: Any, seconds: float = 0.0) -> None:
+        from monarch.distributed_telemetry.profiler import profile as monarch_profile
 
-    def finish() -> None:
-        window.__exit__(None, None, None)
+        job, state, _, context = session.running()
+        self.url = query.telemetry_url(job, state)
+        folder = session.layout.dir / context
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.result = Profile(folder / f"profile-{_timefmt.utc_stamp(micro=True)}.pftrace", seconds)
+        self._window = monarch_profile(self.url)
+        self._window.__enter__()
+        self.start_us = time.time_ns() // 1000
+
+    def finish(self) -> Profile:
+        """Close the window, export the trace, summarise it (blocking: run it off the kernel's loop)."""
+        result = self.result
+        self._window.__exit__(None, None, None)
         log = result.path.with_suffix(".log")
         with fds_to(log):  # Monarch's exporter prints its counts on fd 1: not another cell's
-            window.export_perfetto_trace(result.path)
+            self._window.export_perfetto_trace(result.path)
         result.exported = first_line(log.read_text(errors="replace")) if log.exists() else ""
-        bounds = {"start": start_us, "end": time.time_ns() // 1000}
+        bounds = {"start": self.start_us, "end": time.time_ns() // 1000}
         for sql in (BY_ENDPOINT, BY_SPAN):
             text = sql.format(**bounds)
             began = time.perf_counter()
-            result.summary.append(QueryResult(query.fetch(url, text), text, time.perf_counter() - began))
+            result.summary.append(QueryResult(query.fetch(self.url, text), text, time.perf_counter() - began))
+        return result
+
+
+def start(session: Any, seconds: float, on_done: Callable[[Profile], None]) -> Profile:
+    """Open the window now and close it after ``seconds`` on the owned loop; returns at once."""
+    if not 0 < seconds <= MAX_SECONDS:
+        raise query.QueryError(f"--seconds must be in (0, {MAX_SECONDS}], got {seconds:g}")
+    window = Window(session, seconds)
+    result = window.result
 
     async def run() -> None:
         await asyncio.sleep(seconds)
         try:
-            await asyncio.get_running_loop().run_in_executor(None, finish)
+            await asyncio.get_running_loop().run_in_executor(None, window.finish)
         except Exception as error:
             result.error = first_line(f"{type(error).__name__}: {error}")
         result.done = True
@@ -116,3 +128,31 @@ def start(session: Any, seconds: float, on_done: Callable[[Profile], None]) -> P
 
     session.loop.submit(run())
     return result
+
+
+class Block:
+    """``with monarch_jupyter.profile() as p:`` — the block's window; ``p`` is its :class:`Profile`,
+    done (trace written, summary read) when the block ends, and shown then with ``show``."""
+
+    def __init__(self, session: Any, show: Callable[[Profile], None] | None = None) -> None:
+        self._session = session
+        self._show = show
+        self._window: Window | None = None
+
+    def __enter__(self) -> Profile:
+        self._window = Window(self._session)
+        return self._window.result
+
+    def __exit__(self, *exc: object) -> None:
+        window, self._window = self._window, None
+        if window is None:
+            return
+        result = window.result
+        result.seconds = round(time.time() - result.started, 1)
+        try:
+            self._session.loop.call(window.finish)  # waited for in slices: Ctrl-C stops the wait
+        except Exception as error:
+            result.error = first_line(f"{type(error).__name__}: {error}")
+        result.done = True
+        if self._show is not None:
+            self._show(result)

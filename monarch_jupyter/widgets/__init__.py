@@ -8,6 +8,9 @@ classes only wire it to ipywidgets / anywidget. Nothing here is imported by
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -118,3 +121,30 @@ def install_run_grid(ipython: Any) -> None:  # IPython's InteractiveShell
     observers = getattr(magics, "observers", None)
     if observers is not None and not any(isinstance(o, RemoteRunObserver) for o in observers):
         observers.append(RemoteRunObserver())
+
+
+#: Seconds after the loading cell ends before the widget modules are imported in the background.
+PRELOAD_DELAY = 1.0
+
+
+def preload(ipython: Any, delay: float = PRELOAD_DELAY) -> None:
+    """Import the widget modules (anywidget, ipywidgets: ~70 ms) on a daemon thread ``delay`` s
+    after the current cell ends, so the first ``%job`` or grid does not pay for them; a command
+    that comes sooner imports them itself, as before."""
+    events = getattr(ipython, "events", None)
+    if events is None:
+        return
+
+    def after_cell(*_args: Any) -> None:
+        events.unregister("post_run_cell", after_cell)
+        timer = threading.Timer(delay, _import_views)
+        timer.daemon = True
+        timer.name = "monarch-jupyter-preload"
+        timer.start()
+
+    events.register("post_run_cell", after_cell)
+
+
+def _import_views() -> None:
+    with contextlib.suppress(Exception):  # an import error shows where the widget is used, in its cell
+        importlib.import_module(f"{__name__}.job")

@@ -1,10 +1,14 @@
 """The ``%job`` widget: a live view over one context's :class:`JobStatus`.
 
-``job_view`` (status → view data) and ``details_html`` / ``header_html`` (view
-data → HTML) are pure; ``JobWidget`` only wires them to ipywidgets and to the
-session: it re-renders on every status the session publishes for its context
-(apply, kill, status, attach, context switch — from any cell), and its Refresh
-and Kill buttons call the session like ``%job status`` / ``%job kill`` do.
+``job_view`` (status → view data), ``details_html`` / ``header_html`` (view data → HTML)
+and ``actions`` (view data → the buttons, as plain data) are pure; ``JobWidget`` is one
+anywidget model (``job.js``) holding only that plain state. It re-renders on every status
+the session publishes for its context (apply, kill, status, attach, context switch — from
+any cell); a button sends ``{kind: "action", id}`` and the widget calls the handler
+registered for that id (Refresh and Kill call the session like ``%job status`` /
+``%job kill`` do). While a view is on screen and the job has a mesh admin, a thread samples
+the topology (``services/topology.py``) every :data:`TOPOLOGY_INTERVAL` seconds, or less often
+when a sample takes longer than :data:`TOPOLOGY_DUTY` of that; nobody looking, nothing sampled.
 
 Displayed, the widget carries ``text/plain`` and ``text/html`` fallbacks (the
 ``%job`` text block and table), so terminals, nbconvert and nbval see the same
@@ -15,17 +19,27 @@ from __future__ import annotations
 
 import contextlib
 import html
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import ipywidgets as widgets
+import anywidget
+import traitlets
 
 from .. import _timefmt, formatting
 from ..errors import MonarchJupyterError
+from ..services import topology as topo
 from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
+
+JOB_JS = Path(__file__).with_name("job.js")
+TOPOLOGY_INTERVAL = 2.0  # seconds between topology samples while a view is on screen, at least
+TOPOLOGY_DUTY = 0.2  # and at most this share of the time spent sampling (a big job samples less often)
+# A view renews its "on screen" every 30 s (job.js); one not renewed for this long is gone (its tab
+# closed without saying so). Renewals wait while a cell runs, so this outlasts long cells.
+WATCH_TTL = 600.0
 
 STATE_COLOURS = {
     RUNNING: "#1a7f37",
@@ -179,6 +193,45 @@ def dashboard_link_html(view: JobView) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Action:
+    """One button: ``confirm`` asks first (in the browser), ``href`` opens a link instead of
+    calling the kernel; other actions call the handler registered under ``id``."""
+
+    id: str
+    label: str
+    style: str = ""
+    confirm: str = ""
+    href: str = ""
+    disabled: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v or k in ("id", "label")}
+
+
+def actions(view: JobView, busy: bool = False) -> list[Action]:
+    """The buttons of ``view``: Refresh, and Kill (confirmed) while there is a job."""
+    return [
+        Action("refresh", "Refresh", disabled=busy),
+        Action(
+            "kill",
+            "Kill",
+            style="danger",
+            confirm="Kill this job and reap its workers?",
+            disabled=busy or not view.can_kill,
+        ),
+    ]
+
+
+def has_admin(status: JobStatus) -> bool:
+    """Whether ``status``'s job can be sampled for its topology (running, with an HTTP admin)."""
+    url = status.urls.get("admin") or ""
+    return status.state == RUNNING and url.startswith(("http://", "https://"))
+
+
+Sampler = Callable[[dict[str, str | None], topo.Topology | None], topo.Topology]
+
+
 class StatusSource(Protocol):
     """What the widget asks of the session (``session.JobSession``, which views do not import)."""
 
@@ -192,54 +245,59 @@ class StatusSource(Protocol):
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]: ...
 
 
-class JobWidget(widgets.VBox):
-    """A context's job, kept current from the session's published statuses."""
+class JobWidget(anywidget.AnyWidget):
+    """A context's job, kept current from the session's published statuses (one model)."""
+
+    _esm = JOB_JS.read_text()
+
+    head = traitlets.Unicode("").tag(sync=True)
+    details = traitlets.Unicode("").tag(sync=True)
+    actions: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)  # Action.to_json() each
+    message = traitlets.Unicode("").tag(sync=True)
+    message_error = traitlets.Bool(False).tag(sync=True)
+    topology_available = traitlets.Bool(False).tag(sync=True)
+    topology = traitlets.Dict().tag(sync=True)  # services.topology.to_data
 
     def __init__(
-        self, session: StatusSource, status: JobStatus | None = None, context: str | None = None
+        self,
+        session: StatusSource,
+        status: JobStatus | None = None,
+        context: str | None = None,
+        sample: Sampler | None = None,
+        interval: float = TOPOLOGY_INTERVAL,
     ) -> None:
         status = status if status is not None else session.status(context)
+        super().__init__()
         self.session = session
         self.context = status.context
         self.status = status
         self._root = _resolved(session.root)
-        self._head = widgets.HTML()
-        self._details = widgets.HTML()
-        self._message = widgets.HTML()
-        self._refresh = _button("Refresh", "refresh", "", "monarch-job-refresh", self._on_refresh)
-        self._kill = _button("Kill", "times", "danger", "monarch-job-kill", self._on_kill)
-        self._confirm = _button("Confirm kill", "check", "danger", "monarch-job-confirm", self._on_confirm)
-        self._cancel = _button("Cancel", "", "", "monarch-job-cancel", self._on_cancel)
-        self._confirm_row = widgets.HBox(
-            [widgets.HTML("Kill this job and reap its workers?"), self._confirm, self._cancel],
-            layout=widgets.Layout(display="none"),
-        )
-        self._confirm_row.add_class("monarch-job-confirm-row")
-        super().__init__(
-            [
-                self._head,
-                self._details,
-                widgets.HBox([self._refresh, self._kill]),
-                self._confirm_row,
-                self._message,
-            ]
-        )
-        self.add_class("monarch-job-widget")
+        self._sample = sample
+        self._interval = interval
+        self._watchers: dict[str, float] = {}  # view id -> when its "on screen" expires (monotonic)
+        self._poller: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._last: topo.Topology | None = None
+        self._busy = False
+        self.handlers: dict[str, Callable[[], None]] = {"refresh": self._on_refresh, "kill": self._on_kill}
+        self.on_msg(self._on_front_end_msg)
         self._unsubscribe: Callable[[], None] | None = session.add_listener(self._on_status)
         self.show(status)
 
     # ── view ──
     def show(self, status: JobStatus) -> None:
-        """Render ``status`` (the one place the widget's children change)."""
+        """Render ``status`` (the one place the widget's state changes, topology aside)."""
         self.status = status
         view = job_view(status)
         self.view = view
-        self._head.value = header_html(view)
-        self._details.value = details_html(view)
-        self._kill.disabled = not view.can_kill
-        if not view.can_kill:
-            self._confirm_row.layout.display = "none"
-            self._kill.layout.display = None
+        with self.hold_sync():
+            self.head = header_html(view)
+            self.details = details_html(view)
+            self.actions = [action.to_json() for action in actions(view, self._busy)]
+            self.topology_available = self._sample is not None and has_admin(status)
+            if not self.topology_available:
+                self.topology = {}
+        self._wake.set()
 
     def _on_status(self, status: JobStatus) -> None:
         if status.context != self.context:
@@ -252,30 +310,29 @@ class JobWidget(widgets.VBox):
         self.show(status)
 
     def _say(self, text: str, error: bool = False) -> None:
-        colour = "#cf222e" if error else "#6e7781"
-        self._message.value = (
-            f"<span style='color:{colour}'>{html.escape(text, quote=False)}</span>" if text else ""
-        )
+        with self.hold_sync():
+            self.message = text
+            self.message_error = error
 
-    # ── buttons ──
-    def _on_refresh(self, _button: Any = None) -> None:
+    # ── actions (a front end's message, or press() from Python) ──
+    def press(self, action_id: str) -> None:
+        """Run the action ``action_id`` as its button does (after its confirmation)."""
+        handler = self.handlers.get(action_id)
+        if handler is None:
+            self._say(f"no action {action_id!r}", error=True)
+            return
+        handler()
+
+    def _on_refresh(self) -> None:
         try:
             self.show(self.session.status(self.context))
             self._say("")
         except MonarchJupyterError as error:
             self._say(str(error), error=True)
 
-    def _on_kill(self, _button: Any = None) -> None:
-        self._kill.layout.display = "none"
-        self._confirm_row.layout.display = None
-
-    def _on_cancel(self, _button: Any = None) -> None:
-        self._confirm_row.layout.display = "none"
-        self._kill.layout.display = None
-
-    def _on_confirm(self, _button: Any = None) -> None:
-        self._on_cancel()
-        self._kill.disabled = self._refresh.disabled = True
+    def _on_kill(self) -> None:
+        self._busy = True
+        self.show(self.status)
         self._say("killing…")
         try:
             killed = self.session.kill(self.context)
@@ -286,30 +343,75 @@ class JobWidget(widgets.VBox):
         else:
             self._say(formatting.kill_line(killed))
         finally:
-            self._refresh.disabled = False
-            self._kill.disabled = not self.view.can_kill
+            self._busy = False
+            self.show(self.status)
+
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        if content.get("kind") == "action":
+            self.press(str(content.get("id", "")))
+        elif content.get("kind") == "watch":
+            self.watch(str(content.get("view", "")), bool(content.get("on")))
+
+    # ── topology: sampled only while watched ──
+    def watch(self, view: str, on: bool) -> None:
+        """A view came on screen (``on``) or left it; the sampler runs while any view is on."""
+        if on:
+            self._watchers[view] = time.monotonic() + WATCH_TTL
+        else:
+            self._watchers.pop(view, None)
+        self._wake.set()
+        if self._watchers and (self._poller is None or not self._poller.is_alive()):
+            self._poller = threading.Thread(target=self._poll, name="monarch-jupyter-topology", daemon=True)
+            self._poller.start()
+
+    @property
+    def watched(self) -> bool:
+        now = time.monotonic()
+        for view in [view for view, until in self._watchers.items() if until < now]:
+            self._watchers.pop(view, None)
+        return bool(self._watchers) and self._unsubscribe is not None
+
+    def refresh_topology(self) -> topo.Topology | None:
+        """One sample now (None when the job has no admin); its error is shown, not raised."""
+        if self._sample is None or not has_admin(self.status):
+            return None
+        try:
+            sample = self._sample(dict(self.status.urls), self._last)
+        except MonarchJupyterError as error:
+            sample = topo.Topology(error=str(error))
+        else:
+            self._last = sample
+        self.topology = topo.to_data(sample)
+        return sample
+
+    def _poll(self) -> None:
+        while self.watched:
+            spent = 0.0
+            if self.topology_available:
+                began = time.monotonic()
+                self.refresh_topology()
+                spent = time.monotonic() - began
+            self._wake.clear()
+            self._wake.wait(max(self._interval, spent / TOPOLOGY_DUTY))
 
     # ── lifetime / display ──
     def close(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        self._watchers.clear()
+        self._wake.set()
         super().close()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        data = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = formatting.status_text(self.status)
-        data["text/html"] = formatting.status_html(self.status)
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        data = super()._repr_mimebundle_(**kwargs)
+        bundle = data[0] if isinstance(data, tuple) else data  # (data, metadata) or data
+        if bundle is not None:
+            bundle["text/plain"] = formatting.status_text(self.status)
+            bundle["text/html"] = formatting.status_html(self.status)
         return data
-
-
-def _button(text: str, icon: str, style: str, css: str, handler: Callable[[Any], None]) -> widgets.Button:
-    button = widgets.Button(
-        description=text, icon=icon, button_style=style, layout=widgets.Layout(width="auto")
-    )
-    button.add_class(css)
-    button.on_click(handler)
-    return button
 
 
 def _resolved(path: Path) -> Path:

@@ -44,6 +44,7 @@ def candidates(before: str, first_line: bool = True) -> list[str]:
                 "logs",
                 "query",
                 "profile",
+                "topology",
                 "reconnect",
                 "refresh",
                 "trust",

@@ -33,7 +33,7 @@ def test_parse(line, command):
     [
         (
             "bogus",
-            "%job: unknown subcommand 'bogus'; use status, apply, kill, batch, logs, query, profile, reconnect, refresh, trust, debug or context (see %job?)",
+            "%job: unknown subcommand 'bogus'; use status, apply, kill, batch, logs, query, profile, topology, reconnect, refresh, trust, debug or context (see %job?)",
         ),
         ("status a b", "%job status: unrecognized arguments: b (usage: %job status [CONTEXT])"),
         ("reconnect now", "%job reconnect: unrecognized arguments: now (usage: %job reconnect)"),

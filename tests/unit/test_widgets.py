@@ -106,51 +106,67 @@ def test_view_escapes_html():
 
 
 # ── widget: transitions and bundle ───────────────────────────────────────
+def buttons(widget: JobWidget) -> dict[str, dict]:
+    return {action["id"]: action for action in widget.actions}
+
+
+def front_end(widget: JobWidget, **content) -> None:
+    """A message as job.js sends it."""
+    widget._on_front_end_msg(widget, content, [])
+
+
 def test_widget_follows_published_statuses(tmp_path):
     session = FakeSession(tmp_path, running())
     widget = JobWidget(session, session.current)
     try:
-        assert widget.view.state == RUNNING and not widget._kill.disabled
+        assert widget.view.state == RUNNING and not buttons(widget)["kill"].get("disabled")
         session.publish(running(context="other", hosts=8))  # another context: ignored
         assert widget.view.total_hosts == 2
         session.publish(running(hosts=3, live=1))  # e.g. %job apply from another cell
         assert (widget.view.meshes[0].hosts, widget.view.meshes[0].live_workers) == ("3", "1")
-        assert 'data-state="running"' in widget._head.value
+        assert 'data-state="running"' in widget.head
         session.publish(JobStatus(context="default", state=NO_JOB))  # %job kill elsewhere
-        assert widget.view.state == NO_JOB and widget._kill.disabled
-        assert 'data-state="no job"' in widget._head.value
+        assert widget.view.state == NO_JOB and buttons(widget)["kill"]["disabled"]
+        assert 'data-state="no job"' in widget.head
     finally:
         widget.close()
     assert session.listeners == []  # closing unsubscribes
 
 
-def test_kill_asks_for_confirmation(tmp_path):
+def test_actions_are_plain_data_and_kill_is_confirmed(tmp_path):
     session = FakeSession(tmp_path, running())
     widget = JobWidget(session, session.current)
     try:
-        widget._kill.click()
-        assert widget._confirm_row.layout.display is None and widget._kill.layout.display == "none"
-        widget._cancel.click()
-        assert session.kills == [] and widget._confirm_row.layout.display == "none"
-        assert widget.view.state == RUNNING
-        widget._kill.click()
-        widget._confirm.click()
+        assert [a["id"] for a in widget.actions] == ["refresh", "kill"]
+        assert buttons(widget)["kill"]["confirm"] and buttons(widget)["kill"]["style"] == "danger"
+        front_end(widget, kind="action", id="kill")  # sent by job.js after Confirm
         assert session.kills == ["default"]
-        assert widget.view.state == NO_JOB and widget._kill.disabled
-        assert "killed the job of context 'default'" in widget._message.value
-        widget._refresh.click()
-        assert widget.view.state == NO_JOB and widget._message.value == ""
+        assert widget.view.state == NO_JOB and buttons(widget)["kill"]["disabled"]
+        assert "killed the job of context 'default'" in widget.message
+        front_end(widget, kind="action", id="refresh")
+        assert widget.view.state == NO_JOB and widget.message == ""
+        front_end(widget, kind="action", id="nope")
+        assert widget.message_error and "nope" in widget.message
     finally:
         widget.close()
+
+
+def test_an_action_can_be_added_by_id(tmp_path):
+    session = FakeSession(tmp_path, running())
+    widget = JobWidget(session, session.current)
+    pressed = []
+    widget.handlers["dashboard"] = lambda: pressed.append(True)
+    front_end(widget, kind="action", id="dashboard")
+    assert pressed == [True]
+    widget.close()
 
 
 def test_kill_error_is_shown_not_raised(tmp_path):
     session = FakeSession(tmp_path, running())
     widget = JobWidget(session, session.current)
     session.current = JobStatus(context="default", state=NO_JOB)  # killed behind the widget's back
-    widget._kill.click()
-    widget._confirm.click()
-    assert "no job to kill" in widget._message.value
+    widget.press("kill")
+    assert "no job to kill" in widget.message and widget.message_error
     assert widget.view.state == NO_JOB  # and it refreshed
     widget.close()
 
@@ -159,6 +175,7 @@ def test_mimebundle_has_widget_and_text_fallbacks(tmp_path):
     status = running()
     widget = JobWidget(FakeSession(tmp_path, status), status)
     bundle = widget._repr_mimebundle_()
+    bundle = bundle[0] if isinstance(bundle, tuple) else bundle
     assert bundle[WIDGET_MIME]["model_id"] == widget.model_id
     assert bundle["text/plain"] == formatting.status_text(status)
     assert bundle["text/html"] == formatting.status_html(status)
@@ -168,10 +185,15 @@ def test_mimebundle_has_widget_and_text_fallbacks(tmp_path):
 def test_widget_follows_status_changes_but_its_fallback_is_a_snapshot(tmp_path):
     session = FakeSession(tmp_path, running())
     widget = JobWidget(session, session.current)
-    before = widget._repr_mimebundle_()["text/plain"]
+
+    def plain():
+        bundle = widget._repr_mimebundle_()
+        return (bundle[0] if isinstance(bundle, tuple) else bundle)["text/plain"]
+
+    before = plain()
     session.publish(JobStatus(context="default", state=NO_JOB))
     assert widget.view.state == NO_JOB
-    assert "no job" in widget._repr_mimebundle_()["text/plain"]
+    assert "no job" in plain()
     assert "running" in before
     widget.close()
 
@@ -180,15 +202,77 @@ def test_real_session_publishes_to_the_widget(tmp_path):
     """JobSession.add_listener end to end (no job needed: the no-job status path)."""
     session = JobSession(cwd=lambda: str(tmp_path))
     widget = JobWidget(session)
-    seen = []
-    widget.observe(lambda change: seen.append(change), names="children")
     assert widget.view.state == NO_JOB and widget.context == "default"
     heads = []
-    session.add_listener(lambda status: heads.append(widget._head.value))
+    session.add_listener(lambda status: heads.append(widget.head))
     session.status()
     assert heads and 'data-state="no job"' in heads[-1]
     widget.close()
     assert widget._on_status not in session._board.listeners
+
+
+def test_topology_is_sampled_only_while_watched(tmp_path):
+    from monarch_jupyter.services import topology
+
+    calls = []
+
+    def sample(urls, previous):
+        calls.append(urls["admin"])
+        rows = [
+            {"kind": "host", "id": "h", "name": "h0"},
+            {"kind": "proc", "id": "p", "parent": "h", "name": "p0", "rss": 2_000_000},
+            {
+                "kind": "actor",
+                "id": "a",
+                "parent": "p",
+                "name": "counter",
+                "messages": len(calls),
+                "queue": 0,
+            },
+        ]
+        return topology.build(rows, previous)
+
+    admin = {"admin": "http://localhost:1/"}
+    session = FakeSession(tmp_path, running(urls=admin))
+    widget = JobWidget(session, session.current, sample=sample, interval=0.01)
+    try:
+        assert widget.topology_available and widget.topology == {}
+        time.sleep(0.05)
+        assert calls == []  # nobody looks: nothing sampled
+        front_end(widget, kind="watch", view="v1", on=True)
+        deadline = time.monotonic() + 5
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 3
+        actor = widget.topology["hosts"][0]["procs"][0]["actors"][0]
+        assert actor["name"] == "counter" and actor["messages"] >= 1
+        front_end(widget, kind="watch", view="v1", on=False)
+        time.sleep(0.05)
+        seen = len(calls)
+        time.sleep(0.1)
+        assert len(calls) == seen  # off screen: sampling stopped
+        session.publish(JobStatus(context="default", state=NO_JOB))
+        assert not widget.topology_available and widget.topology == {}
+    finally:
+        widget.close()
+
+
+def test_a_view_not_heard_of_for_the_ttl_stops_the_sampling(tmp_path, monkeypatch):
+    from monarch_jupyter.widgets import job
+
+    session = FakeSession(tmp_path, running(urls={"admin": "http://localhost:1/"}))
+    widget = JobWidget(session, session.current)
+    monkeypatch.setattr(job, "WATCH_TTL", -1.0)  # already expired: a tab closed without a word
+    widget._watchers["gone"] = time.monotonic() + job.WATCH_TTL
+    assert not widget.watched and widget._watchers == {}
+    widget.close()
+
+
+def test_a_widget_without_admin_has_no_topology(tmp_path):
+    session = FakeSession(tmp_path, running())
+    widget = JobWidget(session, session.current, sample=lambda urls, prev: None)
+    assert not widget.topology_available and widget.refresh_topology() is None
+    widget.close()
 
 
 # ── run grid: a view of the run model ───────────────────────────────────

@@ -1,0 +1,123 @@
+"""The `%job` widget (one anywidget model, job.js) in a real JupyterLab in Debian's Chromium: its
+live topology shows a user actor of a real `--admin` job with its messages processed, sampled
+while the widget is on screen, and Kill (asked first) ends the job and empties the topology."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer
+from harness import TAG_VAR, worker_pids
+from test_browser import ARTIFACTS, Shots, _code, _run_cell, _wait
+
+NOTEBOOK = "monarch_topology.ipynb"
+SETUP = """from monarch.actor import Actor, endpoint
+import monarch_jupyter
+
+class Counter(Actor):
+    @endpoint
+    def incr(self) -> int:
+        return 1
+
+procs = monarch_jupyter.state().hosts.spawn_procs(per_host={"gpus": 1})
+counter = procs.spawn("counter", Counter)
+for _ in range(5):
+    counter.incr.call().get()"""
+
+pytestmark = [
+    pytest.mark.skipif(
+        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
+    ),
+    pytest.mark.timeout(240),
+    pytest.mark.browser,
+]
+
+
+def _notebook() -> dict:
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": [
+            _code("%load_ext monarch_jupyter"),
+            _code("%job apply --local hosts=1 --admin"),
+            _code(SETUP),
+            _code("%job"),
+        ],
+    }
+
+
+def test_job_widget_topology_and_kill(tmp_path: Path, tag: str) -> None:
+    from playwright import sync_api
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / NOTEBOOK).write_text(json.dumps(_notebook(), indent=1))
+    server = JupyterServer(root, tmp_path / "jupyter", tag, LAB)
+    try:
+        server.wait_ready()
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env={**os.environ, TAG_VAR: tag}
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(30_000)
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                shot = Shots(page, ARTIFACTS / "topology")
+                try:
+                    _scenario(server, page, shot, tag)
+                except Exception:
+                    with contextlib.suppress(Exception):
+                        shot("failure")
+                    raise
+                assert not [e for e in errors if "monarch" in e.lower()], errors
+            finally:
+                browser.close()
+    except Exception:
+        print("---- jupyter lab log ----\n" + server.log())
+        raise
+    finally:
+        server.stop()
+
+
+def _scenario(server: JupyterServer, page, shot, tag: str) -> None:
+    page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK)}?reset&token={server.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    _wait(lambda: server.kernel_state(NOTEBOOK) == "idle", 60, "the kernel to be idle", 0.25)
+    page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+    for index in range(4):
+        _run_cell(page, index, timeout=120)
+    widget = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-job-widget")
+    widget.wait_for()
+    assert widget.locator(".monarch-job-state").inner_text() == "running"
+    # on screen: the kernel samples the admin and the actor shows with its messages processed
+    actor = widget.locator(".monarch-topo-actor[data-actor='counter']")
+    actor.wait_for(timeout=60_000)
+    assert actor.locator(".monarch-topo-messages").inner_text() == "5"
+    assert actor.get_attribute("data-stuck") == "false"
+    assert "actor" in widget.locator(".monarch-topology-summary").inner_text()
+    shot("topology")
+
+    widget.locator(".monarch-job-kill").click()
+    confirm = widget.locator(".monarch-job-confirm")
+    confirm.wait_for(state="visible")
+    widget.locator(".monarch-job-cancel").click()
+    confirm.wait_for(state="hidden")
+    assert widget.locator(".monarch-job-state").inner_text() == "running"
+    widget.locator(".monarch-job-kill").click()
+    confirm.click()
+    widget.locator(".monarch-job-state[data-state='no job']").wait_for(timeout=60_000)
+    _wait(lambda: not worker_pids(tag), 30, "the workers to be reaped")
+    _wait(lambda: "killed the job of context 'default'" in widget.inner_text(), 15, "the kill message")
+    assert widget.locator(".monarch-topology").count() == 0  # no job, no topology
+    shot("killed")
