@@ -138,7 +138,10 @@ def test_serve_while_busy_wraps_the_routing_hook_and_keeps_routing():
         done.set()
 
     assert busy_comm.serve_while_busy(comm, lambda c: c.get("kind") == "stacks", serve)
-    assert comm._reply_subshell_for({"method": "custom", "content": {"kind": "stacks", "id": "a"}}, "sub") == "sub"
+    assert (
+        comm._reply_subshell_for({"method": "custom", "content": {"kind": "stacks", "id": "a"}}, "sub")
+        == "sub"
+    )
     assert comm._reply_subshell_for({"method": "update", "state": {}}, None) is None
     assert done.wait(5) and served == ["a"]
     assert len(comm.routed) == 2  # every message still routed as before
