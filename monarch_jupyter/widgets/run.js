@@ -639,10 +639,13 @@ function render({ model, el: root }) {
         }
       }
     } else {
-      // failing ranks first: at thousands of ranks the first page is what is drawn
-      const ordered = tiles.filter(t => t.failing);
-      if (!filter.checked) {
-        ordered.push(...tiles.filter(t => !t.failing));
+      // rank order; past one page failing ranks first (the first page is what is drawn)
+      let ordered = filter.checked ? tiles.filter(t => t.failing) : tiles;
+      if (!filter.checked && tiles.length > limit) {
+        ordered = [
+          ...tiles.filter(t => t.failing),
+          ...tiles.filter(t => !t.failing)
+        ];
       }
       shown = ordered.map(t => [t, undefined]);
     }
