@@ -531,11 +531,11 @@ function render({ model, el: root }) {
         tile.error || plainText(lastLine(tile.rank))
       )
     );
+    node.append(head, foot);
     const resources = usageText(sample);
     if (resources) {
-      foot.append(el('span', 'monarch-run-usage', resources));
+      node.append(el('div', 'monarch-run-usage', resources));
     }
-    node.append(head, foot);
     // a button for the keyboard and screen readers: Tab to it, Enter or Space shows its output
     node.tabIndex = 0;
     node.setAttribute('role', 'button');
