@@ -160,12 +160,12 @@ class GridFold:
                 quiet = bool(tile["quiet_since"])
                 key = (id(group), tile["status"], tile["returncode"], tile["error"], quiet, m in idle)
                 parts.setdefault(key, []).append(m)
+            if len(parts) > MAX_GROUPS:
+                return []
         out = [
             self._group(members, status, quiet, is_idle, tiles)
             for (_, status, _, _, quiet, is_idle), members in parts.items()
         ]
-        if len(out) > MAX_GROUPS:
-            return []
         out.sort(key=lambda g: (not g["failing"], not (g["quiet"] or g["idle"]), -g["count"], g["rank"]))
         return out
 
