@@ -70,6 +70,13 @@ COUNT = """() => {
     tiles: grid ? grid.querySelectorAll('.monarch-run-tile').length : 0,
     groups: grid ? grid.querySelectorAll('.monarch-run-group').length : 0,
     first: grid ? (grid.querySelector('.monarch-run-tile .monarch-run-label') || {}).textContent || '' : '',
+    // the run's cell outputs: which one holds the nodes (the grid, the text, the running payload)
+    outputs: grid && grid.closest('.jp-Cell')
+      ? [...grid.closest('.jp-Cell').querySelectorAll('.jp-OutputArea-output')].map(o => [
+          (o.firstElementChild && o.firstElementChild.className.split(' ')[0]) || o.className.split(' ')[0],
+          o.getElementsByTagName('*').length,
+        ])
+      : [],
   };
 }"""
 
@@ -153,12 +160,26 @@ def scroll_ms(page) -> float | None:
     return None
 
 
-def print_profile(profile: dict[str, Any], top: int = 25) -> None:
-    """The functions with the most self time (samples), with their script."""
+def print_profile(profile: dict[str, Any], top: int = 25) -> dict[str, float]:
+    """The functions with the most self time (samples), with their script (stderr); returns the
+    page's busy CPU and the part spent in the grid's code (run.js, callees included), in ms."""
     nodes = {n["id"]: n for n in profile["nodes"]}
+    parent = {child: n["id"] for n in profile["nodes"] for child in n.get("children", [])}
     hits: dict[int, int] = {}
     for sample in profile.get("samples", []):
         hits[sample] = hits.get(sample, 0) + 1
+    interval = (profile["endTime"] - profile["startTime"]) / 1000 / max(1, len(profile.get("samples", [])))
+    busy = grid = 0
+    for node_id, count in hits.items():
+        if nodes[node_id]["callFrame"]["functionName"] in ("(idle)", "(program)"):
+            continue
+        busy += count
+        at: int | None = node_id
+        while at is not None:
+            if "run.js" in nodes[at]["callFrame"]["url"]:
+                grid += count
+                break
+            at = parent.get(at)
     total = max(1, sum(hits.values()))
     by_fn: dict[str, int] = {}
     for node_id, count in hits.items():
@@ -167,6 +188,12 @@ def print_profile(profile: dict[str, Any], top: int = 25) -> None:
         by_fn[key] = by_fn.get(key, 0) + count
     for key, count in sorted(by_fn.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{100 * count / total:5.1f}%  {key}", file=sys.stderr)
+    program = sum(c for i, c in hits.items() if nodes[i]["callFrame"]["functionName"] == "(program)")
+    return {
+        "js_busy_ms": round(busy * interval, 1),
+        "program_ms": round(program * interval, 1),  # the browser's own work (style, layout, paint…)
+        "grid_js_ms": round(grid * interval, 1),
+    }
 
 
 def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
@@ -204,8 +231,7 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
     time.sleep(3.0)  # the final result's render
     final = page.evaluate(COUNT)
     bench = page.evaluate("() => { window.__gridBench.on = false; return window.__gridBench; }")
-    if cdp is not None:
-        print_profile(cdp.send("Profiler.stop")["profile"])
+    cpu = print_profile(cdp.send("Profiler.stop")["profile"]) if cdp is not None else {}
     # while the run streams (the live grid) vs the final result's render after it
     longtasks = [d for t, d in bench["longtasks"] if began <= t < ended]
     gaps = [d for t, d in bench["gaps"] if began <= t < ended]
@@ -229,12 +255,15 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
         "grid_nodes_max": max(c["grid"] for c in counts),
         "cell_nodes_max": max(c["cell"] for c in counts),  # the run's cell: input, text, grid
         "cell_nodes_final": final["cell"],
+        "cell_outputs_running": counts[-1]["outputs"] if counts else [],
+        "cell_outputs_final": final["outputs"],
         "tiles_max": max(c["tiles"] for c in counts),
         "groups_max": max(c["groups"] for c in counts),
         "first_tile": counts[-1]["first"] if counts else "",
         "scroll_ms": round(statistics.median(moved), 1) if moved else None,
         "scrolls_moved": f"{len(moved)}/{len(scrolls)}",
         "longtask_api": bench.get("noLongtask", "ok"),
+        **cpu,
     }
 
 
