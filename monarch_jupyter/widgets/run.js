@@ -385,7 +385,7 @@ function render({ model, el: root }) {
   const filter = el('input');
   filter.type = 'checkbox';
   filterLabel.append(filter, ' failing only');
-  const groupLabel = el('label', 'monarch-run-filter monarch-run-groupToggle');
+  const groupLabel = el('label', 'monarch-run-groupToggle');
   const groupBox = el('input');
   groupBox.type = 'checkbox';
   groupLabel.append(groupBox, ' group identical');
