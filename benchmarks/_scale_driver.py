@@ -23,12 +23,28 @@ from monarch_jupyter.remote.runner import RemoteRunner
 
 MESH = "hosts"
 TICK = 0.02  # the actor's FLUSH_EVERY: a rank sends at most one message this often
-SETTINGS: dict[str, Any] = {"ranks": 64, "rate": 10.0, "seconds": 10.0, "burst": 0}
+# same: every rank prints the same lines (they fold into one group); fail_every: every K-th rank
+# exits with rc 1 (the grid's failing ranks)
+SETTINGS: dict[str, Any] = {
+    "ranks": 64,
+    "rate": 10.0,
+    "seconds": 10.0,
+    "burst": 0,
+    "same": False,
+    "fail_every": 0,
+}
 RESULT: dict[str, Any] = {}  # what the kernel side measured (read by the client after the cell)
 
 
 def line(rank: int, n: int) -> str:
+    if SETTINGS["same"]:
+        return f"step {n:6d} loss 0.{(7919 + n) % 10000:04d} lr 3.0e-4\n"
     return f"step {n:6d} rank {rank:5d} loss 0.{(rank * 7919 + n) % 10000:04d} lr 3.0e-4\n"
+
+
+def returncode(rank: int) -> int:
+    every = SETTINGS["fail_every"]
+    return 1 if every and rank % every == every - 1 else 0
 
 
 class SimDrive(Drive):
@@ -55,13 +71,21 @@ class SimDrive(Drive):
                     self.spool.maybe_flush()
         else:
             tick = 0
+            failing = [rank for rank in range(n) if returncode(rank)]
+            ended: set[int] = set()
             while (now := time.monotonic()) - start < seconds:
                 # ranks are spread evenly over a period; a rank due for k lines sends them in one message
                 made = []
                 began = time.thread_time()  # what making the messages costs is the fleet's, not the kernel's
+                if failing and now - start >= seconds / 2:  # the failing ranks end half-way
+                    for rank in failing:
+                        self._feed(
+                            encode(Exit(self.run_id, MESH, rank, 1000 + rank, [], 1, now - start, None))
+                        )
+                    ended, failing = set(failing), []
                 for rank in range(n):
                     due = int((now - start) * rate + rank / n)
-                    if due > sent[rank]:
+                    if due > sent[rank] and rank not in ended:
                         text = "".join(line(rank, k) for k in range(sent[rank], due))
                         message = Data(
                             self.run_id, MESH, rank, 1000 + rank, [Chunk(OUT, text, due - sent[rank])]
@@ -77,7 +101,8 @@ class SimDrive(Drive):
                 tick += 1
                 await asyncio.sleep(max(0.0, start + tick * TICK - time.monotonic()))
             for rank in range(n):
-                self._feed(encode(Exit(self.run_id, MESH, rank, 1000 + rank, [], 0, seconds, None)))
+                if rank not in ended:
+                    self._feed(encode(Exit(self.run_id, MESH, rank, 1000 + rank, [], 0, seconds, None)))
         RESULT.update(
             lines_sent=sent,
             messages=messages,

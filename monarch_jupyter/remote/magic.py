@@ -87,6 +87,7 @@ class RemoteMagics(Magics):
         self.observers: list[Observer] = []  # RunState observers of this instance (see remote.observers)
         self.last: RunState | None = None  # the latest run started here (monarch_jupyter.remote.last_run)
         self._followers: list[BackgroundFollow] = []  # detached runs' live grids
+        self._grid_lock = threading.Lock()  # one grid request to the hosts at a time
 
     @line_cell_magic
     def remote(self, line: str, cell: str | None = None) -> None:
@@ -193,7 +194,13 @@ class RemoteMagics(Magics):
             except MonarchJupyterError as error:
                 print(f"%remote stop {run_id}: {error}", file=sys.stderr)
 
-        widget = RunWidget(state, title=f"%%remote --detach {state.target} · run {run_id}", on_stop=stop_run)
+        widget = RunWidget(
+            state,
+            title=f"%%remote --detach {state.target} · run {run_id}",
+            on_stop=stop_run,
+            stacks=self.grid_stacks,
+            usage=self.grid_usage,
+        )
         widget.detached = True
         state.observers.append(widget)
         display(widget)
@@ -203,6 +210,17 @@ class RemoteMagics(Magics):
         self.runner.follow(run_id, plan, sink, handle)
         self._followers = [f for f in self._followers if not f.state.finished] + [follower]
         follower.start()
+
+    # ── the grid's requests: on a thread of the grid's, possibly while a cell runs ──
+    def grid_stacks(self, run_id: str, ranks: list[int]) -> str:
+        """A grid's Stacks button: these flat ranks' stacks, folded (``%remote stacks``)."""
+        with self._grid_lock:
+            return verbs.grid_stacks(self.session, self.runner, run_id, ranks)
+
+    def grid_usage(self, run_id: str) -> list[dict[str, Any]]:
+        """A visible grid's resources: the run's per-rank samples, idle ranks flagged."""
+        with self._grid_lock:
+            return verbs.grid_usage(self.runner, run_id)
 
     # ── the verbs' Cell ────────────────────────────────────────────────
     def run_observers(self) -> list[Observer]:

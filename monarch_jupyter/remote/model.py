@@ -282,6 +282,8 @@ class RunState:
     # bumped by every event that may change a rank's status, return code, duration or error
     # (all but a running rank's output): a view of N ranks re-reads them only when it moved
     version: int = 0
+    # the lines the event being applied completed, for observers (the grid's grouped tiles)
+    last_fed: list[Fed] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         keep = max(RUN_TAIL_MIN, min(TAIL_LINES, RUN_TAIL_LINES // max(1, len(self.ranks))))
@@ -306,6 +308,7 @@ class RunState:
             self.unfinished = self.unfinished or self._running_now()
         elif isinstance(event, Finished):
             fed = self._on_finished(event)
+        self.last_fed = fed
         for observer in list(self.observers):
             observer.on_event(self, event)
         return fed

@@ -385,14 +385,32 @@ def stacks(
         entry = running[0]
     else:
         entry = index.find(_entries(cell.session), run)
-    answers = cell.runner.call_all(
-        "stacks",
-        entry.id,
-        None if ranks is None else list(ranks),
-        None if point is None else dict(point),
-        native,
-    )
-    cell.write(stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers)))
+    cell.write(run_stacks(cell.runner, entry, None if ranks is None else list(ranks), point, native))
+
+
+def run_stacks(
+    runner: RemoteRunner,
+    entry: RunEntry,
+    ranks: list[int] | None,
+    point: tuple[tuple[str, int], ...] | None = None,
+    native: bool = False,
+) -> str:
+    """The verb's text for run ``entry``: these flat ranks' stacks (all: None), folded."""
+    answers = runner.call_all("stacks", entry.id, ranks, None if point is None else dict(point), native)
+    return stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers))
+
+
+def grid_stacks(session: JobSession, runner: RemoteRunner, run_id: str, ranks: list[int]) -> str:
+    """The grid's Stacks button: run ``run_id``'s stacks of these flat ranks, folded."""
+    return run_stacks(runner, index.find(_entries(session), run_id), ranks)
+
+
+def grid_usage(runner: RemoteRunner, run_id: str) -> list[dict[str, Any]]:
+    """The grid's resources: run ``run_id``'s samples (``host.usage``), each with ``idle``
+    (its CPU at ~0 % while the others work, :func:`.resources.idle`)."""
+    samples = resources.merge(runner.call_all("usage", [run_id], USAGE_INTERVAL)).get(run_id, [])
+    flagged = resources.idle(samples)
+    return [{**sample, "idle": i in flagged} for i, sample in enumerate(samples)]
 
 
 def _context_lines(text: str) -> int:

@@ -120,7 +120,11 @@ def install_run_grid(ipython: Any) -> None:  # IPython's InteractiveShell
     magics = ipython.magics_manager.registry.get("RemoteMagics")
     observers = getattr(magics, "observers", None)
     if observers is not None and not any(isinstance(o, RemoteRunObserver) for o in observers):
-        observers.append(RemoteRunObserver())
+        # the grid's Stacks button and resources ask the hosts through the magic (its runner)
+        requests = {
+            k: getattr(magics, f"grid_{k}") for k in ("stacks", "usage") if hasattr(magics, f"grid_{k}")
+        }
+        observers.append(RemoteRunObserver(**requests))
 
 
 #: Seconds after the loading cell ends before the widget modules are imported in the background.

@@ -23,6 +23,28 @@
  * @property {number | null} [quiet_since]  epoch seconds of its last output, while quiet
  */
 
+/**
+ * Ranks whose output is identical so far, as widgets/grid_fold.py sends them.
+ * @typedef {object} Group
+ * @property {string} label  hosts=[0-6,8] (8)
+ * @property {number[][]} ranks  tile indices as [first, last] runs
+ * @property {number} count
+ * @property {number} rank  the first member: its tile stands for the group
+ * @property {string} status
+ * @property {boolean} failing
+ * @property {boolean} quiet
+ * @property {boolean} [idle]
+ */
+
+/**
+ * A rank's resources, as the kernel's usage answer sends them.
+ * @typedef {object} Usage
+ * @property {number | null} [cpu]  % of one core
+ * @property {number | null} [rss]  bytes
+ * @property {number | null} [gpu_mib]
+ * @property {boolean} [idle]  ~0 % CPU while the others work
+ */
+
 /** @typedef {[string, string]} Line  [stream, text] */
 
 /**
@@ -37,6 +59,9 @@
  */
 
 const KEEP = 500; // lines kept per rank in the browser
+const PAGE = 200; // tiles drawn at most, then a button draws this many more (a bounded DOM)
+const USAGE_EVERY = 2000; // ms between resources requests while the grid is visible
+const STACKS_KEPT = 3; // stacks answers shown at once (the newest first)
 
 /**
  * @template {keyof HTMLElementTagNameMap} K
@@ -242,6 +267,56 @@ export function formatSeconds(seconds) {
 }
 
 /**
+ * [[0, 2], [5, 5]] -> [0, 1, 2, 5]
+ * @param {number[][]} runs
+ */
+export function expandRuns(runs) {
+  /** @type {number[]} */
+  const out = [];
+  for (const [first, last] of runs) {
+    for (let i = first; i <= last; i++) {
+      out.push(i);
+    }
+  }
+  return out;
+}
+
+/**
+ * "310 MB", "1.2 GB" (decimal units, as remote/resources.py writes them).
+ * @param {number | null | undefined} bytes
+ */
+export function formatBytes(bytes) {
+  if (bytes === null || bytes === undefined || bytes < 0) {
+    return '';
+  }
+  let value = bytes;
+  for (const unit of ['B', 'KB', 'MB', 'GB']) {
+    if (value < 1000 || unit === 'GB') {
+      return unit === 'B' || unit === 'KB' || value >= 100
+        ? `${Math.round(value)} ${unit}`
+        : `${value.toFixed(1)} ${unit}`;
+    }
+    value /= 1000;
+  }
+  return '';
+}
+
+/**
+ * "cpu 98% · 1.2 GB · gpu 900 MiB"; '' without a sample.
+ * @param {Usage | undefined} usage
+ */
+export function usageText(usage) {
+  if (!usage || usage.cpu === null || usage.cpu === undefined) {
+    return '';
+  }
+  let text = `cpu ${Math.round(usage.cpu)}% · ${formatBytes(usage.rss)}`;
+  if (usage.gpu_mib !== null && usage.gpu_mib !== undefined) {
+    text += ` · gpu ${usage.gpu_mib} MiB`;
+  }
+  return text;
+}
+
+/**
  * "failed · rc 3", "running", "timed out".
  * @param {Tile} tile
  */
@@ -310,17 +385,31 @@ function render({ model, el: root }) {
   const filter = el('input');
   filter.type = 'checkbox';
   filterLabel.append(filter, ' failing only');
+  const groupLabel = el('label', 'monarch-run-groupToggle');
+  const groupBox = el('input');
+  groupBox.type = 'checkbox';
+  groupLabel.append(groupBox, ' group identical');
+  groupLabel.title =
+    'One tile for the ranks whose output is identical so far (as --group folds the text)';
   const stop = el('button', 'monarch-run-stop', 'Stop');
   stop.title =
     'Interrupt the kernel: stops the processes on every rank (as Ctrl-C / the ■ button)';
   const note = el('span', 'monarch-run-note');
-  header.append(title, summary, filterLabel, stop, note);
+  header.append(title, summary, filterLabel, groupLabel, stop, note);
   const grid = el('div', 'monarch-run-grid');
   grid.setAttribute('role', 'group');
   grid.setAttribute('aria-label', 'ranks');
+  const more = el('button', 'monarch-run-more');
+  more.hidden = true;
+  const stacksPane = el('div', 'monarch-run-stacks');
+  stacksPane.setAttribute('aria-live', 'polite');
   const detail = el('div', 'monarch-run-detail');
   detail.setAttribute('aria-live', 'polite');
-  root.append(header, grid, detail);
+  root.append(header, grid, more, stacksPane, detail);
+  let limit = PAGE; // tiles drawn: grows by PAGE with each click of `more`
+  /** @type {Map<number, Usage>} */
+  const usage = new Map(); // tile index -> its latest resources sample
+  let requests = 0; // ids of this view's requests
 
   let frame = 0;
   let refocus = -1; // a tile to give the focus back to after the next redraw
@@ -337,31 +426,94 @@ function render({ model, el: root }) {
   }
 
   /**
+   * Ask the kernel for these tiles' stacks; the answer lands in the stacks pane.
+   * @param {string} label
+   * @param {number[]} ranks
+   */
+  function askStacks(label, ranks) {
+    const id = `stacks-${++requests}-${Date.now()}`;
+    const box = el('details', 'monarch-run-stacksBox');
+    box.open = true;
+    box.dataset.id = id;
+    box.append(
+      el('summary', 'monarch-run-stacksHead', `stacks of ${label}`),
+      el('div', 'monarch-run-note', 'asking the hosts…')
+    );
+    stacksPane.prepend(box);
+    while (stacksPane.childElementCount > STACKS_KEPT) {
+      stacksPane.lastElementChild?.remove();
+    }
+    model.send({ kind: 'stacks', id, ranks });
+  }
+
+  /** @param {{id?: string, text?: string, error?: string}} msg */
+  function showStacks(msg) {
+    const box = Array.from(stacksPane.children).find(
+      node => /** @type {HTMLElement} */ (node).dataset.id === msg.id
+    );
+    if (!box) {
+      return;
+    }
+    box.querySelector('.monarch-run-note')?.remove();
+    box.append(
+      msg.error
+        ? el('div', 'monarch-run-stacksError', msg.error)
+        : el('pre', 'monarch-run-output monarch-run-stacksText', msg.text || '')
+    );
+  }
+
+  /**
    * @param {Tile} tile
    * @param {number} now  epoch seconds
+   * @param {Group} [group]  the group this tile stands for (several ranks)
    */
-  function drawTile(tile, now) {
+  function drawTile(tile, now, group) {
     const node = el('div', `monarch-run-tile monarch-run-${tile.status}`);
     node.dataset.rank = String(tile.rank);
     node.dataset.status = tile.status;
-    if (tile.quiet_since) {
+    const members = group ? expandRuns(group.ranks) : [tile.rank];
+    const label = group ? group.label : tile.label;
+    if (group) {
+      node.classList.add('monarch-run-group');
+      node.dataset.count = String(group.count);
+    }
+    const sample = usage.get(tile.rank);
+    const idle = group ? group.idle : sample?.idle;
+    if (tile.quiet_since || idle) {
       node.classList.add('monarch-run-quiet');
     }
     if (tile.rank === model.get('selected')) {
       node.classList.add('monarch-run-selected');
     }
-    node.title = tile.error || `${tile.label}: click to show its output`;
+    node.title = tile.error || `${label}: click to show its output`;
     const head = el('div', 'monarch-run-tileHead');
     head.append(
-      el('span', 'monarch-run-label', tile.label),
+      el('span', 'monarch-run-label', label),
       el(
         'span',
         'monarch-run-status',
         tile.quiet_since
           ? `quiet ${formatSeconds(now - tile.quiet_since)}`
-          : statusText(tile)
+          : idle && tile.status === 'running'
+            ? 'idle (0% cpu)'
+            : statusText(tile)
       )
     );
+    if (model.get('can_stacks')) {
+      const button = el('button', 'monarch-run-stacksButton', 'Stacks');
+      button.title = `What ${label} is doing now: its processes' stacks (%remote stacks)`;
+      button.tabIndex = -1; // the tile is the keyboard's stop; S on it asks too
+      button.addEventListener('click', event => {
+        event.stopPropagation();
+        askStacks(label, members);
+      });
+      node.addEventListener('keydown', event => {
+        if (event.key === 's' || event.key === 'S') {
+          askStacks(label, members);
+        }
+      });
+      head.append(button);
+    }
     let seconds = tile.duration;
     if (
       (seconds === null || seconds === undefined) &&
@@ -380,6 +532,10 @@ function render({ model, el: root }) {
       )
     );
     node.append(head, foot);
+    const resources = usageText(sample);
+    if (resources) {
+      node.append(el('div', 'monarch-run-usage', resources));
+    }
     // a button for the keyboard and screen readers: Tab to it, Enter or Space shows its output
     node.tabIndex = 0;
     node.setAttribute('role', 'button');
@@ -387,7 +543,7 @@ function render({ model, el: root }) {
     node.setAttribute('aria-pressed', String(selected));
     node.setAttribute(
       'aria-label',
-      `${tile.label}: ${statusText(tile)}${tile.error ? `, ${tile.error}` : ''}; ${selected ? 'hide' : 'show'} its output`
+      `${label}: ${statusText(tile)}${tile.error ? `, ${tile.error}` : ''}; ${selected ? 'hide' : 'show'} its output`
     );
     const toggle = () => {
       model.set('selected', selected ? -1 : tile.rank);
@@ -422,8 +578,15 @@ function render({ model, el: root }) {
     if (!tile) {
       return;
     }
+    const group = shownGroups().find(
+      g => g.count > 1 && g.ranks.some(([a, b]) => a <= rank && rank <= b)
+    );
     detail.append(
-      el('div', 'monarch-run-detailHead', `${tile.label} · ${statusText(tile)}`)
+      el(
+        'div',
+        'monarch-run-detailHead',
+        `${group ? `${group.label}, identical so far` : tile.label} · ${statusText(tile)}`
+      )
     );
     const lost = dropped.get(rank) || 0;
     if (lost) {
@@ -463,7 +626,33 @@ function render({ model, el: root }) {
     stop.disabled =
       finished || (!model.get('detached') && !model.get('kernel_id'));
     root.classList.toggle('monarch-run-finished', finished);
-    const shown = filter.checked ? tiles.filter(t => t.failing) : tiles;
+    groupBox.checked = model.get('grouped');
+    const byRank = new Map(tiles.map(t => [t.rank, t]));
+    /** @type {[Tile, Group | undefined][]} */
+    let shown = [];
+    const groups = shownGroups();
+    if (groups.length) {
+      for (const g of groups) {
+        const t = byRank.get(g.rank);
+        if (t && (!filter.checked || g.failing)) {
+          shown.push([t, g.count > 1 ? g : undefined]);
+        }
+      }
+    } else {
+      // rank order; past one page failing ranks first (the first page is what is drawn)
+      let ordered = filter.checked ? tiles.filter(t => t.failing) : tiles;
+      if (!filter.checked && tiles.length > limit) {
+        ordered = [
+          ...tiles.filter(t => t.failing),
+          ...tiles.filter(t => !t.failing)
+        ];
+      }
+      shown = ordered.map(t => [t, undefined]);
+    }
+    const total = shown.length;
+    shown = shown.slice(0, limit);
+    more.hidden = total <= shown.length;
+    more.textContent = `${total - shown.length} more tiles: show ${Math.min(PAGE, total - shown.length)} more`;
     grid.textContent = '';
     if (!shown.length) {
       grid.append(
@@ -477,8 +666,8 @@ function render({ model, el: root }) {
     const focused = grid.contains(document.activeElement)
       ? Number(/** @type {HTMLElement} */ (document.activeElement).dataset.rank)
       : refocus;
-    for (const tile of shown) {
-      const node = drawTile(tile, now);
+    for (const [tile, group] of shown) {
+      const node = drawTile(tile, now, group);
       grid.append(node);
       if (tile.rank === focused) {
         node.focus({ preventScroll: true });
@@ -488,6 +677,20 @@ function render({ model, el: root }) {
     drawDetail(tiles);
   }
 
+  /** @returns {Group[]} the groups to draw ([] when not grouping) */
+  function shownGroups() {
+    return model.get('grouped') ? model.get('groups') || [] : [];
+  }
+
+  groupBox.addEventListener('change', () => {
+    model.set('grouped', groupBox.checked);
+    model.save_changes();
+    schedule();
+  });
+  more.addEventListener('click', () => {
+    limit += PAGE;
+    schedule();
+  });
   filter.addEventListener('change', () => {
     model.set('failing_only', filter.checked);
     model.save_changes();
@@ -509,6 +712,14 @@ function render({ model, el: root }) {
   });
   /** @param {{kind?: string, lines?: Record<string, Line[]>, dropped?: Record<string, number>}} msg */
   const onLines = msg => {
+    if (msg && msg.kind === 'stacks') {
+      showStacks(/** @type {any} */ (msg));
+      return;
+    }
+    if (msg && msg.kind === 'usage') {
+      onUsage(/** @type {any} */ (msg));
+      return;
+    }
     if (!msg || msg.kind !== 'lines') {
       return;
     }
@@ -527,6 +738,43 @@ function render({ model, el: root }) {
     }
     schedule();
   };
+  // Resources: asked of the kernel only while this view is on screen and the run goes on.
+  let visible = typeof IntersectionObserver === 'undefined';
+  const watcher =
+    typeof IntersectionObserver === 'undefined'
+      ? null
+      : new IntersectionObserver(entries => {
+          visible = entries.some(entry => entry.isIntersecting);
+        });
+  watcher?.observe(root);
+  let asking = '';
+  let askedAt = 0;
+  const askUsage = () => {
+    const now = Date.now();
+    if (
+      !model.get('can_usage') ||
+      model.get('finished') ||
+      !visible ||
+      document.visibilityState === 'hidden' ||
+      (asking && now - askedAt < 30000)
+    ) {
+      return;
+    }
+    asking = `usage-${++requests}-${now}`;
+    askedAt = now;
+    model.send({ kind: 'usage', id: asking });
+  };
+  /** @param {{id?: string, ranks?: Record<string, Usage>}} msg */
+  const onUsage = msg => {
+    if (msg.id === asking) {
+      asking = '';
+    }
+    for (const [rank, sample] of Object.entries(msg.ranks || {})) {
+      usage.set(Number(rank), sample);
+    }
+    schedule();
+  };
+  const poller = setInterval(askUsage, USAGE_EVERY);
   const onFinished = () => {
     if (model.get('finished')) {
       note.textContent = '';
@@ -538,6 +786,8 @@ function render({ model, el: root }) {
   model.on('change:summary', schedule);
   model.on('change:finished', onFinished);
   model.on('change:selected', schedule);
+  model.on('change:groups', schedule);
+  model.on('change:grouped', schedule);
   // elapsed times of running ranks tick once a second
   const ticker = setInterval(() => {
     if (!model.get('finished')) {
@@ -547,6 +797,10 @@ function render({ model, el: root }) {
   draw();
   return () => {
     clearInterval(ticker);
+    clearInterval(poller);
+    watcher?.disconnect();
+    model.off('change:groups', schedule);
+    model.off('change:grouped', schedule);
     if (frame) {
       cancelAnimationFrame(frame);
     }

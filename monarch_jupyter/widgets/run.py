@@ -8,11 +8,12 @@ that printed (:class:`~.run_model.GridSync` works out what changed). The end of
 the run is sent at once. It keeps no facts of its own.
 
 The front end (``run.js``) keeps each rank's recent lines, draws one tile per rank
-(status, return code, elapsed time, last line), shows the clicked rank's output
-and filters to failing ranks — all in the browser, so it works while the cell
-still runs (the kernel does not read widget messages until the cell ends). For
-the same reason Stop interrupts the kernel through the server's REST API, exactly
-as the toolbar's interrupt button does.
+(status, return code, elapsed time, last line) or per group of ranks whose output is
+identical so far (:mod:`.grid_fold`), shows the clicked rank's output and filters to
+failing ranks, all in the browser. Stop interrupts the kernel through the server's
+REST API, exactly as the toolbar's interrupt button does. A tile's Stacks button and
+the resources shown while the grid is visible are requests to this widget, served on
+a thread of their own while the cell runs (:mod:`.busy_comm`).
 
 ``widgets.RemoteRunObserver`` (installed once per kernel) builds and shows a
 ``RunWidget`` only for a run that lasts; a short run shows none.
@@ -23,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,17 @@ import anywidget
 import traitlets
 
 from ..remote.model import Event, RunState
+from .busy_comm import Request, Served, serve_while_busy
+from .grid_fold import GridFold, Group
 from .run_model import GridSync, Throttle, Tile, sync_interval, tails
 
+#: ``stacks(run_id, ranks)``: the folded stacks text of these flat ranks (``%remote stacks``)
+StacksFn = Callable[[str, list[int]], str]
+#: ``usage(run_id)``: the run's samples (``host.usage``), each with ``idle`` (``remote.resources``)
+UsageFn = Callable[[str], Sequence[Mapping[str, object]]]
+GROUP_FROM = 8  # a grid of more ranks than this starts grouped (a smaller one shows every rank)
+USAGE_EVERY = 1.0  # seconds: at most one resources sample this often
+REQUESTS = ("stacks", "usage")
 _HERE = Path(__file__).parent
 RUN_JS = _HERE / "run.js"
 RUN_CSS = _HERE / "run.css"
@@ -84,6 +95,11 @@ class RunWidget(anywidget.AnyWidget):
     # Front-end view state, kept in the model so a re-rendered view keeps it.
     selected = traitlets.Int(-1).tag(sync=True)
     failing_only = traitlets.Bool(False).tag(sync=True)
+    grouped = traitlets.Bool(False).tag(sync=True)
+    groups: traitlets.List[Group] = traitlets.List().tag(sync=True)  # grid_fold.Group dicts, failing first
+    # which requests this kernel answers (a Stacks button, resources on the tiles)
+    can_stacks = traitlets.Bool(False).tag(sync=True)
+    can_usage = traitlets.Bool(False).tag(sync=True)
 
     def __init__(
         self,
@@ -92,20 +108,42 @@ class RunWidget(anywidget.AnyWidget):
         interval: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
         on_stop: Callable[[], None] | None = None,
+        stacks: StacksFn | None = None,
+        usage: UsageFn | None = None,
     ) -> None:
         self.state: RunState | None = state
-        self._sync = GridSync(state, seen_lines=True)  # the lines so far go in `tails`
+        self._clock = clock
+        self._fold = GridFold(state.ranks, clock())
+        self._sync = GridSync(state, seen_lines=True, fold=self._fold)  # the lines so far go in `tails`
         self._throttle = Throttle(sync_interval(len(state.ranks), interval), clock)
         self._on_stop = on_stop
+        self._stacks, self._usage = stacks, usage
+        self._run_id = state.run_id or ""
+        self._points = [(r.mesh, r.rank) for r in state.ranks]  # tile index -> (mesh, flat rank)
+        self._served = Served()
+        self._usage_lock = threading.Lock()
+        self._usage_at = float("-inf")
         self.batches = 0  # flushes so far (tests and benchmarks read it)
-        super().__init__(title=title, kernel_id=kernel_id(), tails=tails(state))
+        self.busy_served = False  # requests are read while a cell runs (busy_comm)
+        super().__init__(
+            title=title,
+            kernel_id=kernel_id(),
+            tails=tails(state),
+            grouped=len(state.ranks) > GROUP_FROM,
+            can_stacks=stacks is not None and bool(self._run_id),
+            can_usage=usage is not None and bool(self._run_id),
+        )
         self.on_msg(self._on_front_end_msg)
+        if stacks is not None or usage is not None:
+            self.busy_served = serve_while_busy(self.comm, self._is_request, self._serve)
         self.flush()
 
     # ── observing the run ──
     def on_event(self, state: RunState, event: Event) -> None:
         if state is not self.state:
             return
+        if state.last_fed:
+            self._fold.add(state.last_fed, self._clock())
         if state.finished or self._throttle.due():
             self.flush()
 
@@ -119,6 +157,7 @@ class RunWidget(anywidget.AnyWidget):
         state = self.state
         if state is None:
             return False
+        self._fold.tick(self._clock())
         batch = self._sync.take()
         if batch is None:
             return False
@@ -127,6 +166,8 @@ class RunWidget(anywidget.AnyWidget):
         with self.hold_sync():
             if batch.tiles is not None:
                 self.tiles = batch.tiles
+            if batch.groups is not None:
+                self.groups = batch.groups
             self.summary = batch.summary
             self.stopping = batch.stopping
             if batch.finished:
@@ -142,10 +183,63 @@ class RunWidget(anywidget.AnyWidget):
     # ── front end, display ──
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         kind = content.get("kind") if isinstance(content, dict) else None
-        if kind == "stop" and self._on_stop is not None:
+        if self._is_request(content):
+            threading.Thread(target=self._serve, args=(content,), daemon=True).start()
+        elif kind == "stop" and self._on_stop is not None:
             self._on_stop()
         elif kind == "code":  # a front end without the server extension: the code, unsaved
             self.send({"kind": "code", "esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()})
+
+    # ── requests (any thread: busy_comm's, or the main thread's once the cell is done) ──
+    @staticmethod
+    def _is_request(content: object) -> bool:
+        return (
+            isinstance(content, Mapping)
+            and content.get("kind") in REQUESTS
+            and isinstance(content.get("id"), str)
+        )
+
+    def _serve(self, content: Request) -> None:
+        """Answer one request once: ``{kind, id, …}`` back with ``text`` / ``ranks`` or ``error``."""
+        if not self._served.take(str(content["id"])):
+            return
+        kind = content["kind"]
+        try:
+            reply = self._answer_stacks(content) if kind == "stacks" else self._answer_usage()
+        except Exception as error:  # one line in the grid, never a traceback
+            reply = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
+        self.send({"kind": kind, "id": content["id"], **reply})
+
+    def _answer_stacks(self, content: Request) -> dict[str, object]:
+        if self._stacks is None or not self._run_id:
+            return {"error": "stacks are not available for this grid"}
+        indices = [int(i) for i in content.get("ranks") or [] if 0 <= int(i) < len(self._points)]
+        if not indices:
+            return {"error": "no such rank"}
+        return {
+            "ranks": indices,
+            "text": self._stacks(self._run_id, sorted({self._points[i][1] for i in indices})),
+        }
+
+    def _answer_usage(self) -> dict[str, object]:
+        if self._usage is None or not self._run_id:
+            return {"error": "resources are not available for this grid"}
+        with self._usage_lock:  # at most one sample at a time, and one per USAGE_EVERY
+            if self._clock() - self._usage_at < USAGE_EVERY:
+                return {"ranks": {}, "skipped": True}
+            samples = self._usage(self._run_id)
+            self._usage_at = self._clock()
+        where = {point: i for i, point in enumerate(self._points)}
+        out: dict[str, object] = {}
+        idle: set[int] = set()
+        for sample in samples:
+            index = where.get((str(sample.get("key")), int(str(sample.get("rank") or 0))))
+            if index is not None:
+                out[str(index)] = {k: sample.get(k) for k in ("cpu", "rss", "gpu_mib", "idle")}
+                if sample.get("idle"):
+                    idle.add(index)
+        self._fold.idle = frozenset(idle)  # the next flush splits the idle ranks off, flagged
+        return {"ranks": out}
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         data = super()._repr_mimebundle_(**kwargs)

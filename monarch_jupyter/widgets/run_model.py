@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from ..remote.model import ERR, OUT, RankState, RunState
+from .grid_fold import GridFold, Group
 
 BATCH_LINES = 200  # new lines per rank per batch; older ones in the same batch are only counted
 BATCH_TOTAL = 2000  # new lines per batch, all ranks together (then BATCH_TOTAL // ranks each, >= 1)
@@ -73,6 +74,7 @@ class Batch:
     summary: str
     stopping: str
     finished: bool
+    groups: list[Group] | None = None  # the grouped tiles, when they changed (a GridSync with a fold)
 
     def message(self) -> dict[str, object] | None:
         """The custom message carrying the new lines (None when there are none)."""
@@ -88,9 +90,12 @@ class Batch:
 class GridSync:
     """Reads ``state`` and hands out what the front end has not seen yet."""
 
-    def __init__(self, state: RunState, seen_lines: bool = False) -> None:
-        """``seen_lines``: the lines so far travel another way (:func:`tails`), not in batches."""
+    def __init__(self, state: RunState, seen_lines: bool = False, fold: GridFold | None = None) -> None:
+        """``seen_lines``: the lines so far travel another way (:func:`tails`), not in batches;
+        ``fold``: the run's lines grouped (then each batch says how the tiles group)."""
         self.state = state
+        self.fold = fold
+        self._groups: list[Group] | None = None
         self._tiles: list[Tile] | None = None
         self._seen = [rank.total_lines if seen_lines else 0 for rank in state.ranks]
         self._meta: tuple[str, str, bool] | None = None
@@ -122,11 +127,21 @@ class GridSync:
                 lines[index] = [[stream, line] for stream, line in listed]
             if new > len(listed):
                 dropped[index] = new - len(listed)
+        groups = self._take_groups()
         meta = (state.progress_line(), state.stopping or "", state.finished)
-        if changed_tiles is None and not lines and not dropped and meta == self._meta:
+        if changed_tiles is None and groups is None and not lines and not dropped and meta == self._meta:
             return None
         self._meta = meta
-        return Batch(changed_tiles, lines, dropped, *meta)
+        return Batch(changed_tiles, lines, dropped, *meta, groups=groups)
+
+    def _take_groups(self) -> list[Group] | None:
+        if self.fold is None or self._tiles is None:
+            return None
+        groups = self.fold.groups(self._tiles)
+        if groups == self._groups:
+            return None
+        self._groups = groups
+        return groups
 
 
 def sync_interval(ranks: int, interval: float = 0.05) -> float:
