@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _timefmt, breakpoints
+from .. import _timefmt, actor_procs, breakpoints
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
 from . import grep as grep_text
@@ -43,6 +43,7 @@ from . import stacks as stack_text
 from .args import add_verb, dims, flat_ranks
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
+from .host import dumps
 from .host.search import compile_pattern
 from .index import FINISHED, STOPPED, RunEntry
 from .model import ERR, OUT, Event, Observer, RunState
@@ -357,13 +358,18 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
 
 @verb(
     "stacks",
-    "each rank's stacks (py-spy; else state, wchan), folded",
+    "each rank's stacks (py-spy; else state, wchan), folded; --actors: your actor procs'",
     arg(
         "run", nargs="?", metavar="RUN", help="any unique part of the run's id (default: the newest running)"
     ),
     arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="only these flat ranks"),
     arg("--point", type=dims(0), metavar="DIM=N,…", help="only the ranks at this point"),
     arg("--native", action="store_true", help="native (C/C++) frames too"),
+    arg(
+        "--actors",
+        action="store_true",
+        help="the procs of your own actors spawned from this kernel (the default when no run is running)",
+    ),
 )
 def stacks(
     cell: Cell,
@@ -371,11 +377,20 @@ def stacks(
     ranks: tuple[int, ...] | None,
     point: tuple[tuple[str, int], ...] | None,
     native: bool,
+    actors: bool = False,
 ) -> None:
     if ranks is not None and point is not None:
         raise ArgumentsError("%remote stacks: --rank and --point exclude each other")
+    if actors and run is not None:
+        raise ArgumentsError("%remote stacks: RUN or --actors, not both")
+    if actors:
+        cell.write(actor_stacks_text(cell, ranks, point, native))
+        return
     if run is None:
         running = running_entries(cell.session, cell.runner)
+        if not running and actor_procs.known():
+            cell.write(actor_stacks_text(cell, ranks, point, native))
+            return
         if not running:
             cell.write(
                 "no run is running in this context: %remote runs lists them, %remote stacks RUN picks one\n"
@@ -392,6 +407,42 @@ def stacks(
         native,
     )
     cell.write(stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers)))
+
+
+def actor_stacks_text(
+    cell: Cell,
+    ranks: tuple[int, ...] | None = None,
+    point: tuple[tuple[str, int], ...] | None = None,
+    native: bool = False,
+) -> str:
+    """The stacks of the user's actor procs (those this kernel spawned that still live), folded:
+    each host dumps its worker's children among them; procs of the kernel's own host mesh
+    (``this_host()``) are dumped from here."""
+    chosen = [
+        p
+        for p in actor_procs.known()
+        if (ranks is None or p["rank"] in ranks) and all(dict(p["point"]).get(d) == v for d, v in point or ())
+    ]
+    if not chosen:
+        return stack_text.render_actors([])
+    local = cell.session.loop.run(dumps.actor_stacks(chosen, native, os.getpid()), timeout=ACTOR_WAIT)
+    answers: list[list[dumps.Answer]] = [local]
+    asked = True
+    try:
+        answers += cell.runner.call_all("actor_stacks", chosen, native, timeout=ACTOR_WAIT)
+    except MonarchJupyterError:  # no job running: only the kernel's own procs can be found
+        if not local:
+            raise
+        asked = False
+    ranks_found = stack_text.actor_answers(answers, actor_procs.locate)
+    found = {r.get("pid") for r in ranks_found}
+    gone = [p for p in chosen if p["pid"] not in found]
+    if asked:  # every host answered: a proc none of them has is gone
+        actor_procs.forget(gone)
+    return stack_text.render_actors(ranks_found, len(gone) if asked else 0)
+
+
+ACTOR_WAIT = 15.0  # seconds the hosts may take (each dump is bounded too)
 
 
 def _context_lines(text: str) -> int:
