@@ -146,7 +146,9 @@ def test_the_verb_parses_and_asks_every_host(monkeypatch):
     monkeypatch.setattr(verbs, "_entries", lambda session: entries)
     monkeypatch.setattr(verbs, "running_entries", lambda session, runner: entries[:1])
     line = parse_line("stacks bbb --rank 1,0 --native")
-    assert line == RemoteVerb("stacks", {"run": "bbb", "ranks": (1, 0), "point": None, "native": True, "actors": False})
+    assert line == RemoteVerb(
+        "stacks", {"run": "bbb", "ranks": (1, 0), "point": None, "native": True, "actors": False}
+    )
     one = rank(0, {"pid": 5, "state": "S", "wchan": "hrtimer_nanosleep", "cmd": "sleep 30", "python": False})
     runner = _Runner([[one], [one]])  # two hosts on one machine: the rank once
     cell = _Cell(runner)
