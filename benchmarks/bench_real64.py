@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import scratch_kernel
+from harness import scratch_kernel, tagged_pids
 
 OBSERVER = """import time as _bench_t
 from monarch_jupyter import remote as _bench_remote
@@ -91,9 +91,19 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """utime + stime of ``pid`` (with ``children``: and of its waited-for children, e.g. py-spy)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    used = sum(int(f) for f in fields[11 : 15 if children else 13])
+    return used / os.sysconf("SC_CLK_TCK")
+
+
+def tag_cpu(tag: str) -> float:
+    """CPU seconds of every process of the tag (kernel, workers, procs) and their reaped children."""
+    return sum(cpu_seconds(pid, children=True) for pid in tagged_pids(tag))
 
 
 def fan_out(k, per_host: int, reps: int) -> tuple[float, float]:
@@ -145,7 +155,7 @@ def quiet_flag(k, per_host: int, quiet_after: float) -> float:
     return delay / quiet_after
 
 
-def stacks(k, per_host: int, reps: int) -> float:
+def stacks(k, per_host: int, reps: int) -> tuple[float, float]:
     code = STUCK.replace("{sleep}", "600").replace("{run}", "600")
     started = ok(k, f"%%remote --detach --per-host gpu={per_host} python\n" + code, timeout=300).text
     run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6})", started)
@@ -157,11 +167,12 @@ def stacks(k, per_host: int, reps: int) -> float:
             if "2 different stacks" in text.splitlines()[0] and "stuck_in_allreduce" in text:
                 break
             time.sleep(1.0)
-        times = []
+        times, cpus = [], []
         for _ in range(reps):
-            t0 = time.monotonic()
+            c0, t0 = tag_cpu(k.tag), time.monotonic()
             text = ok(k, "%remote stacks").stream()
             times.append(time.monotonic() - t0)
+            cpus.append(tag_cpu(k.tag) - c0)
         head = text.splitlines()
         n = 2 * per_host
         assert f"{n} ranks, 2 different stacks" in head[0], text[:3000]
@@ -204,14 +215,16 @@ def main() -> None:
         print(f"  cold: {2 * opts.per_host} actors spawned and a first run in {time.monotonic() - t0:.1f} s")
         started, first = fan_out(k, opts.per_host, opts.reps)
         ratio = quiet_flag(k, opts.per_host, opts.quiet_after)
-        took = stacks(k, opts.per_host, opts.reps)
+        took, took_cpu = stacks(k, opts.per_host, opts.reps)
         cpu = {} if opts.no_fold else {g: kernel_cpu(k, opts.per_host, g) for g in (False, True)}
     print(f"load average after: {load()}")
     print(
         f"fan-out (median of {opts.reps}): every rank started {started:.2f} s, last rank's first line {first:.2f} s"
     )
     print(f"quiet flag: {ratio:.2f}× the threshold (goal ≤ 2×)")
-    print(f"%remote stacks, {2 * opts.per_host} ranks, one stuck: {took:.2f} s end to end (goal ≤ 2 s)")
+    print(
+        f"%remote stacks, {2 * opts.per_host} ranks, one stuck: {took:.2f} s end to end (goal ≤ 2 s), {took_cpu:.2f} s of CPU"
+    )
     if cpu:
         print(
             f"kernel CPU, 64 ranks × 100 lines/s: plain {100 * cpu[False]:.0f} %, --group {100 * cpu[True]:.0f} % ({cpu[True] / cpu[False]:.2f}×)"

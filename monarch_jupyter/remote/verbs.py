@@ -358,7 +358,7 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
 
 @verb(
     "stacks",
-    "each rank's stacks (py-spy; else state, wchan), folded; --actors: your actor procs'",
+    "each rank's stacks (py-spy; else state, wchan), folded",
     arg(
         "run", nargs="?", metavar="RUN", help="any unique part of the run's id (default: the newest running)"
     ),
@@ -368,7 +368,7 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
     arg(
         "--actors",
         action="store_true",
-        help="the procs of your own actors spawned from this kernel (the default when no run is running)",
+        help="your actors' procs instead (the default when no run runs)",
     ),
 )
 def stacks(
