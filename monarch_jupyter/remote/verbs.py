@@ -389,8 +389,10 @@ def stacks(
     if run is None:
         running = running_entries(cell.session, cell.runner)
         if not running and actor_procs.known():
-            cell.write(actor_stacks_text(cell, ranks, point, native))
-            return
+            found, gone = actor_stacks(cell, ranks, point, native)
+            if found:
+                cell.write(stack_text.render_actors(found, gone))
+                return
         if not running:
             cell.write(
                 "no run is running in this context: %remote runs lists them, %remote stacks RUN picks one\n"
@@ -415,16 +417,27 @@ def actor_stacks_text(
     point: tuple[tuple[str, int], ...] | None = None,
     native: bool = False,
 ) -> str:
-    """The stacks of the user's actor procs (those this kernel spawned that still live), folded:
-    each host dumps its worker's children among them; procs of the kernel's own host mesh
-    (``this_host()``) are dumped from here."""
+    """The stacks of the user's actor procs (those this kernel spawned that still live), folded
+    (``%remote stacks --actors``' text)."""
+    return stack_text.render_actors(*actor_stacks(cell, ranks, point, native))
+
+
+def actor_stacks(
+    cell: Cell,
+    ranks: tuple[int, ...] | None = None,
+    point: tuple[tuple[str, int], ...] | None = None,
+    native: bool = False,
+) -> tuple[list[stack_text.Answer], int]:
+    """``(the live actor procs' answers, how many known procs are gone)``: each host dumps its
+    worker's children among the procs; those of the kernel's own host mesh (``this_host()``)
+    are dumped from here. Procs no host has (after every host answered) are forgotten."""
     chosen = [
         p
         for p in actor_procs.known()
         if (ranks is None or p["rank"] in ranks) and all(dict(p["point"]).get(d) == v for d, v in point or ())
     ]
     if not chosen:
-        return stack_text.render_actors([])
+        return [], 0
     local = cell.session.loop.run(dumps.actor_stacks(chosen, native, os.getpid()), timeout=ACTOR_WAIT)
     answers: list[list[dumps.Answer]] = [local]
     asked = True
@@ -434,12 +447,12 @@ def actor_stacks_text(
         if not local:
             raise
         asked = False
-    ranks_found = stack_text.actor_answers(answers, actor_procs.locate)
-    found = {r.get("pid") for r in ranks_found}
-    gone = [p for p in chosen if p["pid"] not in found]
+    found = stack_text.actor_answers(answers, actor_procs.locate)
+    pids = {r.get("pid") for r in found}
+    gone = [p for p in chosen if p["pid"] not in pids]
     if asked:  # every host answered: a proc none of them has is gone
         actor_procs.forget(gone)
-    return stack_text.render_actors(ranks_found, len(gone) if asked else 0)
+    return found, len(gone) if asked else 0
 
 
 ACTOR_WAIT = 15.0  # seconds the hosts may take (each dump is bounded too)

@@ -98,3 +98,72 @@ def test_registry_names_meshes_and_tells_same_named_spawns_apart():
     assert [p["mesh"] for p in actor_procs.known()] == ["anon"]
     actor_procs.forget(actor_procs.known())
     assert actor_procs.mesh_name("trainers-12<abc>@x") == "trainers"
+
+
+class _Loop:
+    def run(self, coroutine, timeout=None):
+        import asyncio
+
+        return asyncio.run(coroutine)
+
+
+class _Session:
+    loop = _Loop()
+
+
+class _Runner:
+    def __init__(self, answers):
+        self.answers, self.calls = answers, []
+
+    def call_all(self, endpoint, *args, timeout=None):
+        self.calls.append((endpoint, *args))
+        return self.answers
+
+
+class _Cell:
+    def __init__(self, runner):
+        self.session, self.runner, self.written = _Session(), runner, []
+
+    def write(self, text):
+        self.written.append(text)
+
+
+def _known(pid: int) -> None:
+    actor_procs.add(
+        {"pid": pid, "start": 1, "host": "h", "proc": "anon-0<a>@x", "rank": 0, "point": [("hosts", 0)]}
+    )
+
+
+def test_the_verb_asks_the_hosts_and_forgets_procs_none_has(monkeypatch):
+    from monarch_jupyter.remote import verbs
+
+    actor_procs.forget(actor_procs.known())
+    _known(2**22 + 11)  # no such process here: only the hosts' answer counts
+    runner = _Runner([[answer(0, 2**22 + 11, STUCK)]])
+    cell = _Cell(runner)
+    verbs.dispatch(
+        cell, "stacks", {"run": None, "ranks": None, "point": None, "native": False, "actors": True}
+    )
+    assert runner.calls[0][0] == "actor_stacks" and runner.calls[0][1][0]["pid"] == 2**22 + 11
+    assert cell.written[0].startswith("actors (anon): 1 proc, 1 different stack"), cell.written
+    runner.answers = []  # its proc is gone now
+    verbs.dispatch(
+        cell, "stacks", {"run": None, "ranks": None, "point": None, "native": False, "actors": True}
+    )
+    assert cell.written[-1] == "no actor proc of this kernel is running; 1 proc spawned earlier is gone\n"
+    assert actor_procs.known() == []
+
+
+def test_a_bare_stacks_with_only_gone_procs_says_no_run_runs(monkeypatch):
+    from monarch_jupyter.remote import verbs
+
+    monkeypatch.setattr(verbs, "running_entries", lambda session, runner: [])
+    actor_procs.forget(actor_procs.known())
+    _known(2**22 + 12)
+    cell = _Cell(_Runner([]))
+    verbs.dispatch(
+        cell, "stacks", {"run": None, "ranks": None, "point": None, "native": False, "actors": False}
+    )
+    assert cell.written == [
+        "no run is running in this context: %remote runs lists them, %remote stacks RUN picks one\n"
+    ]
