@@ -108,23 +108,28 @@ def tag_cpu(tag: str) -> float:
 
 
 def fan_out(k, per_host: int, reps: int) -> tuple[float, float]:
+    """Medians over the runs where every rank answered (a run losing ranks is reported, not timed)."""
     started, first = [], []
     for _ in range(reps):
         ok(k, "_bench.started.clear(); _bench.first.clear()")
         t0 = time.time()
-        ok(k, f"%%remote --per-host gpu={per_host} python\nprint('up')", timeout=300)
+        run = ok(k, f"%%remote --no-raise --per-host gpu={per_host} python\nprint('up')", timeout=300)
         got = ok(
             k,
             "print(len(_bench.started), max(_bench.started.values()), len(_bench.first), max(_bench.first.values()))",
         )
         n_started, last_started, n_first, last_first = got.stream().split()
-        assert int(n_started) == int(n_first) == 2 * per_host, got.stream()
+        if not int(n_started) == int(n_first) == 2 * per_host or " 0 failed" not in run.text:
+            summary = next((line for line in run.text.splitlines() if line.startswith("remote mesh")), "")
+            print(f"  fan-out: a run lost ranks ({n_first} of {2 * per_host} printed): {summary[:300]}")
+            continue
         started.append(float(last_started) - t0)
         first.append(float(last_first) - t0)
     print(
         f"  fan-out: every rank started {[f'{s:.2f}' for s in started]} s, last rank's first line {[f'{s:.2f}' for s in first]} s"
     )
-    return statistics.median(started), statistics.median(first)
+    nan = float("nan")
+    return (statistics.median(started), statistics.median(first)) if started else (nan, nan)
 
 
 def quiet_flag(k, per_host: int, quiet_after: float) -> float:
@@ -183,7 +188,8 @@ def stacks(k, per_host: int, reps: int) -> tuple[float, float]:
         print(
             f"  stacks: {head[0]!r}; {head[1]!r}; hosts=0,gpu=7 in stuck_in_allreduce; {[f'{t:.2f}' for t in times]} s"
         )
-        return statistics.median(times)
+        print(f"  stacks CPU (kernel, workers, procs, py-spy): {[f'{c:.2f}' for c in cpus]} s, load {load()}")
+        return statistics.median(times), statistics.median(cpus)
     finally:
         ok(k, f"%remote stop {run_id[1]}", timeout=120)
 
