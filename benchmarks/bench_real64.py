@@ -139,9 +139,14 @@ def quiet_flag(k, per_host: int, quiet_after: float) -> float:
 
     def on_output(out) -> None:
         text = str(out.content.get("text", ""))
-        if "quiet for" in text and "t" not in flagged:
-            flagged["t"] = time.time()
-            flagged["line"] = next(line for line in text.splitlines() if "quiet for" in line)
+        for line in text.splitlines():
+            if "quiet for" not in line:
+                continue
+            if line.startswith("hosts=0,gpu=7 ") and "t" not in flagged:
+                flagged["t"] = time.time()
+                flagged["line"] = line
+            elif not line.startswith("hosts=0,gpu=7 "):  # a rank starved by the load, not stuck
+                print(f"  quiet flag: another rank flagged too: {line.strip()!r}")
 
     result = k.execute(
         f"%%remote --per-host gpu={per_host} --quiet-after {quiet_after:g} --no-raise python\n" + code,
