@@ -22,12 +22,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from .. import _introspect, _timefmt
+from .. import _introspect, _timefmt, actor_procs
 from .. import breakpoints as stopped
 from .._files import private_dir
 from . import cells, worker
 from .debugger import Debugger, loopback_only
-from .failures import CallFailure, Frame, from_record, render, strip_ansi
+from .failures import DYNAMIC, CallFailure, Frame, from_record, render, strip_ansi
 from .output import Forwarder, Log, kernel_publisher
 
 SETTLE = 0.05  # a record arriving within this of the previous one belongs to the same burst
@@ -44,6 +44,7 @@ class Inbox:
         self.ref, receiver = _introspect.open_kernel_port()
         self.on_output = on_output
         self.on_debug: Callable[[dict], None] | None = None  # stopped / resumed records
+        self.spawns = 0  # proc meshes spawned so far: each proc's record says which one
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
@@ -64,6 +65,9 @@ class Inbox:
                 continue
             if data.get("kind") == "output":
                 self.on_output(data)
+                continue
+            if data.get("kind") == "proc":
+                actor_procs.add(data)
                 continue
             if data.get("kind") in ("stopped", "resumed"):
                 with contextlib.suppress(Exception):  # a bad record must not stop the inbox
@@ -101,8 +105,9 @@ class Inbox:
     def startup(self) -> Callable[[], None] | None:
         """Monarch's per-proc startup function, called in the kernel at each spawn: what each new
         proc runs (see :func:`.worker.bootstrap`); None (nothing) rather than a failed spawn."""
+        self.spawns += 1
         try:
-            return worker.bootstrap(self.ref, _live_output)
+            return worker.bootstrap(self.ref, _live_output, self.spawns)
         except Exception:  # e.g. no source to send (an install without .py files)
             return None
 
@@ -169,6 +174,10 @@ class _Kernel:
 
     def locate(self, frame: Frame) -> tuple[int, str] | None:
         return cells.find(cells.kernel_cells(self.shell), frame)
+
+    def locate_named(self, qualname: str, line: int) -> tuple[int, str] | None:
+        """A py-spy frame (qualified name, line) of notebook code: its cell and source line."""
+        return self.locate(Frame(DYNAMIC, line, qualname.rpartition(".")[2], qualname))
 
     def cell_source(self, number: int) -> str | None:
         return dict(cells.kernel_cells(self.shell)).get(number)
@@ -253,6 +262,7 @@ def enable(session: Any, shell: Any = None) -> None:
             return
         kernel = _Kernel(shell, session)
         _introspect.register_proc_startup(kernel.inbox.startup)
+        actor_procs.set_locator(kernel.locate_named)
         shell.set_custom_exc((ActorError,), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)
         shell.events.register("post_run_cell", kernel.post_run_cell)

@@ -25,6 +25,7 @@ import functools
 import inspect
 import linecache
 import os
+import socket
 import sys
 import threading
 import time
@@ -103,28 +104,57 @@ def record(mesh: str, method: str, point: Any, error: BaseException) -> dict[str
 _NOT_CAPTURED = ("remote_",)
 
 
-def install(sink: Any, output: bool = True) -> None:
+def install(sink: Any, output: bool = True, spawn: int = 0) -> None:
     """On this proc: failing endpoint calls also go to ``sink`` (a PortRef); with ``output``,
-    so do fds 1 and 2 (:func:`capture`). Runs inside Monarch's per-proc setup call, which must
+    so do fds 1 and 2 (:func:`capture`); the proc announces itself (:func:`announce`, of the
+    kernel's ``spawn``-th proc mesh). Runs inside Monarch's per-proc setup call, which must
     not fail because of it: a Monarch this does not know gets one line on stderr instead."""
     try:
-        _install(sink, output)
+        _install(sink, output, spawn)
     except Exception as error:
         print(
             f"monarch_jupyter: this proc's actor errors/output are not forwarded: {error!r}", file=sys.stderr
         )
 
 
-def _install(sink: Any, output: bool) -> None:
+def _start_ticks() -> int | None:
+    try:
+        with open("/proc/self/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def announce(actor_mesh: Any, sink: Any, spawn: int) -> None:
+    """Tell the kernel this proc exists: its pid (and start tick: a reused pid is not it), host,
+    proc name and point, so ``%remote stacks --actors`` can find it while an endpoint hangs."""
+    ctx = actor_mesh.context()
+    point = ctx.message_rank
+    data = {
+        "kind": "proc",
+        "pid": os.getpid(),
+        "start": _start_ticks(),
+        "host": socket.gethostname(),
+        "proc": str(getattr(ctx.actor_instance, "proc_id", "")),
+        "spawn": spawn,
+        "rank": int(point.rank),
+        "point": [(name, point[name]) for name in point],
+        "time": time.time(),
+    }
+    _send(actor_mesh, sink, data)
+
+
+def _install(sink: Any, output: bool, spawn: int = 0) -> None:
     from monarch._src.actor import actor_mesh
 
     _wrap_errors(actor_mesh, sink)
     _wrap_breakpoints(actor_mesh, sink)
-    if not output:
-        return
     ctx = actor_mesh.context()
     proc = str(getattr(ctx.actor_instance, "proc_id", ""))
     if proc.startswith(_NOT_CAPTURED):
+        return
+    announce(actor_mesh, sink, spawn)
+    if not output:
         return
     point = ctx.message_rank
     port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
@@ -247,8 +277,8 @@ def capture(send: Callable[[dict], None], who: dict[str, Any]) -> None:
         thread.start()
 
 
-def bootstrap(sink: Any, output: bool) -> Callable[[], None]:
+def bootstrap(sink: Any, output: bool, spawn: int = 0) -> Callable[[], None]:
     """What Monarch runs on each new proc: this module's source, then :func:`install`."""
-    source = inspect.getsource(sys.modules[__name__]) + "\ninstall(SINK, OUTPUT)\n"
-    names = {"__name__": "monarch_jupyter_actor_worker", "SINK": sink, "OUTPUT": output}
+    source = inspect.getsource(sys.modules[__name__]) + "\ninstall(SINK, OUTPUT, SPAWN)\n"
+    names = {"__name__": "monarch_jupyter_actor_worker", "SINK": sink, "OUTPUT": output, "SPAWN": spawn}
     return functools.partial(exec, source, names)

@@ -41,6 +41,8 @@ class LiveFold:
         self.group_of: list[_Group] = [everyone] * len(ranks)
         self.pending: list[deque[tuple[str, str]]] = [deque() for _ in ranks]  # lines not decided yet
         self.ready: list[str] = []
+        self._touched: dict[int, _Group] = {}  # groups with lines not decided yet
+        self._added: float | None = None  # the clock of the last add
 
     def _group(self, members: list[int]) -> _Group:
         group = _Group(members)
@@ -50,48 +52,62 @@ class LiveFold:
 
     def add(self, fed: Iterable[Fed], now: float | None) -> None:
         """``now``: the caller's clock, or None before it has one (the next :meth:`tick`'s time
-        then counts as these lines' arrival)."""
-        touched: dict[int, _Group] = {}
+        then counts as these lines' arrival). Lines are only queued here; the groups decide
+        when lines are taken (:meth:`take`, :meth:`tick`, :meth:`flush`): once per group and
+        write, not once per rank's line."""
+        touched = self._touched
         for item in fed:
             self.pending[item.index].extend((item.stream, line) for line in item.last(item.count))
             group = self.group_of[item.index]
             touched[id(group)] = group
             if group.since is None:
                 _stamp(group, now)
-        for group in touched.values():
-            self._decide(group, now)
+        self._added = now
+
+    def _settle(self) -> None:
+        """Decide every group that got lines since the last look."""
+        while self._touched:
+            touched, self._touched = self._touched, {}
+            for group in touched.values():
+                self._decide(group, self._added)
 
     def _decide(self, group: _Group, now: float | None) -> None:
         """Show the lines every member printed, splitting the group where they differ."""
-        queues = [self.pending[m] for m in group.members]
-        while all(queues):
-            line = queues[0][0]
-            if all(q[0] == line for q in queues):  # the common case: they agree
-                for q in queues:
-                    q.popleft()
-                self.ready.append(_tag(group.label, *line))
-                continue
-            parts: dict[tuple[str, str], list[int]] = {}
-            for m in group.members:
-                parts.setdefault(self.pending[m].popleft(), []).append(m)
-            if len(parts) == 1:
-                ((stream, text),) = parts
-                self.ready.append(_tag(group.label, stream, text))
-                continue
-            ordered = sorted(parts.items(), key=lambda part: (-len(part[1]), part[1][0]))
-            group.members = ordered[0][1]
-            self._relabel(group)
-            for (stream, text), members in ordered:
-                target = group if members is group.members else self._split_off(members, now)
-                self.ready.append(_tag(target.label, stream, text))
-            for other in [self.group_of[members[0]] for _, members in ordered[1:]]:
-                self._decide(other, now)
+        while True:
             queues = [self.pending[m] for m in group.members]
-        if any(queues):
+            depth = min(map(len, queues))
+            if not depth:
+                break
+            for _ in range(depth):
+                popped = [q.popleft() for q in queues]
+                line = popped[0]
+                if popped.count(line) == len(popped):  # the common case: they agree
+                    self.ready.append(_tag(group.label, *line))
+                    continue
+                self._split(group, popped, now)
+                break
+            else:
+                break
+        if any(self.pending[m] for m in group.members):
             if group.since is None:
                 _stamp(group, now)
         else:
             group.since, group.unstamped = None, False
+
+    def _split(self, group: _Group, popped: list[tuple[str, str]], now: float | None) -> None:
+        """The members printed different lines (``popped``, in member order): the largest part
+        (on a tie, the lowest rank's) stays the group, every other part becomes one."""
+        parts: dict[tuple[str, str], list[int]] = {}
+        for member, line in zip(group.members, popped, strict=True):
+            parts.setdefault(line, []).append(member)
+        ordered = sorted(parts.items(), key=lambda part: (-len(part[1]), part[1][0]))
+        group.members = ordered[0][1]
+        self._relabel(group)
+        for (stream, text), members in ordered:
+            target = group if members is group.members else self._split_off(members, now)
+            self.ready.append(_tag(target.label, stream, text))
+        for other in [self.group_of[members[0]] for _, members in ordered[1:]]:
+            self._decide(other, now)
 
     def _relabel(self, group: _Group) -> None:
         group.label = self._group(group.members).label
@@ -107,6 +123,7 @@ class LiveFold:
 
     def tick(self, now: float) -> None:
         """Unfold the laggards of a group whose next line waited HOLD seconds for them."""
+        self._settle()
         for group in list(self.groups):
             if group.unstamped:
                 group.since, group.unstamped = now, False
@@ -121,11 +138,13 @@ class LiveFold:
 
     def take(self, limit: int) -> list[str]:
         """At most ``limit`` lines ready, oldest first."""
+        self._settle()
         out, self.ready = self.ready[:limit], self.ready[limit:]
         return out
 
     def flush(self) -> list[str]:
         """The end of the run: every line still held, under its group."""
+        self._settle()
         while any(g.since is not None for g in self.groups):
             for group in list(self.groups):
                 if group.since is not None:

@@ -31,7 +31,7 @@ from .follow import BackgroundFollow, BoundedSink
 from .host import layout as host_layout
 from .model import ERR, OUT, Event, Finished, Observer, RunState, Stopping
 from .quiet import QuietWatch
-from .render import TextRenderer, group_text
+from .render import TextRenderer, group_end_text
 from .results import RemoteResults
 from .runner import runner_for
 
@@ -145,7 +145,7 @@ class RemoteMagics(Magics):
         interrupted = self.pump(state, renderer, sink, handle) or handle.stop_reason == "interrupted"
         self.write_streams(renderer.finish_streams())
         if args.group:
-            self.write(group_text(state))
+            self.write(group_end_text(state, renderer))
         if args.diff:
             self.write(diff_text(state))
         display_unflushed(self.shell, state.mime_bundle())

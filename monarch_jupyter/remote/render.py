@@ -291,12 +291,36 @@ def coalesce(lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return parts
 
 
-def group_text(state: RunState) -> str:
-    """``clush -b`` style: identical outputs once, under the ranks that produced them."""
-    groups: dict[tuple[tuple[tuple[str, str], ...], str, int | None, int], list[RankState]] = {}
+_GroupKey = tuple[tuple[tuple[str, str], ...], str, "int | None", int]
+
+
+def _end_groups(state: RunState) -> dict[_GroupKey, list[RankState]]:
+    groups: dict[_GroupKey, list[RankState]] = {}
     for rank in state.ranks:
         key = (tuple(rank.lines), rank.status, rank.returncode, rank.truncated)
         groups.setdefault(key, []).append(rank)
+    return groups
+
+
+SAME_GROUPS = "(--group: same groups as above)\n"
+
+
+def group_end_text(state: RunState, renderer: TextRenderer) -> str:
+    """``--group``'s view after the run: :func:`group_text`, or one line when the live fold
+    already showed every line under exactly those groups (the same ranks together, nothing
+    held back: a live view that was on)."""
+    fold = renderer.fold
+    if fold is None or not renderer.live:
+        return group_text(state)
+    index = {id(rank): i for i, rank in enumerate(state.ranks)}
+    ended = {frozenset(index[id(r)] for r in members) for members in _end_groups(state).values()}
+    live = {frozenset(g.members) for g in fold.groups if g.members}
+    return SAME_GROUPS if ended == live else group_text(state)
+
+
+def group_text(state: RunState) -> str:
+    """``clush -b`` style: identical outputs once, under the ranks that produced them."""
+    groups = _end_groups(state)
     out = []
     for (lines, status, returncode, truncated), members in groups.items():
         names = ", ".join(m.label for m in members)

@@ -18,7 +18,7 @@ thread states, addresses, the rank's own folder); the largest group comes first:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..rank_sets import rank_set
@@ -45,7 +45,7 @@ def merge(answers: Iterable[Iterable[Answer]]) -> list[Answer]:
 def process_text(proc: Answer) -> str:
     """One process: its line, then (Python) its stack, indented, or why there is none."""
     if proc.get("python"):
-        lines = [f"pid {proc['pid']}: {proc['cmd']}"]
+        lines = [f"pid {proc['pid']}" + (f": {proc['cmd']}" if proc.get("cmd") else "")]
     else:
         lines = [f"pid {proc['pid']} {proc['state']} {proc['wchan']}: {proc['cmd']}"]
     if proc.get("stack"):
@@ -113,6 +113,112 @@ def render(run_id: str, command: str, ranks: list[Answer]) -> str:
     out = [
         f"run {run_id} ({command!r}): {n} rank{'s' if n != 1 else ''}, "
         f"{len(groups)} different stack{'s' if len(groups) != 1 else ''}"
+    ]
+    for members, text in groups:
+        count = f" ({len(members)})" if len(members) > 1 else ""
+        out.append(f"{_label(members)}{count}:")
+        out += [INDENT + line for line in text.splitlines()]
+    return "\n".join(out) + "\n"
+
+
+# ── the user's actor procs (%remote stacks --actors) ──────────────────────
+Locate = Callable[[str, int], "tuple[int, str] | None"]  # (qualname, line) → (cell, source line)
+
+_FRAME = re.compile(r"^(?P<indent>\s+)(?P<func>.+) \((?P<file>[^()]+?):(?P<line>\d+)\)$")
+DYNAMIC = "<dynamic-code>"  # cloudpickle's file name for notebook code sent by value
+#: files of the threads every Monarch proc has (its event loops, the dispatch loop waiting, our
+#: output pumps): a thread with only these frames is idle machinery, not shown
+MACHINERY = (
+    "monarch/_src/",
+    "asyncio/",
+    "threading.py",
+    "selectors.py",
+    "<frozen ",
+    "concurrent/",
+    "queue.py",
+)
+
+
+def _machinery(line: str) -> bool:
+    match = _FRAME.match(line)
+    if match is None:
+        return True  # a native frame without a line, or py-spy's own remark: neutral
+    file = match["file"]
+    return file.startswith(MACHINERY) or (file == "<string>" and match["func"] == "_pump")
+
+
+def threads(stack: str) -> list[list[str]]:
+    """A py-spy dump split into threads: each its ``Thread …`` line, then its frames."""
+    out: list[list[str]] = []
+    for line in stack.splitlines():
+        if line.startswith("Thread ") or not out:
+            out.append([line])
+        else:
+            out[-1].append(line)
+    return out
+
+
+def with_cells(stack: str, locate: Locate) -> str:
+    """``stack`` with each frame of notebook code named by its cell and followed by its source
+    line: ``allreduce (cell [5] line 7)`` then ``    time.sleep(600)``."""
+    out: list[str] = []
+    for line in stack.splitlines():
+        match = _FRAME.match(line)
+        found = locate(match["func"], int(match["line"])) if match and match["file"] == DYNAMIC else None
+        if match is None or found is None:
+            out.append(line)
+            continue
+        out.append(f"{match['indent']}{match['func']} (cell [{found[0]}] line {match['line']})")
+        out.append(f"{match['indent']}{INDENT}{found[1].strip()}")
+    return "\n".join(out)
+
+
+def actor_stack(stack: str, locate: Locate | None = None) -> str:
+    """An actor proc's dump without its idle machinery threads (one line counts them), its
+    notebook frames named by cell."""
+    shown, hidden = [], 0
+    for thread in threads(stack):
+        if all(_machinery(line) for line in thread[1:]):
+            hidden += 1
+        else:
+            shown.extend(thread)
+    text = "\n".join(shown)
+    if locate is not None:
+        text = with_cells(text, locate)
+    if hidden:
+        more = f"({hidden} more thread{'s' if hidden != 1 else ''} idle in Monarch's loops)"
+        text += f"\n{more}" if text else "(every thread idle in Monarch's loops: no endpoint running there)"
+    return text
+
+
+def actor_answers(answers: Iterable[Iterable[Answer]], locate: Locate | None = None) -> list[Answer]:
+    """The hosts' answers for actor procs, merged (:func:`merge`), each dump trimmed and its
+    cells named (:func:`actor_stack`)."""
+    out: list[Answer] = []
+    for rank in merge(answers):
+        procs = [
+            {**p, "cmd": "", "stack": actor_stack(str(p["stack"]), locate)} if p.get("stack") else p
+            for p in rank.get("processes") or []
+        ]
+        out.append({**rank, "processes": procs})
+    return out
+
+
+def render_actors(ranks: list[Answer], gone: int = 0) -> str:
+    """``%remote stacks --actors``' text: a header line, then each group of procs and its stack."""
+    meshes = sorted({str(r.get("key")) for r in ranks})
+    tail = (
+        f"; {gone} proc{'s' if gone != 1 else ''} spawned earlier {'are' if gone != 1 else 'is'} gone"
+        if gone
+        else ""
+    )
+    if not ranks:
+        return f"no actor proc of this kernel is running{tail}\n"
+    groups = fold(ranks)
+    n = len(ranks)
+    out = [
+        f"actors ({', '.join(meshes)}): {n} proc{'s' if n != 1 else ''}, "
+        f"{len(groups)} different stack{'s' if len(groups) != 1 else ''}{tail}"
     ]
     for members, text in groups:
         count = f" ({len(members)})" if len(members) > 1 else ""

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _timefmt, breakpoints, rank_shell
+from .. import _timefmt, actor_procs, breakpoints, rank_shell
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, MagicParser
 from . import grep as grep_text
@@ -44,6 +44,7 @@ from . import stacks as stack_text
 from .args import add_verb, dims, flat_ranks
 from .drive import Plan, RunHandle
 from .errors import RemoteError, RunsError
+from .host import dumps
 from .host.search import compile_pattern
 from .index import FINISHED, STOPPED, RunEntry
 from .model import ERR, OUT, Event, Observer, RunState
@@ -365,6 +366,11 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
     arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="only these flat ranks"),
     arg("--point", type=dims(0), metavar="DIM=N,…", help="only the ranks at this point"),
     arg("--native", action="store_true", help="native (C/C++) frames too"),
+    arg(
+        "--actors",
+        action="store_true",
+        help="your actors' procs instead (the default when no run runs)",
+    ),
 )
 def stacks(
     cell: Cell,
@@ -372,11 +378,22 @@ def stacks(
     ranks: tuple[int, ...] | None,
     point: tuple[tuple[str, int], ...] | None,
     native: bool,
+    actors: bool = False,
 ) -> None:
     if ranks is not None and point is not None:
         raise ArgumentsError("%remote stacks: --rank and --point exclude each other")
+    if actors and run is not None:
+        raise ArgumentsError("%remote stacks: RUN or --actors, not both")
+    if actors:
+        cell.write(actor_stacks_text(cell, ranks, point, native))
+        return
     if run is None:
         running = running_entries(cell.session, cell.runner)
+        if not running and actor_procs.known():
+            found, gone = actor_stacks(cell, ranks, point, native)
+            if found:
+                cell.write(stack_text.render_actors(found, gone))
+                return
         if not running:
             cell.write(
                 "no run is running in this context: %remote runs lists them, %remote stacks RUN picks one\n"
@@ -411,6 +428,53 @@ def grid_usage(runner: RemoteRunner, run_id: str) -> list[dict[str, Any]]:
     samples = resources.merge(runner.call_all("usage", [run_id], USAGE_INTERVAL)).get(run_id, [])
     flagged = resources.idle(samples)
     return [{**sample, "idle": i in flagged} for i, sample in enumerate(samples)]
+
+
+def actor_stacks_text(
+    cell: Cell,
+    ranks: tuple[int, ...] | None = None,
+    point: tuple[tuple[str, int], ...] | None = None,
+    native: bool = False,
+) -> str:
+    """The stacks of the user's actor procs (those this kernel spawned that still live), folded
+    (``%remote stacks --actors``' text)."""
+    return stack_text.render_actors(*actor_stacks(cell, ranks, point, native))
+
+
+def actor_stacks(
+    cell: Cell,
+    ranks: tuple[int, ...] | None = None,
+    point: tuple[tuple[str, int], ...] | None = None,
+    native: bool = False,
+) -> tuple[list[stack_text.Answer], int]:
+    """``(the live actor procs' answers, how many known procs are gone)``: each host dumps its
+    worker's children among the procs; those of the kernel's own host mesh (``this_host()``)
+    are dumped from here. Procs no host has (after every host answered) are forgotten."""
+    chosen = [
+        p
+        for p in actor_procs.known()
+        if (ranks is None or p["rank"] in ranks) and all(dict(p["point"]).get(d) == v for d, v in point or ())
+    ]
+    if not chosen:
+        return [], 0
+    local = cell.session.loop.run(dumps.actor_stacks(chosen, native, os.getpid()), timeout=ACTOR_WAIT)
+    answers: list[list[dumps.Answer]] = [local]
+    asked = True
+    try:
+        answers += cell.runner.call_all("actor_stacks", chosen, native, timeout=ACTOR_WAIT)
+    except MonarchJupyterError:  # no job running: only the kernel's own procs can be found
+        if not local:
+            raise
+        asked = False
+    found = stack_text.actor_answers(answers, actor_procs.locate)
+    pids = {r.get("pid") for r in found}
+    gone = [p for p in chosen if p["pid"] not in pids]
+    if asked:  # every host answered: a proc none of them has is gone
+        actor_procs.forget(gone)
+    return found, len(gone) if asked else 0
+
+
+ACTOR_WAIT = 15.0  # seconds the hosts may take (each dump is bounded too)
 
 
 def _context_lines(text: str) -> int:

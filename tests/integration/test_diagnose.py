@@ -129,7 +129,9 @@ def test_group_folds_identical_ranks_while_the_run_streams_and_unfolds_a_divergi
     assert sorted(lines[3:5]) == ["[hosts=0] loss 0.5", "[hosts=1] loss nan"], lines
     # live: step 0 arrived well before the cell's end (the run lasts ≥ 2.7 s)
     assert folded[0][0] < result.duration - 1.5, (folded, result.duration)
-    assert "---------------- hosts=0 (1) ----------------" in result.stream()  # and the end-of-run view
+    # the end-of-run view would show the same two groups again: one line says so instead
+    assert "(--group: same groups as above)\n" in result.stream(), result.stream()
+    assert "---------------- hosts=0 (1) ----------------" not in result.stream()
 
 
 def test_runs_shows_each_ranks_cpu_and_rss_and_flags_the_idle_one(shared):

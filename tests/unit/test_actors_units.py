@@ -220,14 +220,14 @@ def test_the_worker_module_runs_from_its_source_alone():
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("monarch_jupyter") for a in node.names)
     call = worker.bootstrap("a sink", False)
-    assert call.func is exec and call.args[0].endswith("\ninstall(SINK, OUTPUT)\n")
+    assert call.func is exec and call.args[0].endswith("\ninstall(SINK, OUTPUT, SPAWN)\n")
     names = {"__name__": "somewhere_else"}
     exec(call.args[0].rsplit("\ninstall(", 1)[0], names)
     assert names["record"]("a", "m", {}, ValueError("x"))["chain"][0]["type"] == "ValueError"
 
 
 def test_install_never_fails_the_procs_start(capsys, monkeypatch):
-    def broken(sink: object, output: bool) -> None:
+    def broken(sink: object, output: bool, spawn: int = 0) -> None:
         raise AttributeError("_Actor has no _report_exception")
 
     monkeypatch.setattr(worker, "_install", broken)

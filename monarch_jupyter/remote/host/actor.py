@@ -458,6 +458,12 @@ class RemoteActor(Actor):
         return await dumps.run_stacks(run_id, ranks, point, native, mine)
 
     @endpoint
+    async def actor_stacks(self, procs: list[dict[str, Any]], native: bool) -> list[dumps.Answer]:
+        """The user's actor procs among ``procs`` that are this proc's siblings (children of this
+        host's worker) are doing: :func:`.dumps.actor_stacks`."""
+        return await dumps.actor_stacks(procs, native, os.getppid())
+
+    @endpoint
     async def grep(
         self,
         run_id: str,

@@ -188,3 +188,37 @@ async def run_stacks(
         for proc in answer["processes"]:  # the run's wrapper shell: the leader and its subshells
             proc["wrapper"] = shell is not None and proc["cmd"] == shell
     return answers
+
+
+def _parent(pid: int) -> int | None:
+    fields = _procfs.stat_fields(pid)
+    try:
+        return int(fields[1]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+async def actor_stacks(procs: list[dict[str, Any]], native: bool, parent: int) -> list[Answer]:
+    """The user's actor procs (as they announced themselves: pid, start tick, mesh, rank, point)
+    that are children of ``parent`` (this host's worker: our actor's siblings, so a pid of
+    another machine is never dumped here) and still the process that announced: one answer
+    each, as :func:`run_stacks` gives, ``key`` its mesh and ``pid`` its pid."""
+    mine = [
+        p for p in procs if _parent(int(p["pid"])) == parent and _procfs.alive(int(p["pid"]), p.get("start"))
+    ]
+    binary = py_spy()
+    found = await asyncio.gather(*(process(int(p["pid"]), native, binary) for p in mine))
+    return [
+        {
+            "key": p.get("mesh"),
+            "rank": p.get("rank"),
+            "point": dict(p.get("point") or []),
+            "folder": None,
+            "state": "running",
+            "returncode": None,
+            "pid": int(p["pid"]),
+            "actor": True,
+            "processes": [proc],
+        }
+        for p, proc in zip(mine, found, strict=True)
+    ]
