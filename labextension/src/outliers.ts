@@ -30,10 +30,24 @@ export const MAX_LABEL_CHARS = 500;
 /** Ranks whose output is identical. */
 export interface IGroup {
   /** The ranks' output as `--group` shows it. */
-  output: string[];
-  ranks: IRank[];
+  readonly output: string[];
+  readonly ranks: IRank[];
   /** `hosts=[0-2,4-7] (7)`, `hosts=3`. */
-  label: string;
+  readonly label: string;
+}
+
+/** A group whose label is made when first read: 4,096 groups, one page drawn. */
+class Group implements IGroup {
+  constructor(
+    readonly output: string[],
+    readonly ranks: IRank[]
+  ) {}
+
+  get label(): string {
+    return (this._label ??= groupLabel(this.ranks));
+  }
+
+  private _label: string | undefined;
 }
 
 /** The diff view of a result: its head line(s), the majority and the outliers. */
@@ -123,30 +137,70 @@ function groupLabel(ranks: IRank[]): string {
   return cut(label, MAX_LABEL_CHARS);
 }
 
-/** Ranks with identical output, the majority first (largest; on a tie, the first seen). */
-export function groupRanks(ranks: IRank[]): IGroup[] {
-  const byOutput = new Map<string, { output: string[]; ranks: IRank[] }>();
-  for (const rank of ranks) {
+/** Groups ranks by output as they are added; `groups()` puts the majority first. */
+class Grouper {
+  add(rank: IRank): number {
     const output = outputOf(rank);
     const key = output.join('\n') + `\u0000${output.length}`;
-    const group = byOutput.get(key);
+    const group = this._byOutput.get(key);
     if (group) {
       group.ranks.push(rank);
     } else {
-      byOutput.set(key, { output, ranks: [rank] });
+      this._byOutput.set(key, new Group(output, [rank]));
+    }
+    return key.length;
+  }
+
+  /** The largest first; on a tie, the first seen (the sort is stable). */
+  groups(): IGroup[] {
+    return [...this._byOutput.values()].sort(
+      (x, y) => y.ranks.length - x.ranks.length
+    );
+  }
+
+  private _byOutput = new Map<string, Group>();
+}
+
+/** Ranks with identical output, the majority first (largest; on a tie, the first seen). */
+export function groupRanks(ranks: IRank[]): IGroup[] {
+  const grouper = new Grouper();
+  ranks.forEach(rank => grouper.add(rank));
+  return grouper.groups();
+}
+
+/** Characters of output grouped between two pauses of `findOutliersInSlices`. */
+export const SLICE_CHARS = 100_000;
+
+/**
+ * `findOutliers` in slices of SLICE_CHARS, awaiting `pause()` between them:
+ * 10,000 ranks of long output never hold the page for one long task.
+ */
+export async function findOutliersInSlices(
+  ranks: IRank[],
+  pause: () => Promise<void>
+): Promise<IOutliers> {
+  const grouper = new Grouper();
+  let chars = 0;
+  for (const rank of ranks) {
+    chars += grouper.add(rank);
+    if (chars > SLICE_CHARS) {
+      chars = 0;
+      await pause();
     }
   }
-  return [...byOutput.values()]
-    .sort((x, y) => y.ranks.length - x.ranks.length) // stable: first seen wins ties
-    .map(group => ({ ...group, label: groupLabel(group.ranks) }));
+  return outliersOf(ranks, grouper.groups());
 }
 
 /** The groups of `ranks` and the head line `--diff` writes above them. */
 export function findOutliers(ranks: IRank[]): IOutliers {
+  return outliersOf(ranks, groupRanks(ranks));
+}
+
+function outliersOf(ranks: IRank[], groups: IGroup[]): IOutliers {
   if (ranks.length < 2) {
     return { head: [], majority: null, outliers: [] };
   }
-  const [majority, ...outliers] = groupRanks(ranks);
+  const [majority, ...outliers] = groups;
   if (!outliers.length) {
     return {
       head: [`--diff: all ${ranks.length} ranks printed the same`],

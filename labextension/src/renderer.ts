@@ -26,7 +26,13 @@ import {
 } from './model';
 import { el } from './dom';
 import { appendAnsi } from './ansi';
-import { IOutliers, failingGroups, findOutliers } from './outliers';
+import {
+  IOutliers,
+  SLICE_CHARS,
+  failingGroups,
+  findOutliers,
+  findOutliersInSlices
+} from './outliers';
 import {
   DIFF_OPEN,
   renderDiffHead,
@@ -140,7 +146,8 @@ function listViews(
   let items: (() => HTMLElement)[] = [];
   let drawn = 0;
   let noun = 'rank';
-  let found: IOutliers | null = null;
+  let shows = 0; // which call drew the list last: a late diff draws only if still current
+  let found: Promise<IOutliers> | null = null;
   const page = (): void => {
     const end = Math.min(items.length, drawn + PAGE_RANKS);
     for (; drawn < end; drawn++) {
@@ -157,8 +164,26 @@ function listViews(
     }
     page();
   };
+  const drawDiff = (outliers: IOutliers, failingOnly: boolean): void => {
+    const { majority } = outliers;
+    list.appendChild(renderDiffHead(outliers.head));
+    if (majority && outliers.outliers.length) {
+      list.appendChild(renderMajority(majority));
+    }
+    const shown = failingOnly
+      ? failingGroups(outliers.outliers)
+      : outliers.outliers;
+    start(
+      shown.map(
+        (group, i) => () => renderOutlier(majority!, group, i < DIFF_OPEN)
+      ),
+      outliers.outliers.length ? 'No failing outliers.' : ''
+    );
+  };
+  let known: IOutliers | null = null; // found, once
   return {
     ranks: failingOnly => {
+      shows++;
       noun = 'rank';
       const shown = orderRanks(result.ranks, failingOnly);
       const count = result.ranks.length;
@@ -168,23 +193,49 @@ function listViews(
       );
     },
     diff: failingOnly => {
+      const current = ++shows;
       noun = 'outlier';
-      found = found ?? findOutliers(result.ranks);
-      const { majority, outliers } = found;
-      list.appendChild(renderDiffHead(found.head));
-      if (majority && outliers.length) {
-        list.appendChild(renderMajority(majority));
+      if (known || textChars(result.ranks) <= SLICE_CHARS) {
+        known = known ?? findOutliers(result.ranks);
+        drawDiff(known, failingOnly);
+        return;
       }
-      const shown = failingOnly ? failingGroups(outliers) : outliers;
-      start(
-        shown.map(
-          (group, i) => () => renderOutlier(majority!, group, i < DIFF_OPEN)
-        ),
-        outliers.length ? 'No failing outliers.' : ''
+      // many ranks: grouped a slice per task, so the page keeps drawing frames
+      list.appendChild(
+        el(
+          'div',
+          `${CLASS}-empty`,
+          `Comparing ${result.ranks.length.toLocaleString('en-US')} ranks…`
+        )
       );
+      more.hidden = true;
+      found = found ?? findOutliersInSlices(result.ranks, nextTask);
+      void found.then(outliers => {
+        known = outliers;
+        if (shows === current) {
+          list.textContent = '';
+          drawDiff(outliers, failingOnly);
+        }
+      });
     },
     page
   };
+}
+
+/** Characters of output over all ranks. */
+function textChars(ranks: IRank[]): number {
+  let chars = 0;
+  for (const rank of ranks) {
+    for (const [, text] of rank.lines) {
+      chars += text.length;
+    }
+  }
+  return chars;
+}
+
+/** Resolves in a later task: the browser may draw a frame in between. */
+function nextTask(): Promise<void> {
+  return new Promise(resolve => setTimeout(resolve, 0));
 }
 
 /** Renders `application/vnd.monarch.remote+json` outputs. */

@@ -9,6 +9,7 @@ import {
   diffText,
   failingGroups,
   findOutliers,
+  findOutliersInSlices,
   groupBadge,
   lineKind,
   outlierDiff,
@@ -124,6 +125,24 @@ describe('outliers', () => {
       MAX_LABEL_CHARS + 1
     );
     expect(groups.outliers).toHaveLength(5000);
+  });
+
+  it('finds the same groups in slices, pausing between them', async () => {
+    const ranks = Array.from({ length: 5000 }, (_, i) =>
+      rank(i, [i % 7 ? 'x'.repeat(100) : `odd ${i % 3}`])
+    );
+    let pauses = 0;
+    const sliced = await findOutliersInSlices(ranks, () => {
+      pauses++;
+      return Promise.resolve();
+    });
+    const whole = findOutliers(ranks);
+    expect(sliced.head).toEqual(whole.head);
+    expect(sliced.outliers.map(g => g.label)).toEqual(
+      whole.outliers.map(g => g.label)
+    );
+    // ~440,000 characters: a pause every SLICE_CHARS of them
+    expect(pauses).toBeGreaterThanOrEqual(4);
   });
 
   it('keeps the groups with a failing rank for "failing only"', () => {

@@ -209,6 +209,51 @@ describe('RunResultRenderer', () => {
     ).toEqual(['hosts=7']);
   });
 
+  it('groups many ranks in slices, then draws the diff if still asked for', async () => {
+    const ranks = Array.from({ length: 3000 }, (_, i) => ({
+      label: `hosts=${i}`,
+      mesh: 'hosts',
+      point: { hosts: i },
+      rank: i,
+      status: 'ok',
+      returncode: 0,
+      lines: [['out', (i === 42 ? 'odd ' : 'same ') + 'x'.repeat(60)]]
+    }));
+    const node = (await render({ ...data, ranks })).node;
+    const diff = node.querySelectorAll('input')[1] as HTMLInputElement;
+    diff.checked = true;
+    diff.dispatchEvent(new Event('change'));
+    expect(node.querySelector('.jp-MonarchRun-empty')!.textContent).toBe(
+      'Comparing 3,000 ranks…'
+    );
+    expect(node.querySelector('.jp-MonarchRun-diffHead')).toBeNull();
+    // toggled off and on before it is done: one diff view, drawn once
+    diff.checked = false;
+    diff.dispatchEvent(new Event('change'));
+    diff.checked = true;
+    diff.dispatchEvent(new Event('change'));
+    for (let i = 0; i < 20; i++) {
+      await new Promise(resolve => setTimeout(resolve, 0));
+    }
+    expect(node.querySelectorAll('.jp-MonarchRun-diffHead')).toHaveLength(1);
+    expect(node.querySelector('.jp-MonarchRun-diffHead')!.textContent).toBe(
+      '--diff: hosts=[0-41,43-2999] (2999) agree; 1 outlier'
+    );
+    expect(node.querySelector('.jp-MonarchRun-empty')).toBeNull();
+    // off while grouping: the rank panels stay
+    const again = (await render({ ...data, ranks })).node;
+    const box = again.querySelectorAll('input')[1] as HTMLInputElement;
+    box.checked = true;
+    box.dispatchEvent(new Event('change'));
+    box.checked = false;
+    box.dispatchEvent(new Event('change'));
+    for (let i = 0; i < 20; i++) {
+      await new Promise(resolve => setTimeout(resolve, 0));
+    }
+    expect(again.querySelector('.jp-MonarchRun-diffHead')).toBeNull();
+    expect(again.querySelectorAll('.jp-MonarchRun-rank')).toHaveLength(100);
+  });
+
   it('offers no diff for one rank and says when all ranks agree', async () => {
     const one = (await render({ ...data, ranks: [data.ranks[0]] })).node;
     expect(one.querySelectorAll('input')).toHaveLength(1);
