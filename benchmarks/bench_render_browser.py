@@ -180,7 +180,8 @@ def phase(page: Any, action: Any) -> dict[str, Any]:
 
 
 def toggle(out: Any, text: str, on: bool) -> Any:
-    box = out.locator(".jp-MonarchRun-filter", has_text=text).locator("input")
+    which = ".jp-MonarchRun-diffToggle" if text == "diff to majority" else ".jp-MonarchRun-filter"
+    box = out.locator(f"{which} input")
     return lambda: box.set_checked(on)
 
 
@@ -210,7 +211,7 @@ def measure(page: Any, name: str) -> dict[str, dict[str, Any]]:
     out = page.locator(".jp-MonarchRun").first
     out.locator(".jp-MonarchRun-command").click()  # the cell made active: JupyterLab's work, not a toggle's
     settle(page)
-    if out.locator(".jp-MonarchRun-filter").count() > 1:
+    if out.locator(".jp-MonarchRun-diffToggle").count():
         for label, (text, on) in {
             "failing": ("failing only", True),
             "all": ("failing only", False),
@@ -219,7 +220,7 @@ def measure(page: Any, name: str) -> dict[str, dict[str, Any]]:
             "diff off": ("diff to majority", False),
         }.items():
             rows[label] = phase(page, toggle(out, text, on))
-        out.locator(".jp-MonarchRun-filter", has_text="failing only").locator("input").set_checked(False)
+        out.locator(".jp-MonarchRun-filter input").set_checked(False)
     moved: dict[str, Any] = {}
     rows["scroll"] = phase(page, lambda: moved.update(scroll(page)))
     rows["scroll"].update(moved)

@@ -115,11 +115,11 @@ function renderRunning(result: IRunResult, note: string): HTMLElement {
 }
 
 /** A labelled checkbox (Space toggles it; the label names it for screen readers). */
-function toggle(text: string): {
-  label: HTMLLabelElement;
-  box: HTMLInputElement;
-} {
-  const label = el('label', `${CLASS}-filter`);
+function toggle(
+  text: string,
+  className: string
+): { label: HTMLLabelElement; box: HTMLInputElement } {
+  const label = el('label', className);
   const box = el('input', '');
   box.type = 'checkbox';
   label.append(box, text);
@@ -268,8 +268,8 @@ export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
       return Promise.resolve(); // saved before any output: the note and header say it all
     }
 
-    const failingOnly = toggle(' failing only');
-    const diff = toggle(' diff to majority');
+    const failingOnly = toggle(' failing only', `${CLASS}-filter`);
+    const diff = toggle(' diff to majority', `${CLASS}-diffToggle`);
     diff.label.title =
       "Each outlier rank's output as a diff against the most common output";
     this.node.appendChild(failingOnly.label);

@@ -109,7 +109,7 @@ def test_diff_to_majority_on_a_saved_result(tmp_path: Path, tag: str, ui: Fronte
                 ranks_before = out.locator(".jp-MonarchRun-rank").count()
 
                 # from the keyboard: focus the toggle, Space ticks it
-                toggle = out.locator(".jp-MonarchRun-filter", has_text="diff to majority").locator("input")
+                toggle = out.locator(".jp-MonarchRun-diffToggle input")
                 toggle.focus()
                 page.keyboard.press(" ")
                 out.locator(".jp-MonarchRun-diffHead").wait_for()
