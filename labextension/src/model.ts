@@ -362,13 +362,13 @@ export function orderRanks(ranks: IRank[], failingOnly: boolean): IRank[] {
 }
 
 /** "Show 100 more ranks (99,800 not shown)"; empty when all are shown. */
-export function moreText(shown: number, total: number): string {
+export function moreText(shown: number, total: number, noun = 'rank'): string {
   const left = total - shown;
   if (left <= 0) {
     return '';
   }
   const next = Math.min(PAGE_RANKS, left);
-  return `Show ${next} more rank${next === 1 ? '' : 's'} (${left.toLocaleString('en-US')} not shown)`;
+  return `Show ${next} more ${noun}${next === 1 ? '' : 's'} (${left.toLocaleString('en-US')} not shown)`;
 }
 
 /** The note of ranks the payload had but this view did not read; empty if none. */

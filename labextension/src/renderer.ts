@@ -26,6 +26,19 @@ import {
 } from './model';
 import { el } from './dom';
 import { appendAnsi } from './ansi';
+import {
+  IOutliers,
+  SLICE_CHARS,
+  failingGroups,
+  findOutliers,
+  findOutliersInSlices
+} from './outliers';
+import {
+  DIFF_OPEN,
+  renderDiffHead,
+  renderMajority,
+  renderOutlier
+} from './diffView';
 
 const CLASS = 'jp-MonarchRun';
 
@@ -101,6 +114,130 @@ function renderRunning(result: IRunResult, note: string): HTMLElement {
   return box;
 }
 
+/** A labelled checkbox (Space toggles it; the label names it for screen readers). */
+function toggle(
+  text: string,
+  className: string
+): { label: HTMLLabelElement; box: HTMLInputElement } {
+  const label = el('label', className);
+  const box = el('input', '');
+  box.type = 'checkbox';
+  label.append(box, text);
+  return { label, box };
+}
+
+/** What fills the ranks list: one page of panels, and "show more" for the next. */
+interface IListViews {
+  ranks(failingOnly: boolean): void;
+  diff(failingOnly: boolean): void;
+  page(): void;
+}
+
+/**
+ * The two views of the ranks list, paged by PAGE_RANKS: rank panels (failing
+ * first), or the outlier groups' diffs from the majority (found once, when
+ * first shown).
+ */
+function listViews(
+  result: IRunResult,
+  list: HTMLElement,
+  more: HTMLButtonElement
+): IListViews {
+  let items: (() => HTMLElement)[] = [];
+  let drawn = 0;
+  let noun = 'rank';
+  let shows = 0; // which call drew the list last: a late diff draws only if still current
+  let found: Promise<IOutliers> | null = null;
+  const page = (): void => {
+    const end = Math.min(items.length, drawn + PAGE_RANKS);
+    for (; drawn < end; drawn++) {
+      list.appendChild(items[drawn]());
+    }
+    more.textContent = moreText(drawn, items.length, noun);
+    more.hidden = !more.textContent;
+  };
+  const start = (next: (() => HTMLElement)[], empty: string): void => {
+    items = next;
+    drawn = 0;
+    if (!items.length && empty) {
+      list.appendChild(el('div', `${CLASS}-empty`, empty));
+    }
+    page();
+  };
+  const drawDiff = (outliers: IOutliers, failingOnly: boolean): void => {
+    const { majority } = outliers;
+    list.appendChild(renderDiffHead(outliers.head));
+    if (majority && outliers.outliers.length) {
+      list.appendChild(renderMajority(majority));
+    }
+    const shown = failingOnly
+      ? failingGroups(outliers.outliers)
+      : outliers.outliers;
+    start(
+      shown.map(
+        (group, i) => () => renderOutlier(majority!, group, i < DIFF_OPEN)
+      ),
+      outliers.outliers.length ? 'No failing outliers.' : ''
+    );
+  };
+  let known: IOutliers | null = null; // found, once
+  return {
+    ranks: failingOnly => {
+      shows++;
+      noun = 'rank';
+      const shown = orderRanks(result.ranks, failingOnly);
+      const count = result.ranks.length;
+      start(
+        shown.map(rank => () => renderRank(rank, count)),
+        'No ranks to show.'
+      );
+    },
+    diff: failingOnly => {
+      const current = ++shows;
+      noun = 'outlier';
+      if (known || textChars(result.ranks) <= SLICE_CHARS) {
+        known = known ?? findOutliers(result.ranks);
+        drawDiff(known, failingOnly);
+        return;
+      }
+      // many ranks: grouped a slice per task, so the page keeps drawing frames
+      list.appendChild(
+        el(
+          'div',
+          `${CLASS}-empty`,
+          `Comparing ${result.ranks.length.toLocaleString('en-US')} ranks…`
+        )
+      );
+      more.hidden = true;
+      found = found ?? findOutliersInSlices(result.ranks, nextTask);
+      void found.then(outliers => {
+        known = outliers;
+        if (shows === current) {
+          list.textContent = '';
+          drawDiff(outliers, failingOnly);
+        }
+      });
+    },
+    page
+  };
+}
+
+/** Characters of output over all ranks. */
+function textChars(ranks: IRank[]): number {
+  let chars = 0;
+  for (const rank of ranks) {
+    for (const [, text] of rank.lines) {
+      chars += text.length;
+    }
+  }
+  return chars;
+}
+
+/** Resolves in a later task: the browser may draw a frame in between. */
+function nextTask(): Promise<void> {
+  return new Promise(resolve => setTimeout(resolve, 0));
+}
+
 /** Renders `application/vnd.monarch.remote+json` outputs. */
 export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
   constructor(options: IRenderMime.IRendererOptions) {
@@ -131,36 +268,25 @@ export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
       return Promise.resolve(); // saved before any output: the note and header say it all
     }
 
-    const filter = el('label', `${CLASS}-filter`);
-    const checkbox = el('input', '');
-    checkbox.type = 'checkbox';
-    filter.append(checkbox, ' failing only');
-    this.node.appendChild(filter);
-
+    const failingOnly = toggle(' failing only', `${CLASS}-filter`);
+    const diff = toggle(' diff to majority', `${CLASS}-diffToggle`);
+    diff.label.title =
+      "Each outlier rank's output as a diff against the most common output";
+    this.node.appendChild(failingOnly.label);
+    if (result.ranks.length > 1) {
+      this.node.appendChild(diff.label);
+    }
     const ranks = el('div', `${CLASS}-ranks`);
     const more = el('button', `${CLASS}-more`);
     more.type = 'button';
-    let shown = orderRanks(result.ranks, false);
-    let drawn = 0;
-    const page = (): void => {
-      const end = Math.min(shown.length, drawn + PAGE_RANKS);
-      for (; drawn < end; drawn++) {
-        ranks.appendChild(renderRank(shown[drawn], result.ranks.length));
-      }
-      more.textContent = moreText(drawn, shown.length);
-      more.hidden = !more.textContent;
-    };
+    const views = listViews(result, ranks, more);
     const show = (): void => {
       ranks.textContent = '';
-      shown = orderRanks(result.ranks, checkbox.checked);
-      drawn = 0;
-      if (!shown.length) {
-        ranks.appendChild(el('div', `${CLASS}-empty`, 'No ranks to show.'));
-      }
-      page();
+      (diff.box.checked ? views.diff : views.ranks)(failingOnly.box.checked);
     };
-    checkbox.addEventListener('change', show);
-    more.addEventListener('click', page);
+    failingOnly.box.addEventListener('change', show);
+    diff.box.addEventListener('change', show);
+    more.addEventListener('click', () => views.page());
     show();
     this.node.appendChild(ranks);
     this.node.appendChild(more);
