@@ -442,12 +442,13 @@ class RunState:
             [r.describe() for r in bad]
         )
 
-    def to_mime(self) -> Payload:
-        """The ``application/vnd.monarch.remote+json`` payload (``schema/remote-run.schema.json``)."""
+    def to_mime(self, lines: bool = True) -> Payload:
+        """The ``application/vnd.monarch.remote+json`` payload (``schema/remote-run.schema.json``);
+        without ``lines``, every rank's tail is left out (counted in ``truncated``)."""
         head: _PayloadHead = {"version": VERSION}
         # the saved payload is bounded: past PAYLOAD_LINES // ranks lines each, the tails are
         # shorter (``truncated`` counts the rest; the log has every line)
-        per_rank = max(PAYLOAD_MIN_LINES, PAYLOAD_LINES // max(1, len(self.ranks)))
+        per_rank = max(PAYLOAD_MIN_LINES, PAYLOAD_LINES // max(1, len(self.ranks))) if lines else 0
         if self.run_id:
             head["run_id"] = self.run_id
         return {
@@ -498,16 +499,20 @@ class RunState:
     def running_bundle(self) -> dict[str, object]:
         """What stands in the cell while the run goes on (payload ``state: running``): saved
         mid-run and reopened, it says the run was still going and how to follow it. No
-        text/plain: a terminal prints that at once, mid-run, where the note is wrong."""
+        text/plain: a terminal prints that at once, mid-run, where the note is wrong. No lines:
+        they would be those of the moment it was shown, and the front end draws the payload
+        (hidden) beside the live grid: at 4,096 ranks ~41,000 DOM nodes of nothing to see."""
         text = f"run {self.run_id or ''} still running when saved: {self.attach_line()} follows it"
         return {
-            MIME_TYPE: self.to_mime(),
+            MIME_TYPE: self.to_mime(lines=False),
             "text/html": f"<div class='monarch-remote-running'>{html.escape(text)}</div>",
         }
 
 
 def _rank_payload(r: RankState, max_lines: int = TAIL_LINES) -> RankPayload:
-    lines = r.lines if len(r.lines) <= max_lines else r.lines.last(max_lines)
+    lines: Tail | list[tuple[str, str]] = []
+    if max_lines > 0:
+        lines = r.lines if len(r.lines) <= max_lines else r.lines.last(max_lines)
     payload: RankPayload = {
         "label": r.label,
         "mesh": r.mesh,

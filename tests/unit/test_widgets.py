@@ -584,6 +584,10 @@ def test_grid_stands_with_a_running_payload_that_the_end_empties():
     assert "%remote attach 20261201-010203-abc123" in bundle["text/html"]
     state.apply(model.Output(0, model.OUT, "step 2\n"))
     assert len(bundles) == 1  # shown once, not on every event
+    # no lines: the front end draws it hidden beside the grid, and they would be stale
+    rank = state.running_bundle()[model.MIME_TYPE]["ranks"][0]
+    assert rank["lines"] == [] and rank["truncated"] == 2, rank
+    assert state.to_mime()["ranks"][0]["lines"] == [["out", "step 1"], ["out", "step 2"]]
     state.apply(model.Exited(0, 0, 0.5))
     state.apply(model.Exited(1, 0, 0.5))
     state.apply(model.Finished())
