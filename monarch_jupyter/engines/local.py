@@ -21,8 +21,8 @@ class LocalEngine(Engine):
         if private_net.in_private_net():
             return "this kernel only (a private network namespace: abstract sockets stay inside it)"
         return (
-            "any user of this machine (Monarch 0.7: abstract Unix sockets, no peer check); "
-            f"the {private_net.KERNEL_NAME!r} kernel keeps them to you: README, Security"
+            "any user of this machine (Monarch 0.7 checks no peer); "
+            f"the {private_net.KERNEL_NAME!r} kernel keeps it to you"
         )
 
     def local_processes(self, job: Any) -> dict[str, int]:

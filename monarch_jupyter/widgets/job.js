@@ -37,7 +37,7 @@ function el(tag, className, text) {
 }
 
 const BUTTON =
-  'border:1px solid #d0d7de;border-radius:4px;padding:2px 10px;margin:4px 6px 0 0;cursor:pointer;background:#f6f8fa';
+  'border:1px solid #d0d7de;border-radius:4px;padding:2px 10px;margin:4px 6px 0 0;cursor:pointer;background:#f6f8fa;color:#24292f';
 const DANGER = 'background:#cf222e;color:#fff;border-color:#cf222e';
 
 /** @param {Action} action @param {() => void} onClick */

@@ -500,9 +500,11 @@ function render({ model, el: root }) {
       )
     );
     if (model.get('can_stacks')) {
-      const button = el('button', 'monarch-run-stacksButton', 'Stacks');
+      // not a <button>: the tile is the keyboard's control (S on it asks too, its label says
+      // so), and an interactive control inside it would be a nested one (axe: nested-interactive)
+      const button = el('span', 'monarch-run-stacksButton', 'Stacks');
       button.title = `What ${label} is doing now: its processes' stacks (%remote stacks)`;
-      button.tabIndex = -1; // the tile is the keyboard's stop; S on it asks too
+      button.setAttribute('aria-hidden', 'true');
       button.addEventListener('click', event => {
         event.stopPropagation();
         askStacks(label, members);
@@ -543,7 +545,8 @@ function render({ model, el: root }) {
     node.setAttribute('aria-pressed', String(selected));
     node.setAttribute(
       'aria-label',
-      `${label}: ${statusText(tile)}${tile.error ? `, ${tile.error}` : ''}; ${selected ? 'hide' : 'show'} its output`
+      `${label}: ${statusText(tile)}${tile.error ? `, ${tile.error}` : ''}; ${selected ? 'hide' : 'show'} its output` +
+        (model.get('can_stacks') ? '; S shows its stacks' : '')
     );
     const toggle = () => {
       model.set('selected', selected ? -1 : tile.rank);

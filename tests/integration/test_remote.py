@@ -151,8 +151,9 @@ def test_per_host_env_and_python(shared):
         "import os\n"
         "print(os.environ['MONARCH_SIZE_hosts'], os.environ['MONARCH_SIZE_gpu'])\n"
     )
-    assert "hosts=0,gpu=0, hosts=0,gpu=1, hosts=1,gpu=0, hosts=1,gpu=1 (4)" in r.stream()
-    assert "\n2 2\n" in r.stream()
+    # the live fold's label; the end view is then one line (the same groups)
+    assert "[hosts=0,gpu=[0-1]; hosts=1,gpu=[0-1] (4)] 2 2" in r.stream(), r.stream()
+    assert "(--group: same groups as above)" in r.stream()
     r = shared.ok(
         "%remote --per-host gpu=2 --point gpu=1 -e X=a --env Y=b echo $X$Y $MONARCH_RANK_hosts$MONARCH_RANK_gpu"
     )
