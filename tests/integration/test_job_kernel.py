@@ -45,6 +45,18 @@ def cli(folder: Path, tag: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def cli_apply(folder: Path, tag: str, spec: str) -> subprocess.CompletedProcess:
+    """``monarch apply SPEC``, once more after ``monarch kill`` when Monarch's own ready check timed
+    out: its first message to a fresh worker can expire ("delivery failure: ttl expired", then
+    "did not finish in time"), seen once in CI at load ~2; that is Monarch's CLI, not what is
+    tested here."""
+    done = cli(folder, tag, "apply", spec)
+    if done.returncode != 0 and "did not finish in time" in done.stderr:
+        cli(folder, tag, "kill")
+        done = cli(folder, tag, "apply", spec)
+    return done
+
+
 def test_apply_status_kill(kernel, tag, workdir):
     applied = kernel.ok("%job apply --local hosts=2")
     assert_quiet(applied)
@@ -135,7 +147,7 @@ def test_two_kernels_share_the_job_and_actors_run(start_kernel, tag):
 
 
 def test_cli_and_notebook_see_the_same_jobs(start_kernel, tag, workdir):
-    done = cli(workdir, tag, "apply", "monarch_jupyter.local_jobs.hosts_2")
+    done = cli_apply(workdir, tag, "monarch_jupyter.local_jobs.hosts_2")
     assert done.returncode == 0, done.stderr
     kernel = start_kernel()
     loaded = kernel.ok("%load_ext monarch_jupyter")
