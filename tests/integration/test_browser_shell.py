@@ -134,7 +134,8 @@ def test_shell_from_the_cell_and_from_the_sidebar(tmp_path: Path, tag: str) -> N
 
                 # the cell: its output opens a terminal by itself
                 _run(page, 2)
-                page.locator(".jp-MonarchShell-command").wait_for()
+                # attached, not visible: the terminal it opens may already cover the notebook
+                page.locator(".jp-MonarchShell-command").wait_for(state="attached")
                 page.locator(".jp-Terminal").first.wait_for()
                 assert _type_and_read(page, "cell") == "1/2"
                 assert _children(workers["hosts_1"]), "the shell's proc runs under hosts_1"
