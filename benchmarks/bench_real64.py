@@ -1,7 +1,7 @@
 """64 real ranks end to end (issues 19 and 22): fan-out, a stuck rank's quiet flag and stacks, and
 the kernel's CPU with and without ``--group``.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_real64.py [--per-host 32] [--quiet-after 3]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_real64.py [--per-host 32] [--quiet-after 3]
         [--reps 3] [--no-fold]
 
 Starts a kernel (jupyter_client) in a temporary folder, ``%job apply --local hosts=2`` and

@@ -71,6 +71,12 @@ class Kernel:
         self.cwd = Path(cwd)
         self.tag = tag
         env = {**os.environ, TAG_VAR: tag, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        # the kernel runs in ``cwd``: a relative PYTHONPATH (``PYTHONPATH=.``) would name that
+        # folder there and silently import the installed package instead of this checkout
+        if env.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.pathsep.join(
+                os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p
+            )
         self.km = jupyter_client.KernelManager(kernel_name=kernel_name)
         self.km.start_kernel(cwd=str(self.cwd), env=env)
         self.kc = self.km.client()
