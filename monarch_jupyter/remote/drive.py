@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from .._loop import EventLoopThread
 
 HEARTBEAT_LOST = 5.0  # a running rank silent this long is lost (its actor heartbeats every 0.5 s)
+SILENCE_FACTOR = 3.0  # … or this many times the longest silence a rank of the run came back from
+SILENCE_CAP = 60.0  # … but never longer than this
 FAULT_LOST = 1.5  # … this long once Monarch reported a fault
 STOP_WAIT = 2.5  # after a stop request, ranks get this long to report their exit
 PID_CHECK = 0.25  # seconds between looks at the local workers' processes
@@ -79,10 +81,14 @@ class RunHandle:
             self.stop_reason = reason
 
 
-def silence_limit(faults_before: int) -> float:
+def silence_limit(faults_before: int, longest_gap: float = 0.0) -> float:
     """How long a running rank may stay silent before it is lost: shorter once Monarch reported
-    a fault since ``faults_before`` (the value of ``_faults.count`` when the run started)."""
-    return FAULT_LOST if _faults.count > faults_before else HEARTBEAT_LOST
+    a fault since ``faults_before`` (the value of ``_faults.count`` when the run started), longer
+    once a rank came back after ``longest_gap`` seconds of silence: on a starved machine live
+    ranks' messages arrive seconds late, and losing one kills its process."""
+    if _faults.count > faults_before:
+        return FAULT_LOST
+    return min(SILENCE_CAP, max(HEARTBEAT_LOST, SILENCE_FACTOR * longest_gap))
 
 
 class _NoSpool:
@@ -129,6 +135,7 @@ class Drive:
         self.outcomes: dict[int, tuple[int | None, str | None]] = {}  # rank index → (returncode, error)
         self.remaining = set(range(len(plan.ranks)))
         self.heard: dict[int, float] = {}  # rank index → when it was last heard of (monotonic)
+        self.longest_gap = 0.0  # the longest any rank was silent before it was heard again
         self.spool: Spool | _NoSpool = _NoSpool()
         self.entry_saved = entry is None
         self.stop_at: float | None = None
@@ -261,10 +268,10 @@ class Drive:
                 if pid is not None and not _procfs.alive(pid):
                     self._lost(i, f"worker process {pid} died")
                     self.remaining.discard(i)
-        limit = silence_limit(self.faults_before)
+        limit = silence_limit(self.faults_before, self.longest_gap)
         for i in sorted(self.remaining):
             if now - self.heard[i] > limit:
-                self._lost(i, f"worker stopped answering ({limit:g} s)")
+                self._lost(i, f"worker stopped answering ({limit:.3g} s)")
                 self.remaining.discard(i)
 
     def _lost(self, index: int, why: str) -> None:
@@ -318,7 +325,10 @@ class Drive:
         index = self.index.get((message.key, message.rank))
         if index is None or index not in self.remaining:
             return
-        self.heard[index] = time.monotonic()
+        now = time.monotonic()
+        if now - self.heard[index] > self.longest_gap:
+            self.longest_gap = now - self.heard[index]
+        self.heard[index] = now
         if index not in self.pgids and message.pid:
             self.pgids[index] = message.pid
             self.sink.put(Started(index, message.pid))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import queue
+import time
 
 import cloudpickle
 import pytest
@@ -14,13 +15,14 @@ from monarch_jupyter.remote import model, protocol
 from monarch_jupyter.remote.drive import (
     FAULT_LOST,
     HEARTBEAT_LOST,
+    SILENCE_CAP,
     Drive,
     Plan,
     RunHandle,
     Target,
     silence_limit,
 )
-from monarch_jupyter.remote.model import Exited, Output, RankState, Started
+from monarch_jupyter.remote.model import Exited, Lost, Output, RankState, Started
 from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
 from monarch_jupyter.remote.spool import Spool, read_log
 
@@ -183,3 +185,29 @@ def test_torch_env_is_monarchs_spmd_rule():
         "3",
         "0",
     )
+
+
+def test_the_silence_limit_grows_with_the_longest_silence_a_rank_came_back_from(tmp_path, monkeypatch):
+    """A starved machine delays live ranks' messages by seconds: the limit follows what the run
+    has seen, within a cap, and a reported fault still shortens it."""
+    monkeypatch.setattr(_faults, "count", 0)
+    assert silence_limit(0, 0.4) == HEARTBEAT_LOST  # heartbeats on time: the base limit
+    assert silence_limit(0, 4.0) == 12.0
+    assert silence_limit(0, 1000.0) == SILENCE_CAP
+    monkeypatch.setattr(_faults, "count", 1)
+    assert silence_limit(0, 4.0) == FAULT_LOST
+
+    drive, spool = _drive(tmp_path)
+    now = time.monotonic()
+    drive.heard = {0: now - 4.0, 1: now}
+    drive._handle(Heartbeat("run", "hosts", 0, 5))  # rank 0 back after 4 s of silence
+    assert 4.0 <= drive.longest_gap < 5.0
+    drive.heard[1] = time.monotonic() - 8.0  # 8 s: lost at 5 s, not at 3 × 4 s
+    drive._check_ranks(time.monotonic())
+    assert drive.remaining == {0, 1}
+    drive.heard[1] = time.monotonic() - 13.0
+    drive._check_ranks(time.monotonic())
+    assert drive.remaining == {0}
+    lost = [e for e in _events(drive.sink) if isinstance(e, Lost)]
+    assert [e.index for e in lost] == [1] and "stopped answering (12" in lost[0].message
+    spool.close()
