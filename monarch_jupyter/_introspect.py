@@ -15,6 +15,8 @@ torchmonarch, so an upgrade that renames one fails there, by name.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -338,6 +340,21 @@ def sidecar_log(apply_id: str) -> str:
     from monarch._src.job.once_daemon import daemon_log_path
 
     return str(daemon_log_path(job_sidecar_lock_path(apply_id)))
+
+
+def remove_sidecar_files(apply_id: str) -> None:
+    """Unlink the lock record and log Monarch's sidecar of ``apply_id`` leaves in /tmp once it has
+    exited (``OnceDaemon`` never removes them: one pair per job ever applied); a sidecar still
+    holding its lock keeps them."""
+    from monarch._src.job.job_sidecar import find_job_sidecar, job_sidecar_lock_path
+    from monarch._src.job.once_daemon import daemon_log_path
+
+    lock = job_sidecar_lock_path(apply_id)
+    if not os.path.isfile(lock) or find_job_sidecar(apply_id) is not None:  # never open a FIFO
+        return
+    for path in (lock, daemon_log_path(lock)):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def bind_dashboard_to(host: str) -> None:

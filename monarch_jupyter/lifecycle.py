@@ -127,7 +127,9 @@ def kill(job: Any) -> None:
 
     Monarch unmounts a job's mounts first and gives up on a busy one (a shell whose folder is in
     it), leaving workers and mounts up; those on this machine are then unmounted lazily (freed as
-    the workers go) and the kill is asked again, so no mount is left behind."""
+    the workers go) and the kill is asked again, so no mount is left behind. The lock record and
+    log Monarch's exited sidecar leaves in /tmp are removed."""
+    apply_id = getattr(job, "apply_id", None)  # read first: the kill may clear it
     with _quiet.quietly():
         try:
             job.kill()
@@ -137,6 +139,9 @@ def kill(job: Any) -> None:
                 raise
             _debug("kill: unmounted %s lazily (busy), killing again", busy)
             job.kill()
+        if isinstance(apply_id, str) and apply_id:
+            with contextlib.suppress(Exception):  # housekeeping: never fails a kill that worked
+                _introspect.remove_sidecar_files(apply_id)
 
 
 def kill_error(job: Any) -> str | None:

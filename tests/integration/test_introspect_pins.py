@@ -334,7 +334,7 @@ def test_job_services_members():
         "sidecar_transport_from_runtime",
         "find_job_sidecar",
     ):
-        pin(job_sidecar, name, "_introspect.spawn_sidecar / sidecar_pid")
+        pin(job_sidecar, name, "_introspect.spawn_sidecar / sidecar_pid / remove_sidecar_files")
     assert list(inspect.signature(job_sidecar.spawn_module).parameters)[:3] == [
         "lock_path",
         "config_key",
@@ -345,7 +345,7 @@ def test_job_services_members():
     )
     pin(once_daemon.OnceDaemon, "__init__", "_introspect.sidecar_pid")
     assert "self._pid = pid" in inspect.getsource(once_daemon.OnceDaemon.__init__)
-    pin(once_daemon, "daemon_log_path", "_introspect.sidecar_log")
+    pin(once_daemon, "daemon_log_path", "_introspect.sidecar_log / remove_sidecar_files")
     pin(_job_sidecar_worker, "main", "_introspect.run_sidecar_worker")
     start = telemetry_config.start_telemetry_servers
     assert not isinstance(start, functools.partial)

@@ -4,6 +4,7 @@ and a telemetry sidecar that outlives a kernel restart. Real kernels, real worke
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -138,7 +139,14 @@ def test_dashboard_job_quiet_loopback_survives_restart_and_kill(start_kernel, ta
     assert sql_rows(after["telemetry"], "SELECT count(*) AS n FROM actors")[0]["n"] >= rows
 
     # %job kill stops the sidecar and frees its ports (the admin's stays: Monarch 0.7 cannot stop it)
+    # and removes the lock record and log Monarch's sidecar leaves in /tmp
+    apply_id = kernel.ok(
+        "import monarch_jupyter as _mj; print(_mj.current_session().status().apply_id)"
+    ).stream()
+    lock = Path(f"/tmp/monarch_job_sidecar_{apply_id.strip()}.lock")
+    assert lock.exists() and lock.with_suffix(".log").exists(), lock
     killed = kernel.ok("%job kill").text
+    assert not lock.exists() and not lock.with_suffix(".log").exists(), lock
     assert "the mesh admin's loopback port stays open in this kernel until it restarts" in killed, killed
     assert poll(lambda: not sidecar_of(tag), timeout=15), sidecar_of(tag)
     ports = {int(after[key].rsplit(":", 1)[1]) for key in ("telemetry", "dashboard")}
