@@ -106,19 +106,29 @@ def prune_old_runs(folder: Path) -> None:
 
 
 class RemoteRunner:
-    """The session's runs (one runner a session: :func:`runner_for`); called on the kernel thread."""
+    """The session's runs (one runner a session: :func:`runner_for`); called on the kernel thread,
+    and for :meth:`call_all` on a grid's request thread too."""
 
     drive_type: type[Drive] = Drive  # what follows one run (benchmarks/_scale_driver.py feeds its own)
 
     def __init__(self, session: JobSession) -> None:
         self.session = session
         self._warm: dict[_WarmKey, _Warm] = {}
+        # the warm actors are looked up by the kernel thread (plans) and a grid's request thread
+        # (call_all); the loop only queues meshes to drop in _forgotten, so it never waits for
+        # this lock while its holder waits for the loop (a spawn runs there)
+        self._warm_lock = threading.RLock()
+        self._forgotten: list[str | None] = []
         self._stat_fds: dict[int, int] = {}  # worker pid → its open /proc/<pid>/stat (see _exited)
         self._runs_made = 0
 
     # ── plans ──────────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
         """Resolve targets against the running job, spawning actors when needed."""
+        with self._warm_lock:
+            return self._plan(args)
+
+    def _plan(self, args: RemoteArgs) -> Plan:
         running = self._current()
         names = self._mesh_names(args, running.meshes)
         per_host = tuple(args.per_host or ())
@@ -151,6 +161,10 @@ class RemoteRunner:
         self._check_health(local_pids)
         if not meshes:
             raise RemoteError("the job has no host meshes")
+        while self._forgotten:
+            mesh = self._forgotten.pop()
+            for key in [k for k in self._warm if mesh is None or k.mesh == mesh]:
+                del self._warm[key]
         for key in [k for k in self._warm if k.apply_id != apply_id]:
             del self._warm[key]
         root = Path(folder)
@@ -322,10 +336,9 @@ class RemoteRunner:
             self.session.loop.submit(stop())
 
     def forget(self, mesh: str | None = None) -> None:
-        """Drop warm actors (all, or one mesh's) so the next run respawns them."""
-        for key in list(self._warm):
-            if mesh is None or key.mesh == mesh:
-                del self._warm[key]
+        """Drop warm actors (all, or one mesh's) so the next run respawns them (any thread: the
+        next plan drops them)."""
+        self._forgotten.append(mesh)
 
     # ── every rank ─────────────────────────────────────────────────────
     def call_all(self, endpoint: str, *args: Any, timeout: float = ASK_TIMEOUT) -> list[Any]:
@@ -333,8 +346,9 @@ class RemoteRunner:
         actor per host, the shape a plain run uses), waiting at most ``timeout`` seconds.
         Every rank's answer, mesh by mesh. Raises what :meth:`plan` raises when there is no
         healthy running job, and what the call raises."""
-        running = self._current()
-        meshes = [self._warm_for(running, name, ()).actors for name in running.meshes]
+        with self._warm_lock:
+            running = self._current()
+            meshes = [self._warm_for(running, name, ()).actors for name in running.meshes]
 
         async def ask() -> list[Any]:
             answers: list[Any] = []

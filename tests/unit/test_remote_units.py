@@ -1100,3 +1100,45 @@ def test_hosts_times_per_host_beyond_the_bound_is_refused_before_anything_starts
     monkeypatch.setenv("MONARCH_JUPYTER_MAX_PROCS", "96")
     check_procs({"hosts": 2, "aux": 1}, (("gpu", 4), ("cpu", 8)))
     check_procs({"hosts": None}, (("gpu", 96),))  # a mesh of unknown size counts as one host
+
+
+def test_warm_actors_are_spawned_once_when_a_grid_request_and_a_cell_ask_together(tmp_path):
+    """The grid's requests run on a thread of their own: with the cell's plan at the same time,
+    one spawn per mesh, not one each; a mesh forgotten from the loop is respawned next time."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from monarch_jupyter._loop import EventLoopThread
+    from monarch_jupyter.remote import runner as R
+
+    class Answers:
+        def values(self):
+            return iter(["ok"])
+
+    class Endpoint:
+        async def call(self, *args):
+            return Answers()
+
+    spawned = []
+
+    def spawn(mesh, name, per_host):
+        spawned.append(name)
+        time.sleep(0.2)  # as Monarch's spawn: long enough for the other thread to arrive
+        return R._Warm(None, SimpleNamespace(runs_state=Endpoint()), {"hosts": 1}, ("hosts",))
+
+    job = SimpleNamespace(apply_id="apply-1")
+    state = SimpleNamespace(_hosts={"a": None})
+    session = SimpleNamespace(
+        running=lambda: (job, state, str(tmp_path), "default"), loop=EventLoopThread("t")
+    )
+    runner = R.RemoteRunner(session)
+    runner._spawn = spawn
+    threads = [threading.Thread(target=runner.call_all, args=("runs_state",)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert spawned == ["a"]
+    runner.forget("a")
+    assert runner.call_all("runs_state") == ["ok"] and spawned == ["a", "a"]
