@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, JupyterServer  # noqa: E402
+from browser_util import notebook as ipynb  # noqa: E402
 from harness import TAG_VAR, new_tag, reap  # noqa: E402
 
 FILE = "grid_bench.ipynb"
@@ -104,25 +105,7 @@ def notebook(folder: Path) -> dict[str, Any]:
         "%%remote bash --no-raise\nsimulated",
         *[f"# a cell below the grid, {i}: the notebook must still scroll to it" for i in range(12)],
     ]
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": c,
-            }
-            for i, c in enumerate(cells)
-        ],
-    }
+    return ipynb(cells)
 
 
 def run_cell(page, index: int, source: str | None = None, wait: float = 120) -> None:

@@ -38,7 +38,8 @@ sys.path.insert(0, str(HERE))
 
 from _scale_driver import line  # noqa: E402
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer  # noqa: E402
+from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer, code_cell  # noqa: E402
+from browser_util import notebook as ipynb  # noqa: E402
 from harness import new_tag, reap  # noqa: E402
 from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState, Started  # noqa: E402
 
@@ -119,23 +120,9 @@ def notebook(bundle: dict[str, object]) -> dict[str, Any]:
         text = f"## Section {n}\n\n" + "Some notes about this step of the experiment. " * 20
         return {"cell_type": "markdown", "id": f"m{n}", "metadata": {}, "source": text}
 
-    result = {
-        "cell_type": "code",
-        "execution_count": 1,
-        "id": "run",
-        "metadata": {},
-        "outputs": [{"output_type": "display_data", "metadata": {}, "data": bundle}],
-        "source": "%%remote\npython train.py",
-    }
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [markdown(0), markdown(1), result, *(markdown(n) for n in range(2, 12))],
-    }
+    output = {"output_type": "display_data", "metadata": {}, "data": bundle}
+    result = code_cell("%%remote\npython train.py", [output], execution_count=1, id="run")
+    return ipynb([markdown(0), markdown(1), result, *(markdown(n) for n in range(2, 12))])
 
 
 def settle(page: Any, quiet: float = 1.0) -> None:

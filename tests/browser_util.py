@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness import TAG_VAR
@@ -61,6 +62,41 @@ CHROMIUM_ARGS = [
 _DISABLED_PLUGINS = {
     "@jupyterlab/apputils-extension:announcements": True,
 }
+
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def code_cell(
+    source: str, outputs: list[dict] | None = None, execution_count: int | None = None, id: str | None = None
+) -> dict:
+    """A code cell of ``source`` with ``outputs`` (none: not run yet)."""
+    cell: dict = {
+        "cell_type": "code",
+        "execution_count": execution_count,
+        "metadata": {},
+        "outputs": list(outputs or []),
+        "source": source,
+    }
+    if id is not None:
+        cell["id"] = id
+    return cell
+
+
+def notebook(cells: Iterable[str | dict]) -> dict:
+    """An nbformat 4.5 notebook on the ``python3`` kernel: a str is a code cell not run yet, a
+    dict a cell as it is; a cell without an id gets ``c<index>`` (4.5 requires unique ids)."""
+    built = []
+    for index, cell in enumerate(cells):
+        cell = code_cell(cell) if isinstance(cell, str) else dict(cell)
+        cell.setdefault("id", f"c{index}")
+        built.append(cell)
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}},
+        "cells": built,
+    }
 
 
 def free_port() -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
+from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer, code_cell, notebook
 from harness import TAG_VAR, poll, worker_pids
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,17 +93,6 @@ MIDRUN_FILE = "saved_midrun.ipynb"
 RUN_MIME = "application/vnd.monarch.remote+json"
 
 
-def _code(source: str, outputs: list | None = None) -> dict:
-    return {
-        "cell_type": "code",
-        "execution_count": None,
-        "id": os.urandom(4).hex(),
-        "metadata": {},
-        "outputs": outputs or [],
-        "source": source,
-    }
-
-
 def _notebook() -> dict:
     saved_remote = {
         "output_type": "display_data",
@@ -113,22 +102,16 @@ def _notebook() -> dict:
             "text/plain": "remote hosts (2 ranks): 1 ok (rc 0), 1 failed: hosts=1 (rc 3) · 0.42 s",
         },
     }
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            _code("%load_ext monarch_jupyter"),
-            _code("%job apply --local hosts=2"),
-            _code("%job"),
-            _code(REMOTE_CELL),
-            _code("# a %%remote result saved earlier (re-rendered by the MIME renderer)", [saved_remote]),
-            _code(DETACH_CELL),
-        ],
-    }
+    return notebook(
+        [
+            "%load_ext monarch_jupyter",
+            "%job apply --local hosts=2",
+            "%job",
+            REMOTE_CELL,
+            code_cell("# a %%remote result saved earlier (re-rendered by the MIME renderer)", [saved_remote]),
+            DETACH_CELL,
+        ]
+    )
 
 
 class Shots:

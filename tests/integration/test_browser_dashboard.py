@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
+from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer, notebook
 from harness import TAG_VAR, poll
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,24 +32,7 @@ pytestmark = [
 ]
 
 
-def _notebook() -> dict:
-    def code(source: str) -> dict:
-        meta = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": []}
-        return {**meta, "id": os.urandom(4).hex(), "source": source}
-
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            code("%load_ext monarch_jupyter"),
-            code("%job apply --local hosts=2 --telemetry"),
-            code("%job"),
-        ],
-    }
+CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2 --telemetry", "%job"]
 
 
 def _run_cell(page, index: int, timeout: float = 90) -> None:
@@ -77,7 +60,7 @@ def test_dashboard_from_the_widget_and_the_sidebar(tmp_path: Path, tag: str, ui:
 
     root = tmp_path / "root"
     (root / FOLDER).mkdir(parents=True)
-    (root / NOTEBOOK_FILE).write_text(json.dumps(_notebook()))
+    (root / NOTEBOOK_FILE).write_text(json.dumps(notebook(CELLS)))
     server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
     try:
         server.wait_ready()

@@ -16,7 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
+from browser_util import (
+    BUILT,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LAB,
+    NOTEBOOK,
+    Frontend,
+    JupyterServer,
+    code_cell,
+    notebook,
+)
 from monarch_jupyter.remote.diff import diff_text
 from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState, Started
 from test_browser_views import AXE, AXE_RUN, CONTRAST, _theme
@@ -56,25 +66,10 @@ def saved_run() -> RunState:
     return state
 
 
-def _notebook(bundle: dict) -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": 1,
-                "id": "c0",
-                "metadata": {},
-                "outputs": [{"output_type": "display_data", "metadata": {}, "data": bundle}],
-                "source": "%%remote\npython train.py",
-            }
-        ],
-    }
+def _saved(bundle: dict) -> dict:
+    """The run's cell as saved: executed once, the bundle its display output."""
+    output = {"output_type": "display_data", "metadata": {}, "data": bundle}
+    return code_cell("%%remote\npython train.py", [output], execution_count=1)
 
 
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
@@ -85,7 +80,7 @@ def test_diff_to_majority_on_a_saved_result(tmp_path: Path, tag: str, ui: Fronte
     expected = diff_text(state).splitlines()
     root = tmp_path / "root"
     root.mkdir()
-    (root / NAME).write_text(json.dumps(_notebook(state.mime_bundle())))
+    (root / NAME).write_text(json.dumps(notebook([_saved(state.mime_bundle())])))
     # every cell in the DOM, drawn: axe skips what content-visibility leaves out
     settings = (
         tmp_path / "jupyter" / "config" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"

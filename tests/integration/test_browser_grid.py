@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, REPO, Frontend, JupyterServer
+from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, REPO, Frontend, JupyterServer, notebook
 from harness import TAG_VAR, poll
 
 ARTIFACTS = REPO / "test-artifacts" / "browser-grid"
@@ -37,29 +37,7 @@ if os.environ["MONARCH_RANK_hosts"] == "0":
     time.sleep(120)
 else:
     stuck_in_sleep()"""
-
-
-def _notebook() -> dict:
-    cells = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%remote true", CELL]
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": c,
-            }
-            for i, c in enumerate(cells)
-        ],
-    }
+CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%remote true", CELL]
 
 
 def _wait(predicate, timeout: float, what: str):
@@ -99,7 +77,7 @@ def test_grid_groups_and_stacks_in_the_browser(tmp_path: Path, tag: str, ui: Fro
 
     root = tmp_path / "root"
     root.mkdir()
-    (root / FILE).write_text(json.dumps(_notebook()))
+    (root / FILE).write_text(json.dumps(notebook(CELLS)))
     shots = ARTIFACTS / ui.name
     shots.mkdir(parents=True, exist_ok=True)
     server = JupyterServer(root, tmp_path / "jupyter", tag, ui)

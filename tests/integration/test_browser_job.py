@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer
+from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer, notebook
 from harness import TAG_VAR, worker_pids
-from test_browser import ARTIFACTS, Shots, _code, _run_cell, _wait
+from test_browser import ARTIFACTS, Shots, _run_cell, _wait
 
 NOTEBOOK = "monarch_topology.ipynb"
 SETUP = """from monarch.actor import Actor, endpoint
@@ -28,6 +28,7 @@ procs = monarch_jupyter.state().hosts.spawn_procs(per_host={"gpus": 1})
 counter = procs.spawn("counter", Counter)
 for _ in range(5):
     counter.incr.call().get()"""
+CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=1 --admin", SETUP, "%job"]
 
 pytestmark = [
     pytest.mark.skipif(
@@ -38,29 +39,12 @@ pytestmark = [
 ]
 
 
-def _notebook() -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            _code("%load_ext monarch_jupyter"),
-            _code("%job apply --local hosts=1 --admin"),
-            _code(SETUP),
-            _code("%job"),
-        ],
-    }
-
-
 def test_job_widget_topology_and_kill(tmp_path: Path, tag: str) -> None:
     from playwright import sync_api
 
     root = tmp_path / "root"
     root.mkdir()
-    (root / NOTEBOOK).write_text(json.dumps(_notebook(), indent=1))
+    (root / NOTEBOOK).write_text(json.dumps(notebook(CELLS), indent=1))
     server = JupyterServer(root, tmp_path / "jupyter", tag, LAB)
     try:
         server.wait_ready()

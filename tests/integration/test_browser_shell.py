@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer
+from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer, notebook
 from harness import poll
 
 pytestmark = [
@@ -30,28 +30,6 @@ pytestmark = [
 ]
 
 CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%remote shell --rank 1", "%job kill"]
-
-
-def _notebook() -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": c,
-            }
-            for i, c in enumerate(CELLS)
-        ],
-    }
 
 
 def _run(page, index: int, timeout: float = 120) -> None:
@@ -109,7 +87,7 @@ def test_shell_from_the_cell_and_from_the_sidebar(tmp_path: Path, tag: str) -> N
     root = tmp_path / "root"
     root.mkdir()
     name = "shell.ipynb"
-    (root / name).write_text(json.dumps(_notebook()))
+    (root / name).write_text(json.dumps(notebook(CELLS)))
     settings = (
         tmp_path / "jupyter" / "config" / "lab" / "user-settings" / "@jupyterlab" / "terminal-extension"
     )

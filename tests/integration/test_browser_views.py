@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, REPO, JupyterServer
+from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, REPO, JupyterServer, code_cell, notebook
 
 pytestmark = [
     pytest.mark.skipif(
@@ -71,25 +71,9 @@ def big_result(ranks: int = RANKS, failing_every: int = 1000) -> dict:
     }
 
 
-def notebook(outputs: list[dict]) -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": 1,
-                "id": "c0",
-                "metadata": {},
-                "outputs": outputs,
-                "source": "%%remote\necho hello",
-            }
-        ],
-    }
+def saved(outputs: list[dict]) -> dict:
+    """A ``%%remote`` cell as saved: executed once, with ``outputs``."""
+    return code_cell("%%remote\necho hello", outputs, execution_count=1)
 
 
 @contextlib.contextmanager
@@ -129,13 +113,13 @@ def lab_page(
 
 
 def test_huge_saved_result_renders_bounded(tmp_path: Path, tag: str) -> None:
-    saved = {
+    output = {
         "output_type": "display_data",
         "metadata": {},
         "data": {RUN_MIME: big_result(), "text/plain": "remote: 99900 ok, 100 failed"},
     }
     name = "big.ipynb"
-    with lab_page(tmp_path, tag, {name: notebook([saved])}) as (server, page):
+    with lab_page(tmp_path, tag, {name: notebook([saved([output])])}) as (server, page):
         size = (server.root / name).stat().st_size
         start = time.monotonic()
         page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
@@ -233,24 +217,13 @@ def _theme(page, name: str, light: bool) -> None:
 
 @pytest.mark.skipif(not AXE.is_file(), reason="no axe-core: cd labextension && jlpm install")
 def test_keyboard_and_axe_in_light_and_dark(tmp_path: Path, tag: str) -> None:
-    saved = {
+    output = {
         "output_type": "display_data",
         "metadata": {},
         "data": {RUN_MIME: big_result(ranks=3, failing_every=2), "text/plain": "remote"},
     }
     cells = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%job", COLOUR_CELL, "%job kill"]
-    nb = notebook([saved])
-    nb["cells"] += [
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "id": f"k{i}",
-            "metadata": {},
-            "outputs": [],
-            "source": c,
-        }
-        for i, c in enumerate(cells)
-    ]
+    nb = notebook([saved([output]), *cells])
     name = "a11y.ipynb"
     with lab_page(tmp_path, tag, {name: nb}) as (server, page):
         page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
@@ -300,18 +273,7 @@ def test_grid_loads_from_the_kernel_without_the_server_extension(tmp_path: Path,
         "%%remote\necho hi; sleep 1.5",
         "%job kill",
     ]
-    nb = notebook([])
-    nb["cells"] = [
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "id": f"k{i}",
-            "metadata": {},
-            "outputs": [],
-            "source": c,
-        }
-        for i, c in enumerate(cells)
-    ]
+    nb = notebook(cells)
     name = "fallback.ipynb"
     off = '--ServerApp.jpserver_extensions={"monarch_jupyter._server": False}'
     with lab_page(tmp_path, tag, {name: nb}, (off,)) as (server, page):
