@@ -1,13 +1,15 @@
-"""A real Jupyter server (JupyterLab or Notebook 7) and Debian's Chromium for browser tests.
+"""A real Jupyter server (JupyterLab, Notebook 7 or a bare ``jupyter server``) and Debian's
+Chromium, for browser and server-extension tests.
 
-``JupyterServer(ui)`` starts ``jupyter lab`` or ``jupyter notebook``; the ``Frontend``
+``jupyter_server(root, home, ui=...)`` starts ``jupyter lab``, ``jupyter notebook`` or (``SERVER``)
+``jupyter_server`` with our extension, waits until it answers and always ends it; the ``Frontend``
 adapters (``LAB``, ``NOTEBOOK``) hold the few things the two UIs do differently —
 the page of a notebook, how the page shows an idle kernel, how the Monarch sidebar
 is opened — so the browser test is written once.
 
-The server runs in its own process group with the test's tag in its environment,
+The server runs in its own process group with the test's tag (if any) in its environment,
 so the kernels it starts and their Monarch workers carry the tag and are reaped
-by the ``tag`` fixture. ``stop()`` ends only the process group we started.
+by the ``tag`` fixture. ``stop()`` ends only the process group we started (by its PID).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from harness import TAG_VAR
@@ -111,6 +113,10 @@ class Frontend:
     name = ""
     app = ""  # the `jupyter <app>` subcommand
 
+    def command(self) -> list[str]:
+        """The server's ``python -m`` arguments."""
+        return ["jupyter", self.app]
+
     def server_args(self, home: Path) -> list[str]:
         return []
 
@@ -178,20 +184,40 @@ class _Notebook(Frontend):
         page.locator("#jp-left-stack .jp-MonarchPanel").wait_for()
 
 
+class _Server(Frontend):
+    """A bare ``jupyter_server`` (no UI) with our server extension, for its HTTP API."""
+
+    name = app = "server"
+
+    def command(self) -> list[str]:
+        return ["jupyter_server"]
+
+    def server_args(self, home: Path) -> list[str]:
+        return ['--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}']
+
+
 LAB = _Lab()
 NOTEBOOK = _Notebook()
+SERVER = _Server()
 
 
 class JupyterServer:
-    """``python -m jupyter lab|notebook`` on 127.0.0.1 with a random token, in ``root``."""
+    """``python -m jupyter lab|notebook`` (or ``jupyter_server``) on a free 127.0.0.1 port with
+    ``token`` (default: a random one), in ``root``, this checkout first on its PYTHONPATH."""
 
     def __init__(
-        self, root: Path, home: Path, tag: str, ui: Frontend = LAB, extra: tuple[str, ...] = ()
+        self,
+        root: Path,
+        home: Path,
+        tag: str | None = None,
+        ui: Frontend = LAB,
+        extra: tuple[str, ...] = (),
+        token: str | None = None,
     ) -> None:
         self.ui = ui
         self.root = Path(root)
         self.port = free_port()
-        self.token = secrets.token_hex(16)
+        self.token = token or secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
         config = home / "config"
         (config / "labconfig").mkdir(parents=True, exist_ok=True)
@@ -200,10 +226,13 @@ class JupyterServer:
         )
         env = {
             **os.environ,
-            TAG_VAR: tag,
+            **({TAG_VAR: tag} if tag else {}),
             "PYTHONUNBUFFERED": "1",
+            # the server extension imported from this checkout, not the virtualenv's copy
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
             # A config dir of our own: no user settings, workspaces or news prompts.
             "JUPYTER_CONFIG_DIR": str(config),
+            "JUPYTER_DATA_DIR": str(home / "data"),
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
             "JUPYTER_PLATFORM_DIRS": "1",
             "JUPYTER_PATH": jupyter_path(home),
@@ -214,8 +243,7 @@ class JupyterServer:
                 [
                     sys.executable,
                     "-m",
-                    "jupyter",
-                    ui.app,
+                    *ui.command(),
                     "--no-browser",
                     "--ServerApp.ip=127.0.0.1",
                     f"--ServerApp.port={self.port}",
@@ -279,3 +307,26 @@ class JupyterServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def jupyter_server(
+    root: Path,
+    home: Path,
+    tag: str | None = None,
+    ui: Frontend = LAB,
+    extra: tuple[str, ...] = (),
+    token: str | None = None,
+    timeout: float = 60,
+) -> Iterator[JupyterServer]:
+    """A ``JupyterServer`` that answers; its log is printed when the block raises, and its
+    process group is ended on the way out, a failing test's too."""
+    server = JupyterServer(root, home, tag, ui, extra, token)
+    try:
+        server.wait_ready(timeout)
+        yield server
+    except Exception:
+        print(f"---- jupyter {ui.app} log ----\n{server.log()}")
+        raise
+    finally:
+        server.stop()
