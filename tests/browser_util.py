@@ -28,6 +28,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from harness import TAG_VAR
 
@@ -52,6 +53,7 @@ def jupyter_path(home: Path) -> str:
 
 
 CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1400, "height": 900}
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -330,3 +332,32 @@ def jupyter_server(
         raise
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def chromium(tag: str | None = None) -> Iterator[Any]:
+    """Debian's Chromium, headless, through Playwright (never ``playwright install``), with
+    ``tag`` in its environment so that what it leaves behind is reaped; closed on the way out."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as pw:
+        env = {**os.environ, TAG_VAR: tag} if tag else None
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env=env)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def new_page(browser: Any, timeout_ms: float = 30_000) -> Any:
+    """A page of ``browser`` at ``VIEWPORT``, every wait of which gives up after ``timeout_ms``."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.set_default_timeout(timeout_ms)
+    return page
+
+
+@contextlib.contextmanager
+def chromium_page(tag: str | None = None, timeout_ms: float = 30_000) -> Iterator[Any]:
+    """One ``new_page`` of a ``chromium(tag)``."""
+    with chromium(tag) as browser:
+        yield new_page(browser, timeout_ms)

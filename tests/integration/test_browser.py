@@ -28,8 +28,19 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer, code_cell, notebook
-from harness import TAG_VAR, poll, worker_pids
+from browser_util import (
+    CHROMIUM,
+    LAB,
+    NOTEBOOK,
+    Frontend,
+    JupyterServer,
+    chromium_page,
+    code_cell,
+    jupyter_server,
+    new_page,
+    notebook,
+)
+from harness import poll, worker_pids
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
@@ -173,45 +184,25 @@ def _cell_text(page, index: int) -> str:
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_browser_scenario(tmp_path: Path, tag: str, ui: Frontend) -> None:
     # The `test` extra installs the playwright wheel; its driver ships inside it.
-    # We never run `playwright install`: the browser is Debian's.
-    from playwright import sync_api
-
+    # We never run `playwright install`: the browser is Debian's (browser_util.chromium).
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
     (root / NOTEBOOK_FILE).write_text(json.dumps(_notebook(), indent=1))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM,
-                args=CHROMIUM_ARGS,
-                headless=True,
-                env={**os.environ, TAG_VAR: tag},  # reaped with the test's processes if anything leaks
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                # e.g. "Plugin 'monarch_jupyter:sidebar' failed to activate" when a UI lacks what it needs
-                errors: list[str] = []
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                shot = Shots(page, ARTIFACTS / ui.name)
-                _scenario(server, page, shot, root, tag)
-                ours = [e for e in errors if "monarch" in e.lower()]
-                assert not ours, f"browser console errors from our extension: {ours}"
-            except Exception:
-                with contextlib.suppress(Exception):
-                    shot("failure")
-                raise
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n" + server.log())
-        raise
-    finally:
-        server.stop()
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
+        # e.g. "Plugin 'monarch_jupyter:sidebar' failed to activate" when a UI lacks what it needs
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        shot = Shots(page, ARTIFACTS / ui.name)
+        try:
+            _scenario(server, page, shot, root, tag)
+            ours = [e for e in errors if "monarch" in e.lower()]
+            assert not ours, f"browser console errors from our extension: {ours}"
+        except Exception:
+            with contextlib.suppress(Exception):
+                shot("failure")
+            raise
 
 
 def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
@@ -415,7 +406,7 @@ def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:
     for output in _saved_cells(root)[3].get("outputs", []):
         assert output.get("data", {}).get(RUN_MIME, {}).get("state") != "running", output
     shutil.copy(root / NOTEBOOK_FILE, root / MIDRUN_FILE)
-    other = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
+    other = new_page(page.context.browser)
     try:
         # reset: a fresh Lab workspace shows only this file (Notebook 7 ignores it)
         other.goto(f"{server.url}{server.ui.notebook_url(MIDRUN_FILE)}?reset&token={server.token}")

@@ -14,8 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer, notebook
-from harness import TAG_VAR, poll
+from browser_util import (
+    CHROMIUM,
+    LAB,
+    NOTEBOOK,
+    Frontend,
+    JupyterServer,
+    chromium_page,
+    jupyter_server,
+    notebook,
+)
+from harness import poll
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
@@ -56,36 +65,19 @@ def _dashboard_shows_data(view, responses: list[tuple[str, int]]) -> None:
 
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_dashboard_from_the_widget_and_the_sidebar(tmp_path: Path, tag: str, ui: Frontend) -> None:
-    from playwright import sync_api
-
     root = tmp_path / "root"
     (root / FOLDER).mkdir(parents=True)
     (root / NOTEBOOK_FILE).write_text(json.dumps(notebook(CELLS)))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env={**os.environ, TAG_VAR: tag}
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                responses: list[tuple[str, int]] = []
-                page.context.on("response", lambda r: responses.append((r.url, r.status)))
-                _open_notebook(server, page)
-                (_in_lab if ui is LAB else _in_notebook)(server, page, responses)
-            except Exception:
-                with contextlib.suppress(Exception):
-                    page.screenshot(path=str(_shots(ui) / "failure.png"))
-                raise
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n{server.log()}")
-        raise
-    finally:
-        server.stop()
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
+        responses: list[tuple[str, int]] = []
+        page.context.on("response", lambda r: responses.append((r.url, r.status)))
+        try:
+            _open_notebook(server, page)
+            (_in_lab if ui is LAB else _in_notebook)(server, page, responses)
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(_shots(ui) / "failure.png"))
+            raise
 
 
 def _shots(ui: Frontend) -> Path:

@@ -19,12 +19,12 @@ import pytest
 from browser_util import (
     BUILT,
     CHROMIUM,
-    CHROMIUM_ARGS,
     LAB,
     NOTEBOOK,
     Frontend,
-    JupyterServer,
+    chromium_page,
     code_cell,
+    jupyter_server,
     notebook,
 )
 from monarch_jupyter.remote.diff import diff_text
@@ -74,8 +74,6 @@ def _saved(bundle: dict) -> dict:
 
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_diff_to_majority_on_a_saved_result(tmp_path: Path, tag: str, ui: Frontend) -> None:
-    from playwright import sync_api
-
     state = saved_run()
     expected = diff_text(state).splitlines()
     root = tmp_path / "root"
@@ -87,62 +85,48 @@ def test_diff_to_majority_on_a_saved_result(tmp_path: Path, tag: str, ui: Fronte
     )
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
     errors: list[str] = []
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(60_000)
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(f"{server.url}{ui.notebook_url(NAME)}?token={server.token}")
-                out = page.locator(".jp-MonarchRun").first
-                out.locator(".jp-MonarchRun-rank").first.wait_for()
-                ranks_before = out.locator(".jp-MonarchRun-rank").count()
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag, 60_000) as page:
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{server.url}{ui.notebook_url(NAME)}?token={server.token}")
+        out = page.locator(".jp-MonarchRun").first
+        out.locator(".jp-MonarchRun-rank").first.wait_for()
+        ranks_before = out.locator(".jp-MonarchRun-rank").count()
 
-                # from the keyboard: focus the toggle, Space ticks it
-                toggle = out.locator(".jp-MonarchRun-diffToggle input")
-                toggle.focus()
-                page.keyboard.press(" ")
-                out.locator(".jp-MonarchRun-diffHead").wait_for()
-                head = out.locator(".jp-MonarchRun-diffHead").inner_text().splitlines()
-                panels = out.locator(".jp-MonarchRun-outlier")
-                shown = [panels.nth(i).evaluate(LINES_JS) for i in range(1, panels.count())]
-                labels = out.locator(".jp-MonarchRun-outlier .jp-MonarchRun-label").all_inner_texts()
+        # from the keyboard: focus the toggle, Space ticks it
+        toggle = out.locator(".jp-MonarchRun-diffToggle input")
+        toggle.focus()
+        page.keyboard.press(" ")
+        out.locator(".jp-MonarchRun-diffHead").wait_for()
+        head = out.locator(".jp-MonarchRun-diffHead").inner_text().splitlines()
+        panels = out.locator(".jp-MonarchRun-outlier")
+        shown = [panels.nth(i).evaluate(LINES_JS) for i in range(1, panels.count())]
+        labels = out.locator(".jp-MonarchRun-outlier .jp-MonarchRun-label").all_inner_texts()
 
-                # the majority's panel is closed; Enter on its summary opens and draws it
-                majority = panels.nth(0)
-                assert majority.evaluate(LINES_JS) == []
-                majority.locator("summary").focus()
-                page.keyboard.press("Enter")
-                majority.locator(".jp-MonarchRun-line").first.wait_for()
-                majority_lines = majority.evaluate(LINES_JS)
+        # the majority's panel is closed; Enter on its summary opens and draws it
+        majority = panels.nth(0)
+        assert majority.evaluate(LINES_JS) == []
+        majority.locator("summary").focus()
+        page.keyboard.press("Enter")
+        majority.locator(".jp-MonarchRun-line").first.wait_for()
+        majority_lines = majority.evaluate(LINES_JS)
 
-                page.on("console", lambda m: print(m.text) if m.text.startswith("axe:") else None)
-                page.add_script_tag(path=str(AXE))
-                found = {}
-                for theme, light in (("JupyterLab Light", True), ("JupyterLab Dark", False)):
-                    _theme(page, theme, light)
-                    found[theme] = page.evaluate(AXE_RUN, [".jp-MonarchRun"]) + page.evaluate(
-                        CONTRAST, [".jp-MonarchRun"]
-                    )
+        page.on("console", lambda m: print(m.text) if m.text.startswith("axe:") else None)
+        page.add_script_tag(path=str(AXE))
+        found = {}
+        for theme, light in (("JupyterLab Light", True), ("JupyterLab Dark", False)):
+            _theme(page, theme, light)
+            found[theme] = page.evaluate(AXE_RUN, [".jp-MonarchRun"]) + page.evaluate(
+                CONTRAST, [".jp-MonarchRun"]
+            )
 
-                # off again: the rank panels come back
-                toggle.focus()
-                page.keyboard.press(" ")
-                out.locator(".jp-MonarchRun-diffHead").wait_for(state="detached")
-                ranks_after = out.locator(".jp-MonarchRun-rank").count()
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n{server.log()}")
-        raise
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        # off again: the rank panels come back
+        toggle.focus()
+        page.keyboard.press(" ")
+        out.locator(".jp-MonarchRun-diffHead").wait_for(state="detached")
+        ranks_after = out.locator(".jp-MonarchRun-rank").count()
+    shutil.rmtree(root, ignore_errors=True)
     assert head == ["--diff: hosts=[0-4,7] (6) agree; 2 outliers"], head
     assert labels == ["majority: hosts=[0-4,7] (6)", "hosts=5", "hosts=6"], labels
     # the page shows %%remote --diff's lines for the same run, in its order

@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, REPO, Frontend, JupyterServer, notebook
-from harness import TAG_VAR, poll
+from browser_util import (
+    LAB,
+    NOTEBOOK,
+    REPO,
+    Frontend,
+    JupyterServer,
+    chromium_page,
+    jupyter_server,
+    notebook,
+)
+from harness import poll
 
 ARTIFACTS = REPO / "test-artifacts" / "browser-grid"
 FILE = "grid.ipynb"
@@ -73,39 +81,21 @@ def _stacks_text(grid, label: str) -> str:
 
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_grid_groups_and_stacks_in_the_browser(tmp_path: Path, tag: str, ui: Frontend) -> None:
-    from playwright import sync_api
-
     root = tmp_path / "root"
     root.mkdir()
     (root / FILE).write_text(json.dumps(notebook(CELLS)))
     shots = ARTIFACTS / ui.name
     shots.mkdir(parents=True, exist_ok=True)
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env={**os.environ, TAG_VAR: tag}
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                try:
-                    _scenario(server, page, shots)
-                except Exception:
-                    with contextlib.suppress(Exception):
-                        page.screenshot(path=str(shots / "failure.png"))
-                    raise
-                assert not [e for e in errors if "monarch" in e.lower()], errors
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n" + server.log())
-        raise
-    finally:
-        server.stop()
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            _scenario(server, page, shots)
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(shots / "failure.png"))
+            raise
+        assert not [e for e in errors if "monarch" in e.lower()], errors
 
 
 def _scenario(server: JupyterServer, page, shots: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer, notebook
-from harness import TAG_VAR, worker_pids
+from browser_util import CHROMIUM, LAB, JupyterServer, chromium_page, jupyter_server, notebook
+from harness import worker_pids
 from test_browser import ARTIFACTS, Shots, _run_cell, _wait
 
 NOTEBOOK = "monarch_topology.ipynb"
@@ -40,38 +40,20 @@ pytestmark = [
 
 
 def test_job_widget_topology_and_kill(tmp_path: Path, tag: str) -> None:
-    from playwright import sync_api
-
     root = tmp_path / "root"
     root.mkdir()
     (root / NOTEBOOK).write_text(json.dumps(notebook(CELLS), indent=1))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, LAB)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env={**os.environ, TAG_VAR: tag}
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                shot = Shots(page, ARTIFACTS / "topology")
-                try:
-                    _scenario(server, page, shot, tag)
-                except Exception:
-                    with contextlib.suppress(Exception):
-                        shot("failure")
-                    raise
-                assert not [e for e in errors if "monarch" in e.lower()], errors
-            finally:
-                browser.close()
-    except Exception:
-        print("---- jupyter lab log ----\n" + server.log())
-        raise
-    finally:
-        server.stop()
+    with jupyter_server(root, tmp_path / "jupyter", tag, LAB) as server, chromium_page(tag) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        shot = Shots(page, ARTIFACTS / "topology")
+        try:
+            _scenario(server, page, shot, tag)
+        except Exception:
+            with contextlib.suppress(Exception):
+                shot("failure")
+            raise
+        assert not [e for e in errors if "monarch" in e.lower()], errors
 
 
 def _scenario(server: JupyterServer, page, shot, tag: str) -> None:

@@ -20,7 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, REPO, JupyterServer, code_cell, notebook
+from browser_util import (
+    BUILT,
+    CHROMIUM,
+    LAB,
+    REPO,
+    JupyterServer,
+    chromium_page,
+    code_cell,
+    jupyter_server,
+    notebook,
+)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -81,8 +91,6 @@ def lab_page(
     tmp_path: Path, tag: str, files: dict[str, dict], extra: tuple[str, ...] = ()
 ) -> Iterator[tuple[JupyterServer, object]]:
     """A JupyterLab server over ``files`` (name -> notebook) and a Chromium page on it."""
-    from playwright import sync_api
-
     root = tmp_path / "root"
     root.mkdir()
     for name, content in files.items():
@@ -93,22 +101,13 @@ def lab_page(
     )
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, LAB, extra)
     try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(120_000)
-                yield server, page
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter lab log ----\n{server.log()}")
-        raise
+        with (
+            jupyter_server(root, tmp_path / "jupyter", tag, LAB, extra) as server,
+            chromium_page(tag, 120_000) as page,
+        ):
+            yield server, page
     finally:
-        server.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
