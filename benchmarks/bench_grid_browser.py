@@ -36,7 +36,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from browser_util import LAB, NOTEBOOK, chromium_page, jupyter_server  # noqa: E402  # noqa: E402
+from browser_util import (  # noqa: E402  # noqa: E402
+    LAB,
+    NOTEBOOK,
+    chromium_page,
+    jupyter_server,
+    wait_kernel_idle,
+)
 from browser_util import notebook as ipynb  # noqa: E402
 from harness import new_tag, reap  # noqa: E402
 
@@ -277,10 +283,7 @@ def main() -> None:
             ):
                 page.goto(f"{server.url}{server.ui.notebook_url(FILE)}?token={server.token}")
                 page.wait_for_selector(".jp-Notebook .jp-Cell")
-                deadline = time.monotonic() + 60
-                while server.kernel_state(FILE) != "idle" and time.monotonic() < deadline:
-                    time.sleep(0.25)
-                page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+                wait_kernel_idle(server, page, FILE)
                 for index in range(3):
                     run_cell(page, index)
                 row = measure(page, ranks, options)

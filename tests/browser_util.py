@@ -26,11 +26,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import TAG_VAR
+import pytest
+
+from harness import TAG_VAR, poll
 
 REPO = Path(__file__).resolve().parents[1]
 # This checkout's prebuilt labextension (`cd labextension && jlpm build:prod`).
@@ -62,6 +64,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# For a browser test module's ``pytestmark``: skipped, with what to do, where a piece is missing.
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
+)
+NEEDS_BUILD = pytest.mark.skipif(
+    not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
+)
 # Pop-ups that would cover the notebook in screenshots and steal clicks.
 _DISABLED_PLUGINS = {
     "@jupyterlab/apputils-extension:announcements": True,
@@ -361,3 +370,39 @@ def chromium_page(tag: str | None = None, timeout_ms: float = 30_000) -> Iterato
     """One ``new_page`` of a ``chromium(tag)``."""
     with chromium(tag) as browser:
         yield new_page(browser, timeout_ms)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """``predicate()``'s first truthy value within ``timeout`` s; else AssertionError naming ``what``."""
+    value = poll(predicate, timeout, interval)
+    if not value:
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    return value
+
+
+def wait_kernel_idle(server: JupyterServer, page: Any, notebook: str, timeout: float = 60) -> None:
+    """The kernel of ``notebook``'s session is idle per the REST API *and* as the page shows it."""
+    what = f"the kernel of {notebook} to be idle (api/sessions)"
+    wait_until(lambda: server.kernel_state(notebook) == "idle", timeout, what, 0.25)
+    page.wait_for_function(server.ui.kernel_idle_js, timeout=timeout * 1000)
+
+
+def run_cell(page: Any, index: int, timeout: float = 60, wait: bool = True) -> None:
+    """Select cell ``index``, run it with Shift+Enter and (``wait``) wait for its execution count."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Shift+Enter")
+    if wait:
+        wait_prompt(cell, index, timeout)
+
+
+def wait_prompt(cell: Any, index: int, timeout: float) -> None:
+    """Cell ``index`` (the locator ``cell``) shows an execution count, ``[N]:``, within ``timeout`` s."""
+    prompt = cell.locator(".jp-InputArea-prompt")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"cell {index} did not finish in {timeout} s: prompt {prompt.inner_text()!r}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -15,14 +14,16 @@ from pathlib import Path
 import pytest
 
 from browser_util import (
-    CHROMIUM,
     LAB,
+    NEEDS_CHROMIUM,
     NOTEBOOK,
     Frontend,
     JupyterServer,
     chromium_page,
     jupyter_server,
     notebook,
+    run_cell,
+    wait_kernel_idle,
 )
 from harness import poll
 
@@ -33,25 +34,13 @@ NOTEBOOK_FILE = f"{FOLDER}/dash.ipynb"
 PREFIX = f"/monarch-jupyter/dashboard/{FOLDER}/.monarch/default/"
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
+    NEEDS_CHROMIUM,
     pytest.mark.timeout(420),
     pytest.mark.browser,
 ]
 
 
 CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2 --telemetry", "%job"]
-
-
-def _run_cell(page, index: int, timeout: float = 90) -> None:
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    prompt = cell.locator(".jp-InputArea-prompt")
-    if not poll(lambda: re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()), timeout, 0.1):
-        raise AssertionError(f"cell {index} did not finish in {timeout} s")
 
 
 def _dashboard_shows_data(view, responses: list[tuple[str, int]]) -> None:
@@ -90,11 +79,9 @@ def _open_notebook(server: JupyterServer, page) -> None:
     """The notebook open, its three cells run: the %job widget shows a running telemetry job."""
     page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK_FILE)}?token={server.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    if not poll(lambda: server.kernel_state(NOTEBOOK_FILE) == "idle", 60, 0.25):
-        raise AssertionError("the notebook's kernel never became idle")
-    page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+    wait_kernel_idle(server, page, NOTEBOOK_FILE)
     for index in range(3):
-        _run_cell(page, index)
+        run_cell(page, index, 90)
     page.locator(".jp-Notebook .jp-Cell").nth(2).locator("a.monarch-job-dashboard").wait_for()
 
 

@@ -10,16 +10,15 @@ and dark themes. Needs this checkout's build (``cd labextension && jlpm build:pr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from browser_util import (
-    BUILT,
-    CHROMIUM,
     LAB,
+    NEEDS_BUILD,
+    NEEDS_CHROMIUM,
     NOTEBOOK,
     Frontend,
     chromium_page,
@@ -32,12 +31,8 @@ from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, Ran
 from test_browser_views import AXE, AXE_RUN, CONTRAST, _theme
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
-    pytest.mark.skipif(
-        not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
-    ),
+    NEEDS_CHROMIUM,
+    NEEDS_BUILD,
     pytest.mark.skipif(not AXE.is_file(), reason="no axe-core: cd labextension && jlpm install"),
     pytest.mark.timeout(180),
     pytest.mark.browser,

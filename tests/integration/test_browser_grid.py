@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import time
 from pathlib import Path
 
@@ -27,8 +26,11 @@ from browser_util import (
     chromium_page,
     jupyter_server,
     notebook,
+    run_cell,
+    wait_kernel_idle,
+    wait_prompt,
+    wait_until,
 )
-from harness import poll
 
 ARTIFACTS = REPO / "test-artifacts" / "browser-grid"
 FILE = "grid.ipynb"
@@ -46,25 +48,6 @@ if os.environ["MONARCH_RANK_hosts"] == "0":
 else:
     stuck_in_sleep()"""
 CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%remote true", CELL]
-
-
-def _wait(predicate, timeout: float, what: str):
-    value = poll(predicate, timeout, 0.1)
-    if not value:
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-    return value
-
-
-def _run_cell(page, index: int, timeout: float = 90, wait: bool = True) -> None:
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    if wait:
-        prompt = cell.locator(".jp-InputArea-prompt")
-        _wait(
-            lambda: re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()), timeout, f"cell {index}"
-        )
 
 
 def _running(page, index: int) -> bool:
@@ -101,11 +84,10 @@ def test_grid_groups_and_stacks_in_the_browser(tmp_path: Path, tag: str, ui: Fro
 def _scenario(server: JupyterServer, page, shots: Path) -> None:
     page.goto(f"{server.url}{server.ui.notebook_url(FILE)}?token={server.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    _wait(lambda: server.kernel_state(FILE) == "idle", 60, "the kernel to be idle")
-    page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+    wait_kernel_idle(server, page, FILE)
     for index in range(3):
-        _run_cell(page, index)
-    _run_cell(page, 3, wait=False)
+        run_cell(page, index, 90)
+    run_cell(page, 3, wait=False)
     grid = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-run-widget")
     grid.wait_for(timeout=30_000)
     grid.locator(".monarch-run-groupToggle input").check()  # 2 ranks start ungrouped
@@ -113,7 +95,7 @@ def _scenario(server: JupyterServer, page, shots: Path) -> None:
     together.wait_for(timeout=20_000)
     assert grid.locator(".monarch-run-tile").count() == 1
     together.locator(".monarch-run-stacksButton").click()
-    text = _wait(
+    text = wait_until(
         lambda: (
             "waiting_together" in _stacks_text(grid, "hosts=[0-1] (2)")
             and _stacks_text(grid, "hosts=[0-1] (2)")
@@ -128,7 +110,7 @@ def _scenario(server: JupyterServer, page, shots: Path) -> None:
     stuck.wait_for(timeout=30_000)
     assert grid.locator(".monarch-run-group").count() == 0
     stuck.locator(".monarch-run-stacksButton").click()
-    text = _wait(
+    text = wait_until(
         lambda: "stuck_in_sleep" in _stacks_text(grid, "hosts=1") and _stacks_text(grid, "hosts=1"),
         20,
         "rank 1's stacks",
@@ -137,8 +119,7 @@ def _scenario(server: JupyterServer, page, shots: Path) -> None:
     assert _running(page, 3), "the stacks came only after the cell ended"
     page.screenshot(path=str(shots / "02-rank-stacks.png"))
     grid.locator(".monarch-run-stop").click()
-    prompt = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputArea-prompt")
-    _wait(lambda: re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()), 60, "the stopped cell")
+    wait_prompt(page.locator(".jp-Notebook .jp-Cell").nth(3), 3, 60)  # the stopped cell
     deadline = time.monotonic() + 10
     while grid.locator(".monarch-run-tile[data-status='running']").count() and time.monotonic() < deadline:
         time.sleep(0.2)

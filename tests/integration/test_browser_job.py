@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, LAB, JupyterServer, chromium_page, jupyter_server, notebook
+from browser_util import (
+    LAB,
+    NEEDS_CHROMIUM,
+    JupyterServer,
+    chromium_page,
+    jupyter_server,
+    notebook,
+    run_cell,
+    wait_kernel_idle,
+    wait_until,
+)
 from harness import worker_pids
-from test_browser import ARTIFACTS, Shots, _run_cell, _wait
+from test_browser import ARTIFACTS, Shots
 
 NOTEBOOK = "monarch_topology.ipynb"
 SETUP = """from monarch.actor import Actor, endpoint
@@ -31,9 +40,7 @@ for _ in range(5):
 CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=1 --admin", SETUP, "%job"]
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
+    NEEDS_CHROMIUM,
     pytest.mark.timeout(240),
     pytest.mark.browser,
 ]
@@ -59,10 +66,9 @@ def test_job_widget_topology_and_kill(tmp_path: Path, tag: str) -> None:
 def _scenario(server: JupyterServer, page, shot, tag: str) -> None:
     page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK)}?reset&token={server.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    _wait(lambda: server.kernel_state(NOTEBOOK) == "idle", 60, "the kernel to be idle", 0.25)
-    page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+    wait_kernel_idle(server, page, NOTEBOOK)
     for index in range(4):
-        _run_cell(page, index, timeout=120)
+        run_cell(page, index, timeout=120)
     widget = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-job-widget")
     widget.wait_for()
     assert widget.locator(".monarch-job-state").inner_text() == "running"
@@ -83,7 +89,7 @@ def _scenario(server: JupyterServer, page, shot, tag: str) -> None:
     widget.locator(".monarch-job-kill").click()
     confirm.click()
     widget.locator(".monarch-job-state[data-state='no job']").wait_for(timeout=60_000)
-    _wait(lambda: not worker_pids(tag), 30, "the workers to be reaped")
-    _wait(lambda: "killed the job of context 'default'" in widget.inner_text(), 15, "the kill message")
+    wait_until(lambda: not worker_pids(tag), 30, "the workers to be reaped")
+    wait_until(lambda: "killed the job of context 'default'" in widget.inner_text(), 15, "the kill message")
     assert widget.locator(".monarch-topology").count() == 0  # no job, no topology
     shot("killed")

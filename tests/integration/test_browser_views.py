@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -21,24 +19,22 @@ from pathlib import Path
 import pytest
 
 from browser_util import (
-    BUILT,
-    CHROMIUM,
     LAB,
+    NEEDS_BUILD,
+    NEEDS_CHROMIUM,
     REPO,
     JupyterServer,
     chromium_page,
     code_cell,
     jupyter_server,
     notebook,
+    run_cell,
+    wait_kernel_idle,
 )
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
-    pytest.mark.skipif(
-        not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
-    ),
+    NEEDS_CHROMIUM,
+    NEEDS_BUILD,
     pytest.mark.timeout(240),
     pytest.mark.browser,
 ]
@@ -194,18 +190,6 @@ COLOUR_CELL = """%%remote --no-raise
 printf '\\033[31mred\\033[0m plain\\n'; echo oops >&2; sleep 1.5"""
 
 
-def _run(page, index: int, timeout: float = 60) -> None:
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    prompt = cell.locator(".jp-InputArea-prompt")
-    deadline = time.monotonic() + timeout
-    while not re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()):
-        assert time.monotonic() < deadline, f"cell {index} did not finish in {timeout} s"
-        time.sleep(0.1)
-
-
 def _theme(page, name: str, light: bool) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
     page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
@@ -227,13 +211,9 @@ def test_keyboard_and_axe_in_light_and_dark(tmp_path: Path, tag: str) -> None:
     with lab_page(tmp_path, tag, {name: nb}) as (server, page):
         page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
         page.wait_for_selector(".jp-MonarchRun-rank")
-        deadline = time.monotonic() + 60
-        while server.kernel_state(name) != "idle":
-            assert time.monotonic() < deadline, "kernel never idle"
-            time.sleep(0.25)
-        page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+        wait_kernel_idle(server, page, name)
         for index in range(1, 5):
-            _run(page, index)
+            run_cell(page, index)
         grid = page.locator(".monarch-run-widget").first
         grid.locator(".monarch-run-tile").nth(1).wait_for()
 
@@ -259,7 +239,7 @@ def test_keyboard_and_axe_in_light_and_dark(tmp_path: Path, tag: str) -> None:
         for theme, light in (("JupyterLab Light", True), ("JupyterLab Dark", False)):
             _theme(page, theme, light)
             found[theme] = page.evaluate(AXE_RUN, OURS) + page.evaluate(CONTRAST, OURS)
-        _run(page, 5)  # %job kill
+        run_cell(page, 5)  # %job kill
     assert found == {"JupyterLab Light": [], "JupyterLab Dark": []}, json.dumps(found, indent=1)
 
 
@@ -278,19 +258,15 @@ def test_grid_loads_from_the_kernel_without_the_server_extension(tmp_path: Path,
     with lab_page(tmp_path, tag, {name: nb}, (off,)) as (server, page):
         page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
         page.wait_for_selector(".jp-Notebook .jp-Cell")
-        deadline = time.monotonic() + 60
-        while server.kernel_state(name) != "idle":
-            assert time.monotonic() < deadline, "kernel never idle"
-            time.sleep(0.25)
-        page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+        wait_kernel_idle(server, page, name)
         status = page.evaluate(
             "async () => (await fetch('/monarch-jupyter/static/run.js', {credentials: 'same-origin'})).status"
         )
         for index in range(3):
-            _run(page, index)
+            run_cell(page, index)
         grid = page.locator(".monarch-run-widget").first
         grid.locator(".monarch-run-tile").nth(1).wait_for(timeout=30_000)
         tiles = grid.locator(".monarch-run-tile").count()
-        _run(page, 3)
+        run_cell(page, 3)
     assert status == 404, status
     assert tiles == 2
