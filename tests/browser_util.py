@@ -10,6 +10,10 @@ is opened — so the browser test is written once.
 The server runs in its own process group with the test's tag (if any) in its environment,
 so the kernels it starts and their Monarch workers carry the tag and are reaped
 by the ``tag`` fixture. ``stop()`` ends only the process group we started (by its PID).
+
+What every browser test needs besides: ``notebook(cells)`` (the .ipynb to open),
+``chromium_page(tag)`` (a page of a headless Chromium, closed on the way out), ``run_cell``,
+``wait_kernel_idle``, ``wait_until`` and the ``NEEDS_CHROMIUM`` / ``NEEDS_BUILD`` skip marks.
 """
 
 from __future__ import annotations
