@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -37,8 +36,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, JupyterServer  # noqa: E402
-from harness import TAG_VAR, new_tag, reap  # noqa: E402
+from browser_util import (  # noqa: E402  # noqa: E402
+    LAB,
+    NOTEBOOK,
+    chromium_page,
+    jupyter_server,
+    wait_kernel_idle,
+)
+from browser_util import notebook as ipynb  # noqa: E402
+from harness import new_tag, reap  # noqa: E402
 
 FILE = "grid_bench.ipynb"
 
@@ -104,25 +110,7 @@ def notebook(folder: Path) -> dict[str, Any]:
         "%%remote bash --no-raise\nsimulated",
         *[f"# a cell below the grid, {i}: the notebook must still scroll to it" for i in range(12)],
     ]
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": c,
-            }
-            for i, c in enumerate(cells)
-        ],
-    }
+    return ipynb(cells)
 
 
 def run_cell(page, index: int, source: str | None = None, wait: float = 120) -> None:
@@ -281,8 +269,6 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--profile", action="store_true", help="the page's CPU profile (stderr)")
     options = parser.parse_args()
-    from playwright import sync_api
-
     folder = Path(tempfile.mkdtemp(prefix="bench-grid-"))
     tag = new_tag()
     try:
@@ -290,32 +276,17 @@ def main() -> None:
             root = folder / f"n{ranks}"
             root.mkdir()
             (root / FILE).write_text(json.dumps(notebook(root)))
-            server = JupyterServer(root, root / "jupyter", tag, LAB if options.ui == "lab" else NOTEBOOK)
-            try:
-                server.wait_ready()
-                with sync_api.sync_playwright() as pw:
-                    browser = pw.chromium.launch(
-                        executable_path=CHROMIUM,
-                        args=CHROMIUM_ARGS,
-                        headless=True,
-                        env={**os.environ, TAG_VAR: tag},
-                    )
-                    try:
-                        page = browser.new_page(viewport={"width": 1400, "height": 900})
-                        page.set_default_timeout(60_000)
-                        page.goto(f"{server.url}{server.ui.notebook_url(FILE)}?token={server.token}")
-                        page.wait_for_selector(".jp-Notebook .jp-Cell")
-                        deadline = time.monotonic() + 60
-                        while server.kernel_state(FILE) != "idle" and time.monotonic() < deadline:
-                            time.sleep(0.25)
-                        page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
-                        for index in range(3):
-                            run_cell(page, index)
-                        row = measure(page, ranks, options)
-                    finally:
-                        browser.close()
-            finally:
-                server.stop()
+            ui = LAB if options.ui == "lab" else NOTEBOOK
+            with (
+                jupyter_server(root, root / "jupyter", tag, ui) as server,
+                chromium_page(tag, 60_000) as page,
+            ):
+                page.goto(f"{server.url}{server.ui.notebook_url(FILE)}?token={server.token}")
+                page.wait_for_selector(".jp-Notebook .jp-Cell")
+                wait_kernel_idle(server, page, FILE)
+                for index in range(3):
+                    run_cell(page, index)
+                row = measure(page, ranks, options)
             print(
                 json.dumps(row) if options.json else "  ".join(f"{k}={v}" for k, v in row.items()), flush=True
             )

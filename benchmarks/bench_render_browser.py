@@ -38,7 +38,15 @@ sys.path.insert(0, str(HERE))
 
 from _scale_driver import line  # noqa: E402
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer  # noqa: E402
+from browser_util import (  # noqa: E402  # noqa: E402
+    BUILT,
+    LAB,
+    chromium,
+    code_cell,
+    jupyter_server,
+    new_page,
+)
+from browser_util import notebook as ipynb  # noqa: E402
 from harness import new_tag, reap  # noqa: E402
 from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState, Started  # noqa: E402
 
@@ -119,23 +127,9 @@ def notebook(bundle: dict[str, object]) -> dict[str, Any]:
         text = f"## Section {n}\n\n" + "Some notes about this step of the experiment. " * 20
         return {"cell_type": "markdown", "id": f"m{n}", "metadata": {}, "source": text}
 
-    result = {
-        "cell_type": "code",
-        "execution_count": 1,
-        "id": "run",
-        "metadata": {},
-        "outputs": [{"output_type": "display_data", "metadata": {}, "data": bundle}],
-        "source": "%%remote\npython train.py",
-    }
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [markdown(0), markdown(1), result, *(markdown(n) for n in range(2, 12))],
-    }
+    output = {"output_type": "display_data", "metadata": {}, "data": bundle}
+    result = code_cell("%%remote\npython train.py", [output], execution_count=1, id="run")
+    return ipynb([markdown(0), markdown(1), result, *(markdown(n) for n in range(2, 12))])
 
 
 def settle(page: Any, quiet: float = 1.0) -> None:
@@ -237,34 +231,22 @@ def measure(page: Any, name: str) -> dict[str, dict[str, Any]]:
 
 
 def bench(root: Path, home: Path, files: dict[str, int], repeat: int) -> dict[str, list[dict[str, Any]]]:
-    from playwright import sync_api
-
     tag = new_tag()
-    server = JupyterServer(root, home, tag, LAB, ("--LabApp.expose_app_in_browser=True",))
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in files}
+    expose = ("--LabApp.expose_app_in_browser=True",)
     try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                for _ in range(repeat):
-                    for name in files:
-                        page = browser.new_page(viewport={"width": 1400, "height": 900})
-                        page.set_default_timeout(180_000)
-                        page.add_init_script(PERF_JS)
-                        page.goto(f"{server.url}/lab?reset&token={server.token}")
-                        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
-                        page.evaluate("() => window.jupyterapp.restored")
-                        settle(page, 2.0)
-                        results[name].append(measure(page, name))
-                        page.close()
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter lab log ----\n{server.log()}", file=sys.stderr)
-        raise
+        with jupyter_server(root, home, tag, LAB, expose) as server, chromium(tag) as browser:
+            for _ in range(repeat):
+                for name in files:
+                    page = new_page(browser, 180_000)
+                    page.add_init_script(PERF_JS)
+                    page.goto(f"{server.url}/lab?reset&token={server.token}")
+                    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+                    page.evaluate("() => window.jupyterapp.restored")
+                    settle(page, 2.0)
+                    results[name].append(measure(page, name))
+                    page.close()
     finally:
-        server.stop()
         reap(tag)
     return results
 

@@ -1,13 +1,19 @@
-"""A real Jupyter server (JupyterLab or Notebook 7) and Debian's Chromium for browser tests.
+"""A real Jupyter server (JupyterLab, Notebook 7 or a bare ``jupyter server``) and Debian's
+Chromium, for browser and server-extension tests.
 
-``JupyterServer(ui)`` starts ``jupyter lab`` or ``jupyter notebook``; the ``Frontend``
+``jupyter_server(root, home, ui=...)`` starts ``jupyter lab``, ``jupyter notebook`` or (``SERVER``)
+``jupyter_server`` with our extension, waits until it answers and always ends it; the ``Frontend``
 adapters (``LAB``, ``NOTEBOOK``) hold the few things the two UIs do differently —
 the page of a notebook, how the page shows an idle kernel, how the Monarch sidebar
 is opened — so the browser test is written once.
 
-The server runs in its own process group with the test's tag in its environment,
+The server runs in its own process group with the test's tag (if any) in its environment,
 so the kernels it starts and their Monarch workers carry the tag and are reaped
-by the ``tag`` fixture. ``stop()`` ends only the process group we started.
+by the ``tag`` fixture. ``stop()`` ends only the process group we started (by its PID).
+
+What every browser test needs besides: ``notebook(cells)`` (the .ipynb to open),
+``chromium_page(tag)`` (a page of a headless Chromium, closed on the way out), ``run_cell``,
+``wait_kernel_idle``, ``wait_until`` and the ``NEEDS_CHROMIUM`` / ``NEEDS_BUILD`` skip marks.
 """
 
 from __future__ import annotations
@@ -24,9 +30,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
-from harness import TAG_VAR
+import pytest
+
+from harness import TAG_VAR, poll
 
 REPO = Path(__file__).resolve().parents[1]
 # This checkout's prebuilt labextension (`cd labextension && jlpm build:prod`).
@@ -49,6 +59,7 @@ def jupyter_path(home: Path) -> str:
 
 
 CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1400, "height": 900}
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -57,10 +68,52 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# For a browser test module's ``pytestmark``: skipped, with what to do, where a piece is missing.
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
+)
+NEEDS_BUILD = pytest.mark.skipif(
+    not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
+)
 # Pop-ups that would cover the notebook in screenshots and steal clicks.
 _DISABLED_PLUGINS = {
     "@jupyterlab/apputils-extension:announcements": True,
 }
+
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def code_cell(
+    source: str, outputs: list[dict] | None = None, execution_count: int | None = None, id: str | None = None
+) -> dict:
+    """A code cell of ``source`` with ``outputs`` (none: not run yet)."""
+    cell: dict = {
+        "cell_type": "code",
+        "execution_count": execution_count,
+        "metadata": {},
+        "outputs": list(outputs or []),
+        "source": source,
+    }
+    if id is not None:
+        cell["id"] = id
+    return cell
+
+
+def notebook(cells: Iterable[str | dict]) -> dict:
+    """An nbformat 4.5 notebook on the ``python3`` kernel: a str is a code cell not run yet, a
+    dict a cell as it is; a cell without an id gets ``c<index>`` (4.5 requires unique ids)."""
+    built = []
+    for index, cell in enumerate(cells):
+        cell = code_cell(cell) if isinstance(cell, str) else dict(cell)
+        cell.setdefault("id", f"c{index}")
+        built.append(cell)
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}},
+        "cells": built,
+    }
 
 
 def free_port() -> int:
@@ -74,6 +127,10 @@ class Frontend:
 
     name = ""
     app = ""  # the `jupyter <app>` subcommand
+
+    def command(self) -> list[str]:
+        """The server's ``python -m`` arguments."""
+        return ["jupyter", self.app]
 
     def server_args(self, home: Path) -> list[str]:
         return []
@@ -142,20 +199,40 @@ class _Notebook(Frontend):
         page.locator("#jp-left-stack .jp-MonarchPanel").wait_for()
 
 
+class _Server(Frontend):
+    """A bare ``jupyter_server`` (no UI) with our server extension, for its HTTP API."""
+
+    name = app = "server"
+
+    def command(self) -> list[str]:
+        return ["jupyter_server"]
+
+    def server_args(self, home: Path) -> list[str]:
+        return ['--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}']
+
+
 LAB = _Lab()
 NOTEBOOK = _Notebook()
+SERVER = _Server()
 
 
 class JupyterServer:
-    """``python -m jupyter lab|notebook`` on 127.0.0.1 with a random token, in ``root``."""
+    """``python -m jupyter lab|notebook`` (or ``jupyter_server``) on a free 127.0.0.1 port with
+    ``token`` (default: a random one), in ``root``, this checkout first on its PYTHONPATH."""
 
     def __init__(
-        self, root: Path, home: Path, tag: str, ui: Frontend = LAB, extra: tuple[str, ...] = ()
+        self,
+        root: Path,
+        home: Path,
+        tag: str | None = None,
+        ui: Frontend = LAB,
+        extra: tuple[str, ...] = (),
+        token: str | None = None,
     ) -> None:
         self.ui = ui
         self.root = Path(root)
         self.port = free_port()
-        self.token = secrets.token_hex(16)
+        self.token = token or secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
         config = home / "config"
         (config / "labconfig").mkdir(parents=True, exist_ok=True)
@@ -164,10 +241,13 @@ class JupyterServer:
         )
         env = {
             **os.environ,
-            TAG_VAR: tag,
+            **({TAG_VAR: tag} if tag else {}),
             "PYTHONUNBUFFERED": "1",
+            # the server extension imported from this checkout, not the virtualenv's copy
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
             # A config dir of our own: no user settings, workspaces or news prompts.
             "JUPYTER_CONFIG_DIR": str(config),
+            "JUPYTER_DATA_DIR": str(home / "data"),
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
             "JUPYTER_PLATFORM_DIRS": "1",
             "JUPYTER_PATH": jupyter_path(home),
@@ -178,8 +258,7 @@ class JupyterServer:
                 [
                     sys.executable,
                     "-m",
-                    "jupyter",
-                    ui.app,
+                    *ui.command(),
                     "--no-browser",
                     "--ServerApp.ip=127.0.0.1",
                     f"--ServerApp.port={self.port}",
@@ -243,3 +322,91 @@ class JupyterServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def jupyter_server(
+    root: Path,
+    home: Path,
+    tag: str | None = None,
+    ui: Frontend = LAB,
+    extra: tuple[str, ...] = (),
+    token: str | None = None,
+    timeout: float = 60,
+) -> Iterator[JupyterServer]:
+    """A ``JupyterServer`` that answers; its log is printed when the block raises, and its
+    process group is ended on the way out, a failing test's too."""
+    server = JupyterServer(root, home, tag, ui, extra, token)
+    try:
+        server.wait_ready(timeout)
+        yield server
+    except Exception:
+        print(f"---- jupyter {ui.app} log ----\n{server.log()}")
+        raise
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def chromium(tag: str | None = None) -> Iterator[Any]:
+    """Debian's Chromium, headless, through Playwright (never ``playwright install``), with
+    ``tag`` in its environment so that what it leaves behind is reaped; closed on the way out."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as pw:
+        env = {**os.environ, TAG_VAR: tag} if tag else None
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env=env)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def new_page(browser: Any, timeout_ms: float = 30_000) -> Any:
+    """A page of ``browser`` at ``VIEWPORT``, every wait of which gives up after ``timeout_ms``."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.set_default_timeout(timeout_ms)
+    return page
+
+
+@contextlib.contextmanager
+def chromium_page(tag: str | None = None, timeout_ms: float = 30_000) -> Iterator[Any]:
+    """One ``new_page`` of a ``chromium(tag)``."""
+    with chromium(tag) as browser:
+        yield new_page(browser, timeout_ms)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """``predicate()``'s first truthy value within ``timeout`` s; else AssertionError naming ``what``."""
+    value = poll(predicate, timeout, interval)
+    if not value:
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    return value
+
+
+def wait_kernel_idle(server: JupyterServer, page: Any, notebook: str, timeout: float = 60) -> None:
+    """The kernel of ``notebook``'s session is idle per the REST API *and* as the page shows it."""
+    what = f"the kernel of {notebook} to be idle (api/sessions)"
+    wait_until(lambda: server.kernel_state(notebook) == "idle", timeout, what, 0.25)
+    page.wait_for_function(server.ui.kernel_idle_js, timeout=timeout * 1000)
+
+
+def run_cell(page: Any, index: int, timeout: float = 60, wait: bool = True) -> None:
+    """Select cell ``index``, run it with Shift+Enter and (``wait``) wait for its execution count."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Shift+Enter")
+    if wait:
+        wait_prompt(cell, index, timeout)
+
+
+def wait_prompt(cell: Any, index: int, timeout: float) -> None:
+    """Cell ``index`` (the locator ``cell``) shows an execution count, ``[N]:``, within ``timeout`` s."""
+    prompt = cell.locator(".jp-InputArea-prompt")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"cell {index} did not finish in {timeout} s: prompt {prompt.inner_text()!r}")

@@ -174,6 +174,20 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
+def child_pids(pid: int) -> list[int]:
+    """PIDs of the live children of ``pid`` (their parent per /proc/N/stat)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
 def worker_pids(tag: str) -> list[int]:
     """Tagged Monarch worker processes (``run_worker_loop_forever``)."""
     result = []

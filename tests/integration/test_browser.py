@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
 import time
@@ -28,17 +27,30 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
-from harness import TAG_VAR, poll, worker_pids
+from browser_util import (
+    LAB,
+    NEEDS_CHROMIUM,
+    NOTEBOOK,
+    Frontend,
+    JupyterServer,
+    chromium_page,
+    code_cell,
+    jupyter_server,
+    new_page,
+    notebook,
+    run_cell,
+    wait_kernel_idle,
+    wait_prompt,
+    wait_until,
+)
+from harness import worker_pids
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 NOTEBOOK_FILE = "monarch_browser.ipynb"
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
+    NEEDS_CHROMIUM,
     pytest.mark.timeout(180),
     pytest.mark.browser,
 ]
@@ -93,17 +105,6 @@ MIDRUN_FILE = "saved_midrun.ipynb"
 RUN_MIME = "application/vnd.monarch.remote+json"
 
 
-def _code(source: str, outputs: list | None = None) -> dict:
-    return {
-        "cell_type": "code",
-        "execution_count": None,
-        "id": os.urandom(4).hex(),
-        "metadata": {},
-        "outputs": outputs or [],
-        "source": source,
-    }
-
-
 def _notebook() -> dict:
     saved_remote = {
         "output_type": "display_data",
@@ -113,22 +114,16 @@ def _notebook() -> dict:
             "text/plain": "remote hosts (2 ranks): 1 ok (rc 0), 1 failed: hosts=1 (rc 3) · 0.42 s",
         },
     }
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            _code("%load_ext monarch_jupyter"),
-            _code("%job apply --local hosts=2"),
-            _code("%job"),
-            _code(REMOTE_CELL),
-            _code("# a %%remote result saved earlier (re-rendered by the MIME renderer)", [saved_remote]),
-            _code(DETACH_CELL),
-        ],
-    }
+    return notebook(
+        [
+            "%load_ext monarch_jupyter",
+            "%job apply --local hosts=2",
+            "%job",
+            REMOTE_CELL,
+            code_cell("# a %%remote result saved earlier (re-rendered by the MIME renderer)", [saved_remote]),
+            DETACH_CELL,
+        ]
+    )
 
 
 class Shots:
@@ -145,44 +140,6 @@ class Shots:
         self.page.screenshot(path=str(self.folder / f"{self.n:02d}-{name}.png"))
 
 
-def _wait(predicate, timeout: float, what: str, interval: float = 0.1):
-    value = poll(predicate, timeout, interval)
-    if not value:
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-    return value
-
-
-def _wait_kernel_idle(server: JupyterServer, page, timeout: float = 60) -> None:
-    """The session's kernel is idle per the REST API *and* the page shows it idle."""
-    _wait(
-        lambda: server.kernel_state(NOTEBOOK_FILE) == "idle",
-        timeout,
-        "the kernel to be idle (api/sessions)",
-        0.25,
-    )
-    page.wait_for_function(server.ui.kernel_idle_js, timeout=timeout * 1000)
-
-
-def _run_cell(page, index: int, timeout: float = 60, wait: bool = True) -> None:
-    """Select cell ``index``, run it with Shift+Enter and wait for its execution count."""
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    if wait:
-        _wait_prompt(cell, index, timeout)
-
-
-def _wait_prompt(cell, index: int, timeout: float) -> None:
-    prompt = cell.locator(".jp-InputArea-prompt")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"cell {index} did not finish in {timeout} s: prompt {prompt.inner_text()!r}")
-
-
 def _cell_text(page, index: int) -> str:
     return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea").inner_text()
 
@@ -190,45 +147,25 @@ def _cell_text(page, index: int) -> str:
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_browser_scenario(tmp_path: Path, tag: str, ui: Frontend) -> None:
     # The `test` extra installs the playwright wheel; its driver ships inside it.
-    # We never run `playwright install`: the browser is Debian's.
-    from playwright import sync_api
-
+    # We never run `playwright install`: the browser is Debian's (browser_util.chromium).
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
     (root / NOTEBOOK_FILE).write_text(json.dumps(_notebook(), indent=1))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM,
-                args=CHROMIUM_ARGS,
-                headless=True,
-                env={**os.environ, TAG_VAR: tag},  # reaped with the test's processes if anything leaks
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                # e.g. "Plugin 'monarch_jupyter:sidebar' failed to activate" when a UI lacks what it needs
-                errors: list[str] = []
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                shot = Shots(page, ARTIFACTS / ui.name)
-                _scenario(server, page, shot, root, tag)
-                ours = [e for e in errors if "monarch" in e.lower()]
-                assert not ours, f"browser console errors from our extension: {ours}"
-            except Exception:
-                with contextlib.suppress(Exception):
-                    shot("failure")
-                raise
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n" + server.log())
-        raise
-    finally:
-        server.stop()
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
+        # e.g. "Plugin 'monarch_jupyter:sidebar' failed to activate" when a UI lacks what it needs
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        shot = Shots(page, ARTIFACTS / ui.name)
+        try:
+            _scenario(server, page, shot, root, tag)
+            ours = [e for e in errors if "monarch" in e.lower()]
+            assert not ours, f"browser console errors from our extension: {ours}"
+        except Exception:
+            with contextlib.suppress(Exception):
+                shot("failure")
+            raise
 
 
 def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
@@ -238,15 +175,15 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     config = page.evaluate("() => JSON.parse(document.getElementById('jupyter-config-data').textContent)")
     assert "monarch_jupyter" in [ext["name"] for ext in config.get("federated_extensions", [])], config
     assert not [d for d in config.get("disabledExtensions", []) if d.startswith("monarch_jupyter")], config
-    _wait_kernel_idle(server, page)
+    wait_kernel_idle(server, page, NOTEBOOK_FILE)
 
     # ── load, apply, %job ──
-    _run_cell(page, 0)
-    _wait(lambda: "monarch_jupyter" in _cell_text(page, 0), 10, "the %load_ext output")
-    _run_cell(page, 1)
-    _wait(lambda: "applied: context 'default'" in _cell_text(page, 1), 10, "the %job apply output")
+    run_cell(page, 0)
+    wait_until(lambda: "monarch_jupyter" in _cell_text(page, 0), 10, "the %load_ext output")
+    run_cell(page, 1)
+    wait_until(lambda: "applied: context 'default'" in _cell_text(page, 1), 10, "the %job apply output")
     assert len(worker_pids(tag)) == 2
-    _run_cell(page, 2)
+    run_cell(page, 2)
     widget = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".monarch-job-widget")
     widget.wait_for()
     state = widget.locator(".monarch-job-state")
@@ -267,7 +204,7 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     shot("job-running")
 
     # ── LIVE RUN GRID: %%remote on both ranks, one tile each, Stop interrupts ──
-    _run_cell(page, 3, wait=False)
+    run_cell(page, 3, wait=False)
     grid = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-run-widget")
     grid.wait_for()
     tile0 = grid.locator(".monarch-run-tile[data-rank='0']")
@@ -282,16 +219,18 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     first = tile0.locator(".monarch-run-last").inner_text()
     tile0.click()  # shows that rank's output, while the cell still runs
     grid.locator(".monarch-run-output .monarch-run-line", has_text="tick 1").first.wait_for()
-    _wait(lambda: tile0.locator(".monarch-run-last").inner_text() != first, 5, "more live lines")
+    wait_until(lambda: tile0.locator(".monarch-run-last").inner_text() != first, 5, "more live lines")
     grid.locator(".monarch-run-filter input").check()  # failing only
-    _wait(lambda: grid.locator(".monarch-run-tile").count() == 1 and tile1.is_visible(), 5, "failing only")
+    wait_until(
+        lambda: grid.locator(".monarch-run-tile").count() == 1 and tile1.is_visible(), 5, "failing only"
+    )
     grid.locator(".monarch-run-filter input").uncheck()
     grid.scroll_into_view_if_needed()
     shot("run-grid-live")
     grid.locator(".monarch-run-stop").click()
     grid.locator(".monarch-run-tile[data-rank='0'][data-status='interrupted']").wait_for(timeout=20_000)
-    _wait_prompt(page.locator(".jp-Notebook .jp-Cell").nth(3), 3, 20)
-    _wait(
+    wait_prompt(page.locator(".jp-Notebook .jp-Cell").nth(3), 3, 20)
+    wait_until(
         lambda: "KeyboardInterrupt: %%remote stopped on every rank" in _cell_text(page, 3),
         10,
         "the one-line interrupt message",
@@ -315,8 +254,8 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     widget.locator(".monarch-job-kill").click()
     confirm.click()
     widget.locator(".monarch-job-state[data-state='no job']").wait_for(timeout=30_000)
-    _wait(lambda: not worker_pids(tag), 15, "the workers to be reaped")
-    _wait(lambda: "killed the job of context 'default'" in widget.inner_text(), 10, "the kill message")
+    wait_until(lambda: not worker_pids(tag), 15, "the workers to be reaped")
+    wait_until(lambda: "killed the job of context 'default'" in widget.inner_text(), 10, "the kill message")
     item.locator(".jp-MonarchPanel-state", has_text="no job").wait_for(timeout=10_000)
     shot("job-killed")
 
@@ -328,7 +267,7 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
         outputs = _saved_cells(root)[2].get("outputs", [])
         return outputs[0]["data"] if outputs else None
 
-    data = _wait(saved_job_output, 15, "the notebook to be saved with the %job output")
+    data = wait_until(saved_job_output, 15, "the notebook to be saved with the %job output")
     assert "application/vnd.jupyter.widget-view+json" in data
     assert "Monarch job, context 'default'" in "".join(data["text/plain"])
     # the fallbacks are a snapshot taken when %job ran, like any output
@@ -340,10 +279,10 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     # the restored workspace may hold other notebooks' panels too (hidden tabs): this one's cells
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
     cells.first.wait_for()
-    _wait_kernel_idle(server, page)
+    wait_kernel_idle(server, page, NOTEBOOK_FILE)
     job_cell = cells.nth(2)
     job_cell.scroll_into_view_if_needed()
-    _wait(
+    wait_until(
         lambda: "Monarch job" in job_cell.locator(".jp-OutputArea").inner_text(),
         15,
         "the reloaded %job output",
@@ -365,7 +304,7 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     assert labels == ["hosts=0", "hosts=1"]
     assert run.locator(".jp-MonarchRun-badge-failed").inner_text() == "rc=3"
     run.locator(".jp-MonarchRun-filter input").check()
-    _wait(
+    wait_until(
         lambda: run.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=1"],
         5,
         "failing only (saved)",
@@ -391,18 +330,20 @@ def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:
     """%%remote --detach: its grid updates live with the cell done, the sidebar lists the run
     with its attach line, a notebook saved mid-run and opened with another kernel says the
     run was still going and how to attach, and the grid's Stop stops the run."""
-    _run_cell(page, 5)
+    run_cell(page, 5)
     cell = page.locator(".jp-Notebook .jp-Cell").nth(5)
-    _wait(lambda: "started detached" in _cell_text(page, 5), 20, "the --detach output")
+    wait_until(lambda: "started detached" in _cell_text(page, 5), 20, "the --detach output")
     run_id = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{6}) started detached", _cell_text(page, 5)).group(1)
     # the grid keeps updating with no cell running
     grid = cell.locator(".monarch-run-widget")
     grid.wait_for()
     last = grid.locator(".monarch-run-tile[data-rank='0'] .monarch-run-last")
-    _wait(lambda: re.search(r"tick \d+", last.inner_text() or ""), 20, "the detached run's lines in its grid")
+    wait_until(
+        lambda: re.search(r"tick \d+", last.inner_text() or ""), 20, "the detached run's lines in its grid"
+    )
     first = last.inner_text()
-    _wait_kernel_idle(server, page, 10)
-    _wait(
+    wait_kernel_idle(server, page, NOTEBOOK_FILE, 10)
+    wait_until(
         lambda: last.inner_text() != first, 5, "more live lines in the detached grid while the kernel is idle"
     )
     # beside the live grid, the "still running when saved" note is hidden
@@ -426,18 +367,18 @@ def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:
         outputs = _saved_cells(root)[5].get("outputs", [])
         return [o["data"][RUN_MIME] for o in outputs if RUN_MIME in o.get("data", {})]
 
-    payloads = _wait(saved_running, 15, "the notebook saved with the running payload")
+    payloads = wait_until(saved_running, 15, "the notebook saved with the running payload")
     assert payloads[0]["state"] == "running" and payloads[0]["run_id"] == run_id, payloads
     # the grid cell that ran to its end earlier keeps no running payload (its end emptied it)
     for output in _saved_cells(root)[3].get("outputs", []):
         assert output.get("data", {}).get(RUN_MIME, {}).get("state") != "running", output
     shutil.copy(root / NOTEBOOK_FILE, root / MIDRUN_FILE)
-    other = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
+    other = new_page(page.context.browser)
     try:
         # reset: a fresh Lab workspace shows only this file (Notebook 7 ignores it)
         other.goto(f"{server.url}{server.ui.notebook_url(MIDRUN_FILE)}?reset&token={server.token}")
         other.wait_for_selector(".jp-Notebook .jp-Cell")
-        _wait(lambda: "saved_midrun" in other.title(), 15, f"{MIDRUN_FILE} to be the page's notebook")
+        wait_until(lambda: "saved_midrun" in other.title(), 15, f"{MIDRUN_FILE} to be the page's notebook")
         saved = other.locator(".jp-Notebook .jp-Cell").nth(5)
         saved.scroll_into_view_if_needed()
         note = saved.locator(".jp-MonarchRun-isRunning")

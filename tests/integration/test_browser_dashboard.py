@@ -7,15 +7,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
-from harness import TAG_VAR, poll
+from browser_util import (
+    LAB,
+    NEEDS_CHROMIUM,
+    NOTEBOOK,
+    Frontend,
+    JupyterServer,
+    chromium_page,
+    jupyter_server,
+    notebook,
+    run_cell,
+    wait_kernel_idle,
+)
+from harness import poll
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
@@ -24,42 +34,13 @@ NOTEBOOK_FILE = f"{FOLDER}/dash.ipynb"
 PREFIX = f"/monarch-jupyter/dashboard/{FOLDER}/.monarch/default/"
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
+    NEEDS_CHROMIUM,
     pytest.mark.timeout(420),
     pytest.mark.browser,
 ]
 
 
-def _notebook() -> dict:
-    def code(source: str) -> dict:
-        meta = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": []}
-        return {**meta, "id": os.urandom(4).hex(), "source": source}
-
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            code("%load_ext monarch_jupyter"),
-            code("%job apply --local hosts=2 --telemetry"),
-            code("%job"),
-        ],
-    }
-
-
-def _run_cell(page, index: int, timeout: float = 90) -> None:
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    prompt = cell.locator(".jp-InputArea-prompt")
-    if not poll(lambda: re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()), timeout, 0.1):
-        raise AssertionError(f"cell {index} did not finish in {timeout} s")
+CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2 --telemetry", "%job"]
 
 
 def _dashboard_shows_data(view, responses: list[tuple[str, int]]) -> None:
@@ -73,36 +54,19 @@ def _dashboard_shows_data(view, responses: list[tuple[str, int]]) -> None:
 
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_dashboard_from_the_widget_and_the_sidebar(tmp_path: Path, tag: str, ui: Frontend) -> None:
-    from playwright import sync_api
-
     root = tmp_path / "root"
     (root / FOLDER).mkdir(parents=True)
-    (root / NOTEBOOK_FILE).write_text(json.dumps(_notebook()))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env={**os.environ, TAG_VAR: tag}
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                responses: list[tuple[str, int]] = []
-                page.context.on("response", lambda r: responses.append((r.url, r.status)))
-                _open_notebook(server, page)
-                (_in_lab if ui is LAB else _in_notebook)(server, page, responses)
-            except Exception:
-                with contextlib.suppress(Exception):
-                    page.screenshot(path=str(_shots(ui) / "failure.png"))
-                raise
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n{server.log()}")
-        raise
-    finally:
-        server.stop()
+    (root / NOTEBOOK_FILE).write_text(json.dumps(notebook(CELLS)))
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
+        responses: list[tuple[str, int]] = []
+        page.context.on("response", lambda r: responses.append((r.url, r.status)))
+        try:
+            _open_notebook(server, page)
+            (_in_lab if ui is LAB else _in_notebook)(server, page, responses)
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(_shots(ui) / "failure.png"))
+            raise
 
 
 def _shots(ui: Frontend) -> Path:
@@ -115,11 +79,9 @@ def _open_notebook(server: JupyterServer, page) -> None:
     """The notebook open, its three cells run: the %job widget shows a running telemetry job."""
     page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK_FILE)}?token={server.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    if not poll(lambda: server.kernel_state(NOTEBOOK_FILE) == "idle", 60, 0.25):
-        raise AssertionError("the notebook's kernel never became idle")
-    page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+    wait_kernel_idle(server, page, NOTEBOOK_FILE)
     for index in range(3):
-        _run_cell(page, index)
+        run_cell(page, index, 90)
     page.locator(".jp-Notebook .jp-Cell").nth(2).locator("a.monarch-job-dashboard").wait_for()
 
 

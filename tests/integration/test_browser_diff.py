@@ -10,24 +10,29 @@ and dark themes. Needs this checkout's build (``cd labextension && jlpm build:pr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, Frontend, JupyterServer
+from browser_util import (
+    LAB,
+    NEEDS_BUILD,
+    NEEDS_CHROMIUM,
+    NOTEBOOK,
+    Frontend,
+    chromium_page,
+    code_cell,
+    jupyter_server,
+    notebook,
+)
 from monarch_jupyter.remote.diff import diff_text
 from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState, Started
 from test_browser_views import AXE, AXE_RUN, CONTRAST, _theme
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
-    pytest.mark.skipif(
-        not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
-    ),
+    NEEDS_CHROMIUM,
+    NEEDS_BUILD,
     pytest.mark.skipif(not AXE.is_file(), reason="no axe-core: cd labextension && jlpm install"),
     pytest.mark.timeout(180),
     pytest.mark.browser,
@@ -56,98 +61,67 @@ def saved_run() -> RunState:
     return state
 
 
-def _notebook(bundle: dict) -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": 1,
-                "id": "c0",
-                "metadata": {},
-                "outputs": [{"output_type": "display_data", "metadata": {}, "data": bundle}],
-                "source": "%%remote\npython train.py",
-            }
-        ],
-    }
+def _saved(bundle: dict) -> dict:
+    """The run's cell as saved: executed once, the bundle its display output."""
+    output = {"output_type": "display_data", "metadata": {}, "data": bundle}
+    return code_cell("%%remote\npython train.py", [output], execution_count=1)
 
 
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_diff_to_majority_on_a_saved_result(tmp_path: Path, tag: str, ui: Frontend) -> None:
-    from playwright import sync_api
-
     state = saved_run()
     expected = diff_text(state).splitlines()
     root = tmp_path / "root"
     root.mkdir()
-    (root / NAME).write_text(json.dumps(_notebook(state.mime_bundle())))
+    (root / NAME).write_text(json.dumps(notebook([_saved(state.mime_bundle())])))
     # every cell in the DOM, drawn: axe skips what content-visibility leaves out
     settings = (
         tmp_path / "jupyter" / "config" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
     )
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
     errors: list[str] = []
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(60_000)
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(f"{server.url}{ui.notebook_url(NAME)}?token={server.token}")
-                out = page.locator(".jp-MonarchRun").first
-                out.locator(".jp-MonarchRun-rank").first.wait_for()
-                ranks_before = out.locator(".jp-MonarchRun-rank").count()
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag, 60_000) as page:
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{server.url}{ui.notebook_url(NAME)}?token={server.token}")
+        out = page.locator(".jp-MonarchRun").first
+        out.locator(".jp-MonarchRun-rank").first.wait_for()
+        ranks_before = out.locator(".jp-MonarchRun-rank").count()
 
-                # from the keyboard: focus the toggle, Space ticks it
-                toggle = out.locator(".jp-MonarchRun-diffToggle input")
-                toggle.focus()
-                page.keyboard.press(" ")
-                out.locator(".jp-MonarchRun-diffHead").wait_for()
-                head = out.locator(".jp-MonarchRun-diffHead").inner_text().splitlines()
-                panels = out.locator(".jp-MonarchRun-outlier")
-                shown = [panels.nth(i).evaluate(LINES_JS) for i in range(1, panels.count())]
-                labels = out.locator(".jp-MonarchRun-outlier .jp-MonarchRun-label").all_inner_texts()
+        # from the keyboard: focus the toggle, Space ticks it
+        toggle = out.locator(".jp-MonarchRun-diffToggle input")
+        toggle.focus()
+        page.keyboard.press(" ")
+        out.locator(".jp-MonarchRun-diffHead").wait_for()
+        head = out.locator(".jp-MonarchRun-diffHead").inner_text().splitlines()
+        panels = out.locator(".jp-MonarchRun-outlier")
+        shown = [panels.nth(i).evaluate(LINES_JS) for i in range(1, panels.count())]
+        labels = out.locator(".jp-MonarchRun-outlier .jp-MonarchRun-label").all_inner_texts()
 
-                # the majority's panel is closed; Enter on its summary opens and draws it
-                majority = panels.nth(0)
-                assert majority.evaluate(LINES_JS) == []
-                majority.locator("summary").focus()
-                page.keyboard.press("Enter")
-                majority.locator(".jp-MonarchRun-line").first.wait_for()
-                majority_lines = majority.evaluate(LINES_JS)
+        # the majority's panel is closed; Enter on its summary opens and draws it
+        majority = panels.nth(0)
+        assert majority.evaluate(LINES_JS) == []
+        majority.locator("summary").focus()
+        page.keyboard.press("Enter")
+        majority.locator(".jp-MonarchRun-line").first.wait_for()
+        majority_lines = majority.evaluate(LINES_JS)
 
-                page.on("console", lambda m: print(m.text) if m.text.startswith("axe:") else None)
-                page.add_script_tag(path=str(AXE))
-                found = {}
-                for theme, light in (("JupyterLab Light", True), ("JupyterLab Dark", False)):
-                    _theme(page, theme, light)
-                    found[theme] = page.evaluate(AXE_RUN, [".jp-MonarchRun"]) + page.evaluate(
-                        CONTRAST, [".jp-MonarchRun"]
-                    )
+        page.on("console", lambda m: print(m.text) if m.text.startswith("axe:") else None)
+        page.add_script_tag(path=str(AXE))
+        found = {}
+        for theme, light in (("JupyterLab Light", True), ("JupyterLab Dark", False)):
+            _theme(page, theme, light)
+            found[theme] = page.evaluate(AXE_RUN, [".jp-MonarchRun"]) + page.evaluate(
+                CONTRAST, [".jp-MonarchRun"]
+            )
 
-                # off again: the rank panels come back
-                toggle.focus()
-                page.keyboard.press(" ")
-                out.locator(".jp-MonarchRun-diffHead").wait_for(state="detached")
-                ranks_after = out.locator(".jp-MonarchRun-rank").count()
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n{server.log()}")
-        raise
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        # off again: the rank panels come back
+        toggle.focus()
+        page.keyboard.press(" ")
+        out.locator(".jp-MonarchRun-diffHead").wait_for(state="detached")
+        ranks_after = out.locator(".jp-MonarchRun-rank").count()
+    shutil.rmtree(root, ignore_errors=True)
     assert head == ["--diff: hosts=[0-4,7] (6) agree; 2 outliers"], head
     assert labels == ["majority: hosts=[0-4,7] (6)", "hosts=5", "hosts=6"], labels
     # the page shows %%remote --diff's lines for the same run, in its order

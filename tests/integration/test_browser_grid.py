@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import time
 from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, NOTEBOOK, REPO, Frontend, JupyterServer
-from harness import TAG_VAR, poll
+from browser_util import (
+    LAB,
+    NOTEBOOK,
+    REPO,
+    Frontend,
+    JupyterServer,
+    chromium_page,
+    jupyter_server,
+    notebook,
+    run_cell,
+    wait_kernel_idle,
+    wait_prompt,
+    wait_until,
+)
 
 ARTIFACTS = REPO / "test-artifacts" / "browser-grid"
 FILE = "grid.ipynb"
@@ -37,48 +47,7 @@ if os.environ["MONARCH_RANK_hosts"] == "0":
     time.sleep(120)
 else:
     stuck_in_sleep()"""
-
-
-def _notebook() -> dict:
-    cells = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%remote true", CELL]
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": c,
-            }
-            for i, c in enumerate(cells)
-        ],
-    }
-
-
-def _wait(predicate, timeout: float, what: str):
-    value = poll(predicate, timeout, 0.1)
-    if not value:
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-    return value
-
-
-def _run_cell(page, index: int, timeout: float = 90, wait: bool = True) -> None:
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    if wait:
-        prompt = cell.locator(".jp-InputArea-prompt")
-        _wait(
-            lambda: re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()), timeout, f"cell {index}"
-        )
+CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%remote true", CELL]
 
 
 def _running(page, index: int) -> bool:
@@ -95,49 +64,30 @@ def _stacks_text(grid, label: str) -> str:
 
 @pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
 def test_grid_groups_and_stacks_in_the_browser(tmp_path: Path, tag: str, ui: Frontend) -> None:
-    from playwright import sync_api
-
     root = tmp_path / "root"
     root.mkdir()
-    (root / FILE).write_text(json.dumps(_notebook()))
+    (root / FILE).write_text(json.dumps(notebook(CELLS)))
     shots = ARTIFACTS / ui.name
     shots.mkdir(parents=True, exist_ok=True)
-    server = JupyterServer(root, tmp_path / "jupyter", tag, ui)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env={**os.environ, TAG_VAR: tag}
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                try:
-                    _scenario(server, page, shots)
-                except Exception:
-                    with contextlib.suppress(Exception):
-                        page.screenshot(path=str(shots / "failure.png"))
-                    raise
-                assert not [e for e in errors if "monarch" in e.lower()], errors
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter {ui.app} log ----\n" + server.log())
-        raise
-    finally:
-        server.stop()
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            _scenario(server, page, shots)
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(shots / "failure.png"))
+            raise
+        assert not [e for e in errors if "monarch" in e.lower()], errors
 
 
 def _scenario(server: JupyterServer, page, shots: Path) -> None:
     page.goto(f"{server.url}{server.ui.notebook_url(FILE)}?token={server.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    _wait(lambda: server.kernel_state(FILE) == "idle", 60, "the kernel to be idle")
-    page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+    wait_kernel_idle(server, page, FILE)
     for index in range(3):
-        _run_cell(page, index)
-    _run_cell(page, 3, wait=False)
+        run_cell(page, index, 90)
+    run_cell(page, 3, wait=False)
     grid = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-run-widget")
     grid.wait_for(timeout=30_000)
     grid.locator(".monarch-run-groupToggle input").check()  # 2 ranks start ungrouped
@@ -145,7 +95,7 @@ def _scenario(server: JupyterServer, page, shots: Path) -> None:
     together.wait_for(timeout=20_000)
     assert grid.locator(".monarch-run-tile").count() == 1
     together.locator(".monarch-run-stacksButton").click()
-    text = _wait(
+    text = wait_until(
         lambda: (
             "waiting_together" in _stacks_text(grid, "hosts=[0-1] (2)")
             and _stacks_text(grid, "hosts=[0-1] (2)")
@@ -160,7 +110,7 @@ def _scenario(server: JupyterServer, page, shots: Path) -> None:
     stuck.wait_for(timeout=30_000)
     assert grid.locator(".monarch-run-group").count() == 0
     stuck.locator(".monarch-run-stacksButton").click()
-    text = _wait(
+    text = wait_until(
         lambda: "stuck_in_sleep" in _stacks_text(grid, "hosts=1") and _stacks_text(grid, "hosts=1"),
         20,
         "rank 1's stacks",
@@ -169,8 +119,7 @@ def _scenario(server: JupyterServer, page, shots: Path) -> None:
     assert _running(page, 3), "the stacks came only after the cell ended"
     page.screenshot(path=str(shots / "02-rank-stacks.png"))
     grid.locator(".monarch-run-stop").click()
-    prompt = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputArea-prompt")
-    _wait(lambda: re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()), 60, "the stopped cell")
+    wait_prompt(page.locator(".jp-Notebook .jp-Cell").nth(3), 3, 60)  # the stopped cell
     deadline = time.monotonic() + 10
     while grid.locator(".monarch-run-tile[data-status='running']").count() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer
-from harness import TAG_VAR, worker_pids
-from test_browser import ARTIFACTS, Shots, _code, _run_cell, _wait
+from browser_util import (
+    LAB,
+    NEEDS_CHROMIUM,
+    JupyterServer,
+    chromium_page,
+    jupyter_server,
+    notebook,
+    run_cell,
+    wait_kernel_idle,
+    wait_until,
+)
+from harness import worker_pids
+from test_browser import ARTIFACTS, Shots
 
 NOTEBOOK = "monarch_topology.ipynb"
 SETUP = """from monarch.actor import Actor, endpoint
@@ -28,75 +37,38 @@ procs = monarch_jupyter.state().hosts.spawn_procs(per_host={"gpus": 1})
 counter = procs.spawn("counter", Counter)
 for _ in range(5):
     counter.incr.call().get()"""
+CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=1 --admin", SETUP, "%job"]
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
+    NEEDS_CHROMIUM,
     pytest.mark.timeout(240),
     pytest.mark.browser,
 ]
 
 
-def _notebook() -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            _code("%load_ext monarch_jupyter"),
-            _code("%job apply --local hosts=1 --admin"),
-            _code(SETUP),
-            _code("%job"),
-        ],
-    }
-
-
 def test_job_widget_topology_and_kill(tmp_path: Path, tag: str) -> None:
-    from playwright import sync_api
-
     root = tmp_path / "root"
     root.mkdir()
-    (root / NOTEBOOK).write_text(json.dumps(_notebook(), indent=1))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, LAB)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, env={**os.environ, TAG_VAR: tag}
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                shot = Shots(page, ARTIFACTS / "topology")
-                try:
-                    _scenario(server, page, shot, tag)
-                except Exception:
-                    with contextlib.suppress(Exception):
-                        shot("failure")
-                    raise
-                assert not [e for e in errors if "monarch" in e.lower()], errors
-            finally:
-                browser.close()
-    except Exception:
-        print("---- jupyter lab log ----\n" + server.log())
-        raise
-    finally:
-        server.stop()
+    (root / NOTEBOOK).write_text(json.dumps(notebook(CELLS), indent=1))
+    with jupyter_server(root, tmp_path / "jupyter", tag, LAB) as server, chromium_page(tag) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        shot = Shots(page, ARTIFACTS / "topology")
+        try:
+            _scenario(server, page, shot, tag)
+        except Exception:
+            with contextlib.suppress(Exception):
+                shot("failure")
+            raise
+        assert not [e for e in errors if "monarch" in e.lower()], errors
 
 
 def _scenario(server: JupyterServer, page, shot, tag: str) -> None:
     page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK)}?reset&token={server.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    _wait(lambda: server.kernel_state(NOTEBOOK) == "idle", 60, "the kernel to be idle", 0.25)
-    page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+    wait_kernel_idle(server, page, NOTEBOOK)
     for index in range(4):
-        _run_cell(page, index, timeout=120)
+        run_cell(page, index, timeout=120)
     widget = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-job-widget")
     widget.wait_for()
     assert widget.locator(".monarch-job-state").inner_text() == "running"
@@ -117,7 +89,7 @@ def _scenario(server: JupyterServer, page, shot, tag: str) -> None:
     widget.locator(".monarch-job-kill").click()
     confirm.click()
     widget.locator(".monarch-job-state[data-state='no job']").wait_for(timeout=60_000)
-    _wait(lambda: not worker_pids(tag), 30, "the workers to be reaped")
-    _wait(lambda: "killed the job of context 'default'" in widget.inner_text(), 15, "the kill message")
+    wait_until(lambda: not worker_pids(tag), 30, "the workers to be reaped")
+    wait_until(lambda: "killed the job of context 'default'" in widget.inner_text(), 15, "the kill message")
     assert widget.locator(".monarch-topology").count() == 0  # no job, no topology
     shot("killed")

@@ -7,76 +7,32 @@ proc left under the worker). The server serves this checkout's build
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, JupyterServer
-from harness import poll
+from browser_util import (
+    LAB,
+    NEEDS_BUILD,
+    NEEDS_CHROMIUM,
+    chromium_page,
+    jupyter_server,
+    notebook,
+    run_cell,
+    wait_kernel_idle,
+)
+from harness import child_pids, poll
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
-    pytest.mark.skipif(
-        not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
-    ),
+    NEEDS_CHROMIUM,
+    NEEDS_BUILD,
     pytest.mark.timeout(400),
     pytest.mark.browser,
 ]
 
 CELLS = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%remote shell --rank 1", "%job kill"]
-
-
-def _notebook() -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"c{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": c,
-            }
-            for i, c in enumerate(CELLS)
-        ],
-    }
-
-
-def _run(page, index: int, timeout: float = 120) -> None:
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    prompt = cell.locator(".jp-InputArea-prompt")
-    deadline = time.monotonic() + timeout
-    while not re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()):
-        assert time.monotonic() < deadline, f"cell {index} did not finish in {timeout} s"
-        time.sleep(0.1)
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def _terminal_text(page) -> str:
@@ -104,80 +60,53 @@ def _type_and_read(page, label: str) -> str:
 
 
 def test_shell_from_the_cell_and_from_the_sidebar(tmp_path: Path, tag: str) -> None:
-    from playwright import sync_api
-
     root = tmp_path / "root"
     root.mkdir()
     name = "shell.ipynb"
-    (root / name).write_text(json.dumps(_notebook()))
+    (root / name).write_text(json.dumps(notebook(CELLS)))
     settings = (
         tmp_path / "jupyter" / "config" / "lab" / "user-settings" / "@jupyterlab" / "terminal-extension"
     )
     settings.mkdir(parents=True)
     (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"screenReaderMode": True}))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, LAB)
-    try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(120_000)
-                page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
-                poll(lambda: server.kernel_state(name) == "idle", timeout=90)
-                page.wait_for_function(server.ui.kernel_idle_js, timeout=90_000)
-                for index in range(2):
-                    _run(page, index)
-                workers = json.loads((root / ".monarch" / "default" / "status.json").read_text())[
-                    "worker_pids"
-                ]
+    with jupyter_server(root, tmp_path / "jupyter", tag, LAB) as server, chromium_page(tag, 120_000) as page:
+        page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
+        wait_kernel_idle(server, page, name, 90)
+        for index in range(2):
+            run_cell(page, index, 120)
+        workers = json.loads((root / ".monarch" / "default" / "status.json").read_text())["worker_pids"]
 
-                # the cell: its output opens a terminal by itself
-                _run(page, 2)
-                # attached, not visible: the terminal it opens may already cover the notebook
-                page.locator(".jp-MonarchShell-command").wait_for(state="attached")
-                page.locator(".jp-Terminal").first.wait_for()
-                assert _type_and_read(page, "cell") == "1/2"
-                assert _children(workers["hosts_1"]), "the shell's proc runs under hosts_1"
-                assert "opened in a terminal" in page.locator(".jp-MonarchShell-status").inner_text()
+        # the cell: its output opens a terminal by itself
+        run_cell(page, 2, 120)
+        # attached, not visible: the terminal it opens may already cover the notebook
+        page.locator(".jp-MonarchShell-command").wait_for(state="attached")
+        page.locator(".jp-Terminal").first.wait_for()
+        assert _type_and_read(page, "cell") == "1/2"
+        assert child_pids(workers["hosts_1"]), "the shell's proc runs under hosts_1"
+        assert "opened in a terminal" in page.locator(".jp-MonarchShell-status").inner_text()
 
-                # closing its tab ends the shell on the host
-                page.locator(
-                    ".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon"
-                ).click()
-                assert poll(lambda: not _children(workers["hosts_1"]), timeout=30), (
-                    "the shell outlived its tab"
-                )
-                assert poll(lambda: not server.api("api/terminals"), timeout=10), server.api("api/terminals")
+        # closing its tab ends the shell on the host
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon").click()
+        assert poll(lambda: not child_pids(workers["hosts_1"]), timeout=30), "the shell outlived its tab"
+        assert poll(lambda: not server.api("api/terminals"), timeout=10), server.api("api/terminals")
 
-                # the sidebar: the context's "Shell on rank" row
-                server.ui.open_sidebar(page)
-                page.locator(".jp-MonarchPanel-itemHead").first.click()
-                rank = page.locator(".jp-MonarchPanel-shellRank")
-                rank.fill("0")
-                page.locator(".jp-MonarchPanel-shellOpen").click()
-                page.locator(".jp-Terminal").first.wait_for()
-                assert _type_and_read(page, "side") == "0/2"
-                assert _children(workers["hosts_0"])
-                rank.fill("7")
-                page.locator(".jp-MonarchPanel-shellOpen").click()
-                status = page.locator(".jp-MonarchPanel-shellStatus")
-                assert poll(lambda: "out of range" in status.inner_text(), timeout=30), status.inner_text()
-                page.locator(
-                    ".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon"
-                ).click()
-                assert poll(lambda: not _children(workers["hosts_0"]), timeout=30), (
-                    "the shell outlived its tab"
-                )
+        # the sidebar: the context's "Shell on rank" row
+        server.ui.open_sidebar(page)
+        page.locator(".jp-MonarchPanel-itemHead").first.click()
+        rank = page.locator(".jp-MonarchPanel-shellRank")
+        rank.fill("0")
+        page.locator(".jp-MonarchPanel-shellOpen").click()
+        page.locator(".jp-Terminal").first.wait_for()
+        assert _type_and_read(page, "side") == "0/2"
+        assert child_pids(workers["hosts_0"])
+        rank.fill("7")
+        page.locator(".jp-MonarchPanel-shellOpen").click()
+        status = page.locator(".jp-MonarchPanel-shellStatus")
+        assert poll(lambda: "out of range" in status.inner_text(), timeout=30), status.inner_text()
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon").click()
+        assert poll(lambda: not child_pids(workers["hosts_0"]), timeout=30), "the shell outlived its tab"
 
-                # back in the notebook: %job kill
-                page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name).click()
-                _run(page, 3)
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter lab log ----\n{server.log()}")
-        raise
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        # back in the notebook: %job kill
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name).click()
+        run_cell(page, 3, 120)
+    shutil.rmtree(root, ignore_errors=True)

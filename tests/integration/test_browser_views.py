@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -20,15 +18,23 @@ from pathlib import Path
 
 import pytest
 
-from browser_util import BUILT, CHROMIUM, CHROMIUM_ARGS, LAB, REPO, JupyterServer
+from browser_util import (
+    LAB,
+    NEEDS_BUILD,
+    NEEDS_CHROMIUM,
+    REPO,
+    JupyterServer,
+    chromium_page,
+    code_cell,
+    jupyter_server,
+    notebook,
+    run_cell,
+    wait_kernel_idle,
+)
 
 pytestmark = [
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-    ),
-    pytest.mark.skipif(
-        not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
-    ),
+    NEEDS_CHROMIUM,
+    NEEDS_BUILD,
     pytest.mark.timeout(240),
     pytest.mark.browser,
 ]
@@ -71,25 +77,9 @@ def big_result(ranks: int = RANKS, failing_every: int = 1000) -> dict:
     }
 
 
-def notebook(outputs: list[dict]) -> dict:
-    return {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": 1,
-                "id": "c0",
-                "metadata": {},
-                "outputs": outputs,
-                "source": "%%remote\necho hello",
-            }
-        ],
-    }
+def saved(outputs: list[dict]) -> dict:
+    """A ``%%remote`` cell as saved: executed once, with ``outputs``."""
+    return code_cell("%%remote\necho hello", outputs, execution_count=1)
 
 
 @contextlib.contextmanager
@@ -97,8 +87,6 @@ def lab_page(
     tmp_path: Path, tag: str, files: dict[str, dict], extra: tuple[str, ...] = ()
 ) -> Iterator[tuple[JupyterServer, object]]:
     """A JupyterLab server over ``files`` (name -> notebook) and a Chromium page on it."""
-    from playwright import sync_api
-
     root = tmp_path / "root"
     root.mkdir()
     for name, content in files.items():
@@ -109,33 +97,24 @@ def lab_page(
     )
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    server = JupyterServer(root, tmp_path / "jupyter", tag, LAB, extra)
     try:
-        server.wait_ready()
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(120_000)
-                yield server, page
-            finally:
-                browser.close()
-    except Exception:
-        print(f"---- jupyter lab log ----\n{server.log()}")
-        raise
+        with (
+            jupyter_server(root, tmp_path / "jupyter", tag, LAB, extra) as server,
+            chromium_page(tag, 120_000) as page,
+        ):
+            yield server, page
     finally:
-        server.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
 def test_huge_saved_result_renders_bounded(tmp_path: Path, tag: str) -> None:
-    saved = {
+    output = {
         "output_type": "display_data",
         "metadata": {},
         "data": {RUN_MIME: big_result(), "text/plain": "remote: 99900 ok, 100 failed"},
     }
     name = "big.ipynb"
-    with lab_page(tmp_path, tag, {name: notebook([saved])}) as (server, page):
+    with lab_page(tmp_path, tag, {name: notebook([saved([output])])}) as (server, page):
         size = (server.root / name).stat().st_size
         start = time.monotonic()
         page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
@@ -211,18 +190,6 @@ COLOUR_CELL = """%%remote --no-raise
 printf '\\033[31mred\\033[0m plain\\n'; echo oops >&2; sleep 1.5"""
 
 
-def _run(page, index: int, timeout: float = 60) -> None:
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Escape")
-    page.keyboard.press("Shift+Enter")
-    prompt = cell.locator(".jp-InputArea-prompt")
-    deadline = time.monotonic() + timeout
-    while not re.fullmatch(r"\[\d+\]:", (prompt.inner_text() or "").strip()):
-        assert time.monotonic() < deadline, f"cell {index} did not finish in {timeout} s"
-        time.sleep(0.1)
-
-
 def _theme(page, name: str, light: bool) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
     page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
@@ -233,35 +200,20 @@ def _theme(page, name: str, light: bool) -> None:
 
 @pytest.mark.skipif(not AXE.is_file(), reason="no axe-core: cd labextension && jlpm install")
 def test_keyboard_and_axe_in_light_and_dark(tmp_path: Path, tag: str) -> None:
-    saved = {
+    output = {
         "output_type": "display_data",
         "metadata": {},
         "data": {RUN_MIME: big_result(ranks=3, failing_every=2), "text/plain": "remote"},
     }
     cells = ["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%job", COLOUR_CELL, "%job kill"]
-    nb = notebook([saved])
-    nb["cells"] += [
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "id": f"k{i}",
-            "metadata": {},
-            "outputs": [],
-            "source": c,
-        }
-        for i, c in enumerate(cells)
-    ]
+    nb = notebook([saved([output]), *cells])
     name = "a11y.ipynb"
     with lab_page(tmp_path, tag, {name: nb}) as (server, page):
         page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
         page.wait_for_selector(".jp-MonarchRun-rank")
-        deadline = time.monotonic() + 60
-        while server.kernel_state(name) != "idle":
-            assert time.monotonic() < deadline, "kernel never idle"
-            time.sleep(0.25)
-        page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+        wait_kernel_idle(server, page, name)
         for index in range(1, 5):
-            _run(page, index)
+            run_cell(page, index)
         grid = page.locator(".monarch-run-widget").first
         grid.locator(".monarch-run-tile").nth(1).wait_for()
 
@@ -287,7 +239,7 @@ def test_keyboard_and_axe_in_light_and_dark(tmp_path: Path, tag: str) -> None:
         for theme, light in (("JupyterLab Light", True), ("JupyterLab Dark", False)):
             _theme(page, theme, light)
             found[theme] = page.evaluate(AXE_RUN, OURS) + page.evaluate(CONTRAST, OURS)
-        _run(page, 5)  # %job kill
+        run_cell(page, 5)  # %job kill
     assert found == {"JupyterLab Light": [], "JupyterLab Dark": []}, json.dumps(found, indent=1)
 
 
@@ -300,36 +252,21 @@ def test_grid_loads_from_the_kernel_without_the_server_extension(tmp_path: Path,
         "%%remote\necho hi; sleep 1.5",
         "%job kill",
     ]
-    nb = notebook([])
-    nb["cells"] = [
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "id": f"k{i}",
-            "metadata": {},
-            "outputs": [],
-            "source": c,
-        }
-        for i, c in enumerate(cells)
-    ]
+    nb = notebook(cells)
     name = "fallback.ipynb"
     off = '--ServerApp.jpserver_extensions={"monarch_jupyter._server": False}'
     with lab_page(tmp_path, tag, {name: nb}, (off,)) as (server, page):
         page.goto(f"{server.url}/lab/tree/{name}?token={server.token}")
         page.wait_for_selector(".jp-Notebook .jp-Cell")
-        deadline = time.monotonic() + 60
-        while server.kernel_state(name) != "idle":
-            assert time.monotonic() < deadline, "kernel never idle"
-            time.sleep(0.25)
-        page.wait_for_function(server.ui.kernel_idle_js, timeout=60_000)
+        wait_kernel_idle(server, page, name)
         status = page.evaluate(
             "async () => (await fetch('/monarch-jupyter/static/run.js', {credentials: 'same-origin'})).status"
         )
         for index in range(3):
-            _run(page, index)
+            run_cell(page, index)
         grid = page.locator(".monarch-run-widget").first
         grid.locator(".monarch-run-tile").nth(1).wait_for(timeout=30_000)
         tiles = grid.locator(".monarch-run-tile").count()
-        _run(page, 3)
+        run_cell(page, 3)
     assert status == 404, status
     assert tiles == 2

@@ -6,9 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
-import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -16,82 +14,21 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from browser_util import SERVER, free_port, jupyter_server
 from harness import job_kernel, poll, tagged_pids
 from monarch_jupyter import _procfs
 from monarch_jupyter._server.dashboard import MAX_RESPONSE_BYTES
 
 pytestmark = pytest.mark.kernel
 
-REPO = Path(__file__).resolve().parents[2]
 TOKEN = secrets.token_hex(16)
 PREFIX = "/monarch-jupyter/dashboard/nb/.monarch/default"
 LOOPBACK = ("127.0.0.1", "::1")
 TIMEOUT = 3  # c.MonarchJupyter.dashboard_timeout of the test server
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def jupyter_server(root: Path, home: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A ``jupyter server`` on ``root`` with this checkout's extension; its group is reaped."""
-    port = _free_port()
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        "--no-browser",
-        "--ServerApp.allow_root=True",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--ServerApp.root_dir={root}",
-        f"--IdentityProvider.token={TOKEN}",
-        f"--MonarchJupyter.dashboard_timeout={TIMEOUT}",
-        '--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}',
-    ]
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / "server.log", "wb") as log:
-        proc = subprocess.Popen(
-            cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter server exited:\n{(home / 'server.log').read_text()}")
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter server did not start:\n{(home / 'server.log').read_text()}")
-                time.sleep(0.2)
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -127,8 +64,10 @@ def tkernel(root):
 
 @pytest.fixture(scope="module")
 def server(root, tkernel, tmp_path_factory):
-    with jupyter_server(root, tmp_path_factory.mktemp("dash-home")) as (base, proc):
-        yield base, proc
+    home = tmp_path_factory.mktemp("dash-home")
+    timeout = f"--MonarchJupyter.dashboard_timeout={TIMEOUT}"
+    with jupyter_server(root, home, ui=SERVER, extra=(timeout,), token=TOKEN) as started:
+        yield started.url, started.proc
 
 
 def test_the_dashboard_page_and_its_assets_come_through_with_the_token(server):
@@ -182,7 +121,7 @@ def _context(root: Path, name: str, urls: dict | None, state: str = "running") -
 
 def test_clear_one_line_errors(server, root):
     base, _ = server
-    dead = _free_port()  # nothing listens there
+    dead = free_port()  # nothing listens there
     cases = {
         _context(root, "nojob", None): (404, "%job apply"),
         _context(root, "notelemetry", {"telemetry": None}, state="running"): (404, "no dashboard"),
@@ -261,7 +200,7 @@ def test_an_oversized_answer_is_cut_with_one_line(server, root):
 def test_a_port_another_user_holds_is_not_proxied(server, root, second_user):
     """The sidecar stopped and another user took its port: what answers there is not served."""
     base, _ = server
-    port = _free_port()
+    port = free_port()
     listen = f"import socket,time;s=socket.socket();s.bind(('127.0.0.1',{port}));s.listen(1);time.sleep(120)"
     proc = subprocess.Popen(second_user.command(sys.executable, "-c", listen))
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import job_kernel, poll, usage_error
+from harness import child_pids, job_kernel, poll, usage_error
 from monarch_jupyter import rank_shell
 
 pytestmark = pytest.mark.kernel
@@ -44,19 +44,6 @@ def shared(tmp_path_factory):
 def _workers(kernel) -> dict[str, int]:
     status = json.loads((kernel.cwd / ".monarch" / "default" / "status.json").read_text())
     return status["worker_pids"]
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def _shell_command(kernel, rank: int) -> list[str]:
@@ -130,14 +117,14 @@ def test_the_printed_command_is_a_shell_on_that_rank(shared) -> None:
         assert (rank, size) == (b"1", b"2")
         assert cwd.decode() == str(shared.cwd)
         assert int(grandparent) == workers["hosts_1"]
-        assert _children(workers["hosts_1"]), "the shell's proc runs under hosts_1"
+        assert child_pids(workers["hosts_1"]), "the shell's proc runs under hosts_1"
         os.write(shell.fd, b"exit 3\n")
         assert shell.wait() == 3
     finally:
         if shell.wait(0) is None:
             os.kill(shell.pid, signal.SIGKILL)
             shell.wait()
-    assert poll(lambda: not _children(workers["hosts_1"]), timeout=20), "the shell's proc outlived it"
+    assert poll(lambda: not child_pids(workers["hosts_1"]), timeout=20), "the shell's proc outlived it"
 
 
 @pytest.mark.parametrize("how", ["hangup then kill", "pty closed"])
@@ -145,7 +132,7 @@ def test_a_vanished_terminal_leaves_nothing_on_the_host(shared, how: str) -> Non
     workers = _workers(shared)
     shell = Pty(_shell_command(shared, 1), shared.cwd)
     _probe(shell)
-    client = poll(lambda: _children(shell.pid), timeout=5)
+    client = poll(lambda: child_pids(shell.pid), timeout=5)
     assert client, "the Monarch client runs in a child of the terminal's process"
     if how == "pty closed":
         os.close(shell.fd)
@@ -154,7 +141,7 @@ def test_a_vanished_terminal_leaves_nothing_on_the_host(shared, how: str) -> Non
         time.sleep(0.1)
         os.kill(shell.pid, signal.SIGKILL)
     shell.wait()
-    assert poll(lambda: not _children(workers["hosts_1"]), timeout=20), (
+    assert poll(lambda: not child_pids(workers["hosts_1"]), timeout=20), (
         "the shell's proc outlived its terminal"
     )
     assert poll(lambda: not os.path.exists(f"/proc/{client[0]}"), timeout=20), (
@@ -261,13 +248,11 @@ async def _type_and_read(server, name: str, text: str, answer: re.Pattern[str], 
 
 
 def test_the_route_opens_it_in_a_terminal_and_closing_that_ends_it(shared, tmp_path, tag) -> None:
-    from browser_util import JupyterServer
+    from browser_util import jupyter_server
 
     workers = _workers(shared)
     root = shared.cwd.parent
-    server = JupyterServer(root, tmp_path / "jupyter", tag)
-    try:
-        server.wait_ready()
+    with jupyter_server(root, tmp_path / "jupyter", tag) as server:
         status, body = _post(server, "monarch-jupyter/shell", {"path": shared.cwd.name, "rank": 5})
         assert status == 409 and "rank 5 is out of range" in body["message"], body
         status, body = _post(server, "monarch-jupyter/shell", {"path": "../x", "rank": 0})
@@ -281,9 +266,9 @@ def test_the_route_opens_it_in_a_terminal_and_closing_that_ends_it(shared, tmp_p
         assert found, seen[-2000:]
         assert found.group(1, 2, 3) == ("1", "2", str(shared.cwd))
         assert int(found.group(5)) == workers["hosts_1"]
-        assert _children(workers["hosts_1"])
+        assert child_pids(workers["hosts_1"])
         server.api(f"api/terminals/{name}", method="DELETE")  # what closing the tab does
-        assert poll(lambda: not _children(workers["hosts_1"]), timeout=20), "the shell outlived its terminal"
+        assert poll(lambda: not child_pids(workers["hosts_1"]), timeout=20), "the shell outlived its terminal"
 
         # what status.json cannot know yet (a worker stopped since): said in the terminal, kept
         os.kill(workers["hosts_1"], signal.SIGSTOP)
@@ -299,8 +284,6 @@ def test_the_route_opens_it_in_a_terminal_and_closing_that_ends_it(shared, tmp_p
             )
         finally:
             os.kill(workers["hosts_1"], signal.SIGCONT)
-    finally:
-        server.stop()
 
 
 def test_a_killed_job_does_not_keep_the_client(shared) -> None:
@@ -308,7 +291,7 @@ def test_a_killed_job_does_not_keep_the_client(shared) -> None:
     of the remote shell then never answers, and the client still ends."""
     shell = Pty(_shell_command(shared, 1), shared.cwd)
     _probe(shell)
-    client = poll(lambda: _children(shell.pid), timeout=5)
+    client = poll(lambda: child_pids(shell.pid), timeout=5)
     assert client
     shared.ok("%job kill", timeout=120)
     os.kill(shell.pid, signal.SIGKILL)

@@ -5,10 +5,7 @@ poll return 300 MB; 100,000 folders cost 0.21 s of CPU per poll)."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,18 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from browser_util import SERVER, jupyter_server
 from monarch_jupyter._server import contexts
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = secrets.token_hex(16)
 CONTEXTS = 150
 FOLDERS = 20_000
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _status(name: str, pad: int) -> dict:
@@ -70,53 +62,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("jupyter-home")
-    port = _free_port()
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        "--no-browser",
-        "--ServerApp.allow_root=True",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--ServerApp.root_dir={tree}",
-        f"--IdentityProvider.token={TOKEN}",
-        '--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}',
-    ]
-    with open(home / "server.log", "wb") as log:
-        proc = subprocess.Popen(
-            cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter server exited:\n{(home / 'server.log').read_text()}")
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter server did not start:\n{(home / 'server.log').read_text()}")
-                time.sleep(0.2)
-        yield base
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    with jupyter_server(tree, home, ui=SERVER, token=TOKEN) as server:
+        yield server.url
 
 
 def _get(url: str) -> tuple[bytes, float]:

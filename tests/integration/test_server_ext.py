@@ -6,10 +6,6 @@ import json
 import os
 import pickle
 import secrets
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -18,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from browser_util import SERVER, jupyter_server
+
 TOKEN = secrets.token_hex(16)
 STARTUP_SECONDS = 60
 
@@ -31,12 +28,6 @@ class _TouchMarker:
 
     def __reduce__(self):
         return (os.system, (f"touch {self.path}",))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _write_context(monarch: Path, name: str, status: dict | None, marker: Path) -> None:
@@ -146,53 +137,8 @@ def tree(tmp_path_factory) -> Path:
 def server(tree, tmp_path_factory):
     """Base URL of a ``jupyter server`` on ``tree``; always reaped."""
     home = tmp_path_factory.mktemp("jupyter-home")
-    port = _free_port()
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        "--no-browser",
-        "--ServerApp.allow_root=True",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--ServerApp.root_dir={tree}",
-        f"--IdentityProvider.token={TOKEN}",
-        '--ServerApp.jpserver_extensions={"monarch_jupyter._server": True}',
-    ]
-    with open(home / "server.log", "wb") as log:  # the server writes through its own copy
-        proc = subprocess.Popen(
-            cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter server exited:\n{(home / 'server.log').read_text()}")
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter server did not start:\n{(home / 'server.log').read_text()}")
-                time.sleep(0.2)
-        yield base
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    with jupyter_server(tree, home, ui=SERVER, token=TOKEN, timeout=STARTUP_SECONDS) as server:
+        yield server.url
 
 
 def _get(url: str, token: str | None = TOKEN) -> tuple[int, dict | str]:

@@ -5,68 +5,22 @@
  * (monarch_jupyter/widgets/run.js) against a model that behaves like
  * anywidget's.
  */
-import widget, {
+import {
   expandRuns,
   formatBytes,
   usageText
 } from '../../../monarch_jupyter/widgets/run.js';
+import { FakeModel, frame, gridView } from './gridTestUtil';
 
-type Handler = (...args: any[]) => void;
-
-class Model {
-  sent: any[] = [];
-  private _data: Record<string, any>;
-  private _handlers = new Map<string, Set<Handler>>();
-
+class Model extends FakeModel {
   constructor(data: Record<string, any>) {
-    this._data = {
-      title: '%%remote',
-      summary: '',
-      tiles: [],
-      tails: {},
-      finished: false,
-      stopping: '',
-      kernel_id: 'k1',
-      selected: -1,
-      failing_only: false,
+    super({
       grouped: true,
       groups: [],
       can_stacks: true,
       can_usage: true,
       ...data
-    };
-  }
-
-  get(name: string): any {
-    return this._data[name];
-  }
-
-  set(name: string, value: any): void {
-    this._data[name] = value;
-    this.emit(`change:${name}`);
-  }
-
-  save_changes(): void {}
-
-  send(content: any): void {
-    this.sent.push(content);
-  }
-
-  on(event: string, handler: Handler): void {
-    if (!this._handlers.has(event)) {
-      this._handlers.set(event, new Set());
-    }
-    this._handlers.get(event)!.add(handler);
-  }
-
-  off(event: string, handler: Handler): void {
-    this._handlers.get(event)?.delete(handler);
-  }
-
-  emit(event: string, ...args: any[]): void {
-    for (const handler of this._handlers.get(event) ?? []) {
-      handler(...args);
-    }
+    });
   }
 }
 
@@ -117,25 +71,10 @@ describe('grid helpers', () => {
 });
 
 describe('grouped grid', () => {
-  let root: HTMLElement;
-  let cleanup: () => void;
-
-  beforeEach(() => {
-    jest.useFakeTimers();
-    root = document.createElement('div');
-    document.body.appendChild(root);
-  });
-
-  afterEach(() => {
-    cleanup?.();
-    root.remove();
-    jest.useRealTimers();
-  });
-
-  const frame = () => jest.advanceTimersByTime(20);
+  const view = gridView();
   const labels = () =>
     Array.from(
-      root.querySelectorAll('.monarch-run-tile .monarch-run-label')
+      view.root.querySelectorAll('.monarch-run-tile .monarch-run-label')
     ).map(n => n.textContent);
 
   it('draws one tile per group, failing first, and unfolds when told', () => {
@@ -156,18 +95,19 @@ describe('grouped grid', () => {
         )
       ]
     });
-    cleanup = widget.render({ model, el: root }) as () => void;
+    view.render(model);
     expect(labels()).toEqual(['hosts=7', 'hosts=[0-6,8] (8)']);
-    const groupTile = root.querySelector<HTMLElement>('.monarch-run-group')!;
+    const groupTile =
+      view.root.querySelector<HTMLElement>('.monarch-run-group')!;
     expect(groupTile.dataset.count).toBe('8');
     // clicking the group shows its first member's output, under the group's label
     groupTile.click();
     frame();
     expect(
-      root.querySelector('.monarch-run-detailHead')!.textContent
+      view.root.querySelector('.monarch-run-detailHead')!.textContent
     ).toContain('hosts=[0-6,8] (8), identical so far');
     // ungrouped: one tile per rank, failing first
-    const box = root.querySelector<HTMLInputElement>(
+    const box = view.root.querySelector<HTMLInputElement>(
       '.monarch-run-groupToggle input'
     )!;
     box.checked = false;
@@ -181,24 +121,26 @@ describe('grouped grid', () => {
       tiles: [tile(0, 'running'), tile(1, 'running'), tile(2, 'running')],
       groups: [group('hosts=[0-2] (3)', [[0, 2]], 'running')]
     });
-    cleanup = widget.render({ model, el: root }) as () => void;
-    root.querySelector<HTMLElement>('.monarch-run-stacksButton')!.click();
+    view.render(model);
+    view.root.querySelector<HTMLElement>('.monarch-run-stacksButton')!.click();
     const request = model.sent.find(m => m.kind === 'stacks');
     expect(request.ranks).toEqual([0, 1, 2]);
     expect(model.get('selected')).toBe(-1); // the button does not select the tile
-    expect(root.querySelector('.monarch-run-stacks')!.textContent).toContain(
-      'asking the hosts'
-    );
+    expect(
+      view.root.querySelector('.monarch-run-stacks')!.textContent
+    ).toContain('asking the hosts');
     model.emit('msg:custom', {
       kind: 'stacks',
       id: request.id,
       text: 'hosts=[0-2] (3):\n    in allreduce (train.py:88)'
     });
     expect(
-      root.querySelector('.monarch-run-stacksText')!.textContent
+      view.root.querySelector('.monarch-run-stacksText')!.textContent
     ).toContain('allreduce');
     model.emit('msg:custom', { kind: 'stacks', id: 'other', error: 'x' });
-    expect(root.querySelectorAll('.monarch-run-stacksError')).toHaveLength(0);
+    expect(view.root.querySelectorAll('.monarch-run-stacksError')).toHaveLength(
+      0
+    );
   });
 
   it('polls resources while running and flags an idle rank', () => {
@@ -206,7 +148,7 @@ describe('grouped grid', () => {
       grouped: false,
       tiles: [tile(0, 'running'), tile(1, 'running')]
     });
-    cleanup = widget.render({ model, el: root }) as () => void;
+    view.render(model);
     jest.advanceTimersByTime(2100);
     const asks = model.sent.filter(m => m.kind === 'usage');
     expect(asks).toHaveLength(1);
@@ -221,7 +163,7 @@ describe('grouped grid', () => {
       }
     });
     frame();
-    const rank1 = root.querySelector<HTMLElement>(
+    const rank1 = view.root.querySelector<HTMLElement>(
       ".monarch-run-tile[data-rank='1']"
     )!;
     expect(rank1.classList.contains('monarch-run-quiet')).toBe(true);
@@ -229,8 +171,9 @@ describe('grouped grid', () => {
       'idle (0% cpu)'
     );
     expect(
-      root.querySelector(".monarch-run-tile[data-rank='0'] .monarch-run-usage")!
-        .textContent
+      view.root.querySelector(
+        ".monarch-run-tile[data-rank='0'] .monarch-run-usage"
+      )!.textContent
     ).toBe('cpu 99% · 200 MB');
     model.set('finished', true);
     jest.advanceTimersByTime(4200); // a finished run is not sampled
@@ -242,13 +185,14 @@ describe('grouped grid', () => {
       tile(i, i === 4000 ? 'failed' : 'running')
     );
     const model = new Model({ tiles, grouped: false, can_usage: false });
-    cleanup = widget.render({ model, el: root }) as () => void;
-    expect(root.querySelectorAll('.monarch-run-tile')).toHaveLength(200);
+    view.render(model);
+    expect(view.root.querySelectorAll('.monarch-run-tile')).toHaveLength(200);
     expect(labels()[0]).toBe('hosts=4000'); // failing first
-    const more = root.querySelector<HTMLButtonElement>('.monarch-run-more')!;
+    const more =
+      view.root.querySelector<HTMLButtonElement>('.monarch-run-more')!;
     expect(more.hidden).toBe(false);
     more.click();
     frame();
-    expect(root.querySelectorAll('.monarch-run-tile')).toHaveLength(400);
+    expect(view.root.querySelectorAll('.monarch-run-tile')).toHaveLength(400);
   });
 });

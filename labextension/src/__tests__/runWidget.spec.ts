@@ -5,67 +5,17 @@
  * model that behaves like anywidget's: synced values, change events, custom
  * messages.
  */
-import widget, {
+import {
   formatSeconds,
   statusText
 } from '../../../monarch_jupyter/widgets/run.js';
+import { FakeModel as GridModel, frame, gridView } from './gridTestUtil';
 
-type Handler = (...args: any[]) => void;
+const TITLE = '%%remote mesh hosts (3 ranks)';
 
-class FakeModel {
-  saved = 0;
-  private _data: Record<string, any>;
-  private _handlers = new Map<string, Set<Handler>>();
-
+class FakeModel extends GridModel {
   constructor(data: Record<string, any>) {
-    this._data = {
-      title: '%%remote mesh hosts (3 ranks)',
-      summary: '',
-      tiles: [],
-      tails: {},
-      finished: false,
-      stopping: '',
-      kernel_id: 'k1',
-      selected: -1,
-      failing_only: false,
-      ...data
-    };
-  }
-
-  get(name: string): any {
-    return this._data[name];
-  }
-
-  set(name: string, value: any): void {
-    this._data[name] = value;
-    this.emit(`change:${name}`);
-  }
-
-  save_changes(): void {
-    this.saved += 1;
-  }
-
-  on(event: string, handler: Handler): void {
-    if (!this._handlers.has(event)) {
-      this._handlers.set(event, new Set());
-    }
-    this._handlers.get(event)!.add(handler);
-  }
-
-  off(event: string, handler: Handler): void {
-    this._handlers.get(event)?.delete(handler);
-  }
-
-  emit(event: string, ...args: any[]): void {
-    for (const handler of this._handlers.get(event) ?? []) {
-      handler(...args);
-    }
-  }
-
-  listeners(): number {
-    let n = 0;
-    this._handlers.forEach(set => (n += set.size));
-    return n;
+    super({ title: TITLE, ...data });
   }
 }
 
@@ -103,37 +53,20 @@ describe('run grid helpers', () => {
 });
 
 describe('run grid view', () => {
-  let root: HTMLElement;
-  let cleanup: () => void;
-
-  beforeEach(() => {
-    jest.useFakeTimers();
-    root = document.createElement('div');
-    document.body.appendChild(root);
-  });
-
-  afterEach(() => {
-    cleanup?.();
-    root.remove();
-    jest.useRealTimers();
-  });
-
-  function frame(): void {
-    jest.advanceTimersByTime(20); // one animation frame
-  }
+  const view = gridView();
 
   it('draws tiles, follows batches of lines and filters failing ranks', () => {
     const model = new FakeModel({
       tiles: [tile(0, 'running', { started: Date.now() / 1000 - 3 })],
       tails: { '0': [['out', 'early']] } // a view opened late starts from the tails
     });
-    cleanup = widget.render({ model, el: root } as any);
-    expect(root.classList).toContain('monarch-run-widget');
-    expect(texts(root, '.monarch-run-title')).toEqual([
+    view.render(model);
+    expect(view.root.classList).toContain('monarch-run-widget');
+    expect(texts(view.root, '.monarch-run-title')).toEqual([
       '%%remote mesh hosts (3 ranks)'
     ]);
-    expect(texts(root, '.monarch-run-last')).toEqual(['early']);
-    expect(texts(root, '.monarch-run-elapsed')[0]).toMatch(/^3\.\ds$/);
+    expect(texts(view.root, '.monarch-run-last')).toEqual(['early']);
+    expect(texts(view.root, '.monarch-run-elapsed')[0]).toMatch(/^3\.\ds$/);
 
     model.set('tiles', [
       tile(0, 'running'),
@@ -147,32 +80,36 @@ describe('run grid view', () => {
       dropped: { '1': 7 }
     });
     frame();
-    expect(texts(root, '.monarch-run-tile .monarch-run-label')).toEqual([
+    expect(texts(view.root, '.monarch-run-tile .monarch-run-label')).toEqual([
       'hosts=0',
       'hosts=1',
       'hosts=2'
     ]);
-    const failed = root.querySelector<HTMLElement>(
+    const failed = view.root.querySelector<HTMLElement>(
       ".monarch-run-tile[data-rank='1']"
     )!;
     expect(failed.dataset.status).toBe('failed');
     expect(failed.querySelector('.monarch-run-status')!.textContent).toBe(
       'failed · rc 3'
     );
-    expect(texts(root, '.monarch-run-last')).toEqual(['tick 1', 'boom', '']);
-    expect(texts(root, '.monarch-run-summary')).toEqual([
+    expect(texts(view.root, '.monarch-run-last')).toEqual([
+      'tick 1',
+      'boom',
+      ''
+    ]);
+    expect(texts(view.root, '.monarch-run-summary')).toEqual([
       '3 ranks: 1 running, 1 ok, 1 failed'
     ]);
 
     // "failing only" keeps the tiles the kernel side marked failing
-    const filter = root.querySelector<HTMLInputElement>(
+    const filter = view.root.querySelector<HTMLInputElement>(
       '.monarch-run-filter input'
     )!;
     filter.checked = true;
     filter.dispatchEvent(new Event('change'));
     frame();
     expect(model.get('failing_only')).toBe(true);
-    expect(texts(root, '.monarch-run-tile .monarch-run-label')).toEqual([
+    expect(texts(view.root, '.monarch-run-tile .monarch-run-label')).toEqual([
       'hosts=1'
     ]);
 
@@ -181,42 +118,42 @@ describe('run grid view', () => {
     frame();
     expect(model.get('selected')).toBe(1);
     expect(model.saved).toBe(2);
-    expect(texts(root, '.monarch-run-detailHead')).toEqual([
+    expect(texts(view.root, '.monarch-run-detailHead')).toEqual([
       'hosts=1 · failed · rc 3'
     ]);
-    expect(texts(root, '.monarch-run-dropped')).toEqual([
+    expect(texts(view.root, '.monarch-run-dropped')).toEqual([
       '7 earlier lines not shown'
     ]);
-    expect(texts(root, '.monarch-run-output .monarch-run-line')).toEqual([
+    expect(texts(view.root, '.monarch-run-output .monarch-run-line')).toEqual([
       'boom'
     ]);
   });
 
   it('keeps a bounded buffer per rank and stops following when finished', () => {
     const model = new FakeModel({ tiles: [tile(0, 'running')], selected: 0 });
-    cleanup = widget.render({ model, el: root } as any);
+    view.render(model);
     const lines = Array.from({ length: 600 }, (_, i) => ['out', `l${i}`]);
     model.emit('msg:custom', { kind: 'lines', lines: { '0': lines } });
     model.emit('msg:custom', { kind: 'other' }); // ignored
     frame();
-    const shown = texts(root, '.monarch-run-output .monarch-run-line');
+    const shown = texts(view.root, '.monarch-run-output .monarch-run-line');
     expect(shown).toHaveLength(500);
     expect(shown[499]).toBe('l599');
-    expect(texts(root, '.monarch-run-dropped')).toEqual([
+    expect(texts(view.root, '.monarch-run-dropped')).toEqual([
       '100 earlier lines not shown'
     ]);
-    const stop = root.querySelector<HTMLButtonElement>('.monarch-run-stop')!;
+    const stop =
+      view.root.querySelector<HTMLButtonElement>('.monarch-run-stop')!;
     expect(stop.disabled).toBe(false);
     model.set('tiles', [tile(0, 'interrupted', { returncode: -2 })]);
     model.set('finished', true);
     frame();
     expect(stop.disabled).toBe(true);
-    expect(root.classList).toContain('monarch-run-finished');
+    expect(view.root.classList).toContain('monarch-run-finished');
     expect(
-      root.querySelector<HTMLElement>('.monarch-run-tile')!.dataset.status
+      view.root.querySelector<HTMLElement>('.monarch-run-tile')!.dataset.status
     ).toBe('interrupted');
-    cleanup();
-    cleanup = () => undefined;
+    view.unmount();
     expect(model.listeners()).toBe(0); // the view lets go of the model
   });
 
@@ -231,14 +168,14 @@ describe('run grid view', () => {
       tiles: [tile(0, 'running')],
       kernel_id: 'k 1'
     });
-    cleanup = widget.render({ model, el: root } as any);
-    root.querySelector<HTMLButtonElement>('.monarch-run-stop')!.click();
+    view.render(model);
+    view.root.querySelector<HTMLButtonElement>('.monarch-run-stop')!.click();
     await Promise.resolve();
     expect(calls).toHaveLength(1);
     expect(calls[0][0]).toBe('/api/kernels/k%201/interrupt');
     expect(calls[0][1].method).toBe('POST');
     expect(calls[0][1].headers['X-XSRFToken']).toBe('abc=');
-    expect(texts(root, '.monarch-run-note')).toEqual(['stopping…']);
+    expect(texts(view.root, '.monarch-run-note')).toEqual(['stopping…']);
     delete (global as any).fetch;
   });
 
@@ -250,9 +187,9 @@ describe('run grid view', () => {
       ],
       tails: { '1': [['err', '\x1b[31mboom\x1b[0m']] }
     });
-    cleanup = widget.render({ model, el: root } as any);
+    view.render(model);
     const tiles = () =>
-      Array.from(root.querySelectorAll<HTMLElement>('.monarch-run-tile'));
+      Array.from(view.root.querySelectorAll<HTMLElement>('.monarch-run-tile'));
     expect(tiles().map(t => [t.tabIndex, t.getAttribute('role')])).toEqual([
       [0, 'button'],
       [0, 'button']
@@ -267,7 +204,7 @@ describe('run grid view', () => {
     expect(tiles()[1].getAttribute('aria-pressed')).toBe('true');
     expect(document.activeElement).toBe(tiles()[1]); // focus kept across the redraw
     expect(
-      root.querySelector('.monarch-run-output .ansi-red-fg')!.textContent
+      view.root.querySelector('.monarch-run-output .ansi-red-fg')!.textContent
     ).toBe('boom');
     tiles()[1].dispatchEvent(new KeyboardEvent('keydown', { key: ' ' }));
     frame();
