@@ -1,6 +1,6 @@
 """Where the CPU of a warm ``%%remote`` run goes, process by process and thread by thread.
 
-    .venv/bin/python benchmarks/cpu_budget.py [--n 200] [--code '%%remote bash\\ntrue']
+    .venv/bin/python benchmarks/cpu_budget.py [--n 200] [--code '%%remote bash\\ntrue'] [--pyspy FILE]
 
 On a 2-core machine a warm run is bound by CPU as much as by waiting: the kernel, both
 workers and their shells all want a core at once. This starts a kernel and a local job
@@ -9,6 +9,8 @@ from a client and reads /proc before and after: on-CPU time per thread (schedsta
 process carrying the test tag, grouped by process and thread name, plus the CPU of the
 children each process reaped (``cutime + cstime``: a worker's run shells and what they ran),
 per run. Every process started here carries a tag and is killed by PID at the end.
+``--pyspy FILE``: py-spy samples the kernel (every thread, on CPU only) while ``--code`` runs,
+and writes its collapsed stacks to FILE (``-f raw``: one ``stack count`` line each).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import argparse
 import collections
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,15 +55,25 @@ def snapshot(pids: list[int]) -> dict:
     return out
 
 
-def budget(kernel: Kernel, tag: str, code: str, n: int) -> tuple[float, dict]:
+def budget(kernel: Kernel, tag: str, code: str, n: int, pyspy: str | None = None) -> tuple[float, dict]:
     pids = [p for p in tagged_pids(tag) if Path(f"/proc/{p}/comm").exists()]
+    kernel_pid = kernel.km.provisioner.pid
+    spy = None
+    if pyspy:
+        command = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(kernel_pid), "-o", pyspy]
+        spy = subprocess.Popen(
+            [*command, "-f", "raw", "--threads", "--rate", "400", "--nonblocking"], stdout=subprocess.DEVNULL
+        )
+        time.sleep(1.0)  # attached before the first cell
     before = snapshot(pids)
     start = time.monotonic()
     for _ in range(n):
         kernel.ok(code)
     wall = (time.monotonic() - start) / n
     after = snapshot(pids)
-    kernel_pid = kernel.km.provisioner.pid
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its samples on Ctrl-C
+        spy.wait(60)
     per: dict = collections.Counter()
     for key, value in after.items():
         if key in before:
@@ -73,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--code", default="%%remote bash\ntrue")
+    parser.add_argument("--pyspy", help="write py-spy's collapsed stacks of the kernel during --code here")
     opts = parser.parse_args()
     code = opts.code.replace("\\n", "\n")
     folder = Path(tempfile.mkdtemp(prefix="bench-cpu-"))
@@ -87,7 +102,7 @@ def main() -> None:
             kernel.ok(code)
             kernel.ok("pass")
         for label, cell in (("empty cell", "pass"), (code.replace("\n", " ⏎ "), code)):
-            wall, per = budget(kernel, tag, cell, opts.n)
+            wall, per = budget(kernel, tag, cell, opts.n, opts.pyspy if cell == code else None)
             print(f"{label}: {wall * 1e3:.2f} ms a run (client round trip, back to back); CPU ms a run:")
             totals: dict = collections.Counter()
             for (who, thread), ms in sorted(per.items(), key=lambda item: -item[1]):
