@@ -107,3 +107,21 @@ def test_an_entry_saved_into_a_folder_that_is_gone_makes_it_private(tmp_path):
     assert stat.S_IMODE(here.runs_dir.stat().st_mode) == 0o700
     entry.end(R.FINISHED)  # the folder is there now: written straight away
     assert R.load_entries(here.runs_dir)[0].state == R.FINISHED
+
+
+def test_write_atomic_skips_a_dead_writers_temporary_file_and_leaves_none(tmp_path):
+    import os
+
+    from monarch_jupyter import _files
+
+    target = tmp_path / "entry.json"
+    count = next(_files._TMP_COUNT) + 1
+    stale = tmp_path / f".entry.json.{os.getpid()}-{count}.tmp"  # the name the next write would take
+    stale.write_bytes(b"left by a writer that died")
+    _files.write_atomic(target, b"{}")
+    assert target.read_bytes() == b"{}"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    _files.write_atomic(target, b"[]", mode=0o644)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == [stale.name, "entry.json"]
+    assert stale.read_bytes() == b"left by a writer that died"
