@@ -1,6 +1,6 @@
 """Where the CPU of a warm ``%%remote`` run goes, process by process and thread by thread.
 
-    .venv/bin/python benchmarks/cpu_budget.py [--n 200] [--code '%%remote bash\\ntrue']
+    .venv/bin/python benchmarks/cpu_budget.py [--n 200] [--code '%%remote bash\\ntrue'] [--pyspy FILE]
 
 On a 2-core machine a warm run is bound by CPU as much as by waiting: the kernel, both
 workers and their shells all want a core at once. This starts a kernel and a local job
@@ -9,14 +9,22 @@ from a client and reads /proc before and after: on-CPU time per thread (schedsta
 process carrying the test tag, grouped by process and thread name, plus the CPU of the
 children each process reaped (``cutime + cstime``: a worker's run shells and what they ran),
 per run. Every process started here carries a tag and is killed by PID at the end.
+``--pyspy FILE``: py-spy samples the kernel (every thread, on CPU only) while ``--code`` runs,
+and writes its collapsed stacks to FILE (``-f raw``: one ``stack count`` line each); on a loaded
+machine a thread waiting for a core counts as running. ``--phases``: the CPU time
+(``time.thread_time``, on whichever thread runs it) of the run's steps inside the kernel
+(:data:`PHASES`, each wrapped while ``--code`` runs), per run: exact under any load.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +35,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from harness import TAG_VAR, Kernel, new_tag, reap, tagged_pids
 
 TICK = os.sysconf("SC_CLK_TCK")
+# (module, attribute path) of the steps --phases times: the magic on the kernel thread, the drive
+# on the owned loop, the files a run writes
+PHASES = [
+    ("monarch_jupyter.remote.magic", "RemoteMagics._run"),
+    ("monarch_jupyter.remote.runner", "RemoteRunner.plan"),
+    ("monarch_jupyter.remote.runner", "RemoteRunner._current"),
+    ("monarch_jupyter.remote.runner", "RemoteRunner.log_path"),
+    ("monarch_jupyter.remote.runner", "RemoteRunner.start"),
+    ("monarch_jupyter.remote.magic", "RemoteMagics.pump"),
+    ("monarch_jupyter.remote.model", "RunState.mime_bundle"),
+    ("monarch_jupyter.remote.magic", "display_unflushed"),
+    ("monarch_jupyter.remote.drive", "Drive._broadcast"),
+    ("monarch_jupyter.remote.drive", "Drive._open_spool"),
+    ("monarch_jupyter.remote.drive", "Drive._take"),
+    ("monarch_jupyter.remote.drive", "Drive._handle"),
+    ("monarch_jupyter.remote.drive", "Drive._finish"),
+    ("monarch_jupyter.remote.spool", "Spool.close"),
+    ("monarch_jupyter.remote.index", "RunEntry.save"),
+]
+_PHASES_ON = """
+import collections as _c, functools as _f, importlib as _i, time as _t
+_phase_cpu, _phase_calls = _c.Counter(), _c.Counter()
+def _phase_wrap(module, path):
+    owner = _i.import_module(module)
+    *outer, name = path.split(".")
+    for part in outer:
+        owner = getattr(owner, part)
+    inner = getattr(owner, name)
+    @_f.wraps(inner)
+    def timed(*args, **kwargs):
+        began = _t.thread_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            _phase_cpu[path] += _t.thread_time() - began
+            _phase_calls[path] += 1
+    setattr(owner, name, timed)
+for _module, _path in PHASES:
+    _phase_wrap(_module, _path)
+"""
 
 
 def snapshot(pids: list[int]) -> dict:
@@ -51,15 +99,25 @@ def snapshot(pids: list[int]) -> dict:
     return out
 
 
-def budget(kernel: Kernel, tag: str, code: str, n: int) -> tuple[float, dict]:
+def budget(kernel: Kernel, tag: str, code: str, n: int, pyspy: str | None = None) -> tuple[float, dict]:
     pids = [p for p in tagged_pids(tag) if Path(f"/proc/{p}/comm").exists()]
+    kernel_pid = kernel.km.provisioner.pid
+    spy = None
+    if pyspy:
+        command = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(kernel_pid), "-o", pyspy]
+        spy = subprocess.Popen(
+            [*command, "-f", "raw", "--threads", "--rate", "400", "--nonblocking"], stdout=subprocess.DEVNULL
+        )
+        time.sleep(1.0)  # attached before the first cell
     before = snapshot(pids)
     start = time.monotonic()
     for _ in range(n):
         kernel.ok(code)
     wall = (time.monotonic() - start) / n
     after = snapshot(pids)
-    kernel_pid = kernel.km.provisioner.pid
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its samples on Ctrl-C
+        spy.wait(60)
     per: dict = collections.Counter()
     for key, value in after.items():
         if key in before:
@@ -69,10 +127,26 @@ def budget(kernel: Kernel, tag: str, code: str, n: int) -> tuple[float, dict]:
     return wall, per
 
 
+def phases(kernel: Kernel, code: str, n: int) -> None:
+    """Run ``code`` n more times with :data:`PHASES` wrapped; print each one's CPU a run."""
+    kernel.ok(f"PHASES = {PHASES!r}\n{_PHASES_ON}")
+    for _ in range(n):
+        kernel.ok(code)
+    shown = kernel.ok("print(repr({k: (v, _phase_calls[k]) for k, v in _phase_cpu.items()}))").stream()
+    found = ast.literal_eval(shown.strip())
+    print(
+        f"phases (thread_time inside the kernel, {n} more runs; a step's time includes the steps it calls):"
+    )
+    for path, (cpu, calls) in sorted(found.items(), key=lambda item: -item[1][0]):
+        print(f"  {path:28s} {cpu * 1e6 / n:8.1f} µs a run ({calls / n:.1f} calls)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--code", default="%%remote bash\ntrue")
+    parser.add_argument("--pyspy", help="write py-spy's collapsed stacks of the kernel during --code here")
+    parser.add_argument("--phases", action="store_true", help="the CPU of the run's steps in the kernel")
     opts = parser.parse_args()
     code = opts.code.replace("\\n", "\n")
     folder = Path(tempfile.mkdtemp(prefix="bench-cpu-"))
@@ -87,7 +161,7 @@ def main() -> None:
             kernel.ok(code)
             kernel.ok("pass")
         for label, cell in (("empty cell", "pass"), (code.replace("\n", " ⏎ "), code)):
-            wall, per = budget(kernel, tag, cell, opts.n)
+            wall, per = budget(kernel, tag, cell, opts.n, opts.pyspy if cell == code else None)
             print(f"{label}: {wall * 1e3:.2f} ms a run (client round trip, back to back); CPU ms a run:")
             totals: dict = collections.Counter()
             for (who, thread), ms in sorted(per.items(), key=lambda item: -item[1]):
@@ -96,6 +170,8 @@ def main() -> None:
                     print(f"  {who:24s} {thread:28s} {ms:6.2f}")
             print("  " + ", ".join(f"{who} {ms:.2f}" for who, ms in totals.most_common() if ms >= 0.05))
             print(f"  all: {sum(totals.values()):.2f} ms of CPU a run")
+        if opts.phases:
+            phases(kernel, code, opts.n)
         kernel.ok("%job kill", 60)
     finally:
         try:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from .errors import MonarchJupyterError
@@ -171,8 +171,8 @@ def check_trusted(path: str | os.PathLike[str], what: str = "file") -> None:
 def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = PRIVATE_FILE) -> None:
     """Write ``data`` to ``path`` (0600 unless told) through a unique temporary file and a
     rename: a reader sees the old or the new content, never half of it."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    path = os.fspath(path)
+    fd, tmp = _create_tmp(path)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as out:
@@ -181,6 +181,23 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = PRIVATE_
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_TMP_COUNT = itertools.count()
+
+
+def _create_tmp(path: str) -> tuple[int, str]:
+    """A new 0600 file beside ``path`` that no other writer uses: ``tempfile.mkstemp`` without
+    its random names (this process's id and a count; one left by a dead process is skipped)."""
+    head = f"{os.path.dirname(path) or '.'}/.{os.path.basename(path)}.{os.getpid()}-"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = f"{head}{next(_TMP_COUNT)}.tmp"
+        try:
+            return os.open(tmp, flags, PRIVATE_FILE), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", head)
 
 
 def private_dir(path: str | os.PathLike[str]) -> Path:

@@ -155,9 +155,13 @@ class RunEntry:
     def save(self) -> None:
         """Write the entry atomically (another kernel may be reading it)."""
         path = Path(self.path)
+        data = json.dumps(self.to_json()).encode()
         try:
-            _files.private_dir(path.parent)
-            _files.write_atomic(path, json.dumps(self.to_json()).encode())
+            try:  # the folder is there (the run's log is in it): made only when it is not
+                _files.write_atomic(path, data)
+            except FileNotFoundError:
+                _files.private_dir(path.parent)
+                _files.write_atomic(path, data)
         except OSError:  # the index is a convenience: a full disk must not fail the run
             pass
 

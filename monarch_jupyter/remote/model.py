@@ -26,6 +26,13 @@ from .. import _timefmt
 from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ..schema import STATUSES as ALL_STATUSES
 from ..schema import status as _status
+from .events import Event as Event
+from .events import Exited as Exited
+from .events import Finished as Finished
+from .events import Lost as Lost
+from .events import Output as Output
+from .events import Started as Started
+from .events import Stopping as Stopping
 from .lines import LINE_CHARS, TAIL_LINES, Fed, Tail, last_segment, shown
 
 OUT, ERR = "out", "err"
@@ -49,53 +56,7 @@ RUN_TAIL_MIN = 20  # … then fewer each, but at least this many
 NUL_SHOWN = "\u2400"  # what a NUL byte of a rank's output is shown (and saved) as
 
 
-# ── events (what the runner reports) ────────────────────────────────────
-@dataclass(frozen=True)
-class Started:
-    index: int
-    pid: int | None = None
-
-
-@dataclass(frozen=True)
-class Output:
-    index: int
-    stream: str  # OUT or ERR
-    text: str
-    newlines: int | None = None  # text.count("\n") when the sender counted them already
-
-
-@dataclass(frozen=True)
-class Exited:
-    index: int
-    returncode: int | None
-    duration: float
-    error: str | None = None
-    stopped_by: str | None = None  # who stopped the run, as its host recorded it
-
-
-@dataclass(frozen=True)
-class Lost:
-    """The rank's worker died or stopped answering."""
-
-    index: int
-    message: str
-
-
-@dataclass(frozen=True)
-class Stopping:
-    """The run is being stopped: ``reason`` is ``interrupted`` or ``timed_out``."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Finished:
-    """No more events will come."""
-
-    error: str | None = None
-
-
-Event = Started | Output | Exited | Lost | Stopping | Finished
+# ── events (what the runner reports): remote/events.py ───────────────────
 
 
 class Observer(Protocol):
@@ -292,11 +253,16 @@ class RunState:
 
     def apply(self, event: Event) -> list[Fed]:
         """Update from one event and notify observers; returns the lines it completed."""
+        # an Output (most events) has no other case to test
+        fed = self._on_output(event) if type(event) is Output else self._on_other(event)
+        self.last_fed = fed
+        for observer in list(self.observers):
+            observer.on_event(self, event)
+        return fed
+
+    def _on_other(self, event: Event) -> list[Fed]:
+        self.version += 1
         fed: list[Fed] = []
-        if isinstance(event, Output):
-            fed = self._on_output(event)
-        else:
-            self.version += 1
         if isinstance(event, Started):
             self._on_started(event)
         elif isinstance(event, Exited):
@@ -308,9 +274,6 @@ class RunState:
             self.unfinished = self.unfinished or self._running_now()
         elif isinstance(event, Finished):
             fed = self._on_finished(event)
-        self.last_fed = fed
-        for observer in list(self.observers):
-            observer.on_event(self, event)
         return fed
 
     def _on_output(self, event: Output) -> list[Fed]:

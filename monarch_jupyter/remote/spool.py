@@ -108,9 +108,12 @@ class Spool:
 
     def write(self, index: int, stream: str, text: str | bytes) -> None:
         key = (index, stream)
-        if isinstance(text, str) and "\ufffd" in text:  # said once per rank stream when the log closes
-            self.replaced.add(key)
-        data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
+        if isinstance(text, str):
+            if "\ufffd" in text:  # said once per rank stream when the log closes
+                self.replaced.add(key)
+            data = text.encode("utf-8", "replace")
+        else:
+            data = text
         cut = data.rfind(b"\n")
         if cut < 0:
             data = self.partial.pop(key, b"") + data  # only unfinished lines are joined
@@ -120,12 +123,24 @@ class Spool:
                 self._emit(key, b"", data, b"\n")
             return
         if cut == len(data) - 1 and key not in self.partial:  # whole lines, nothing pending: most chunks
-            self._emit(key, data)
+            self._emit_whole(key, data)
             return
         view = memoryview(data)
         self._emit(key, self.partial.pop(key, b""), view[: cut + 1])
         if cut + 1 < len(data):
             self.partial[key] = bytes(view[cut + 1 :])
+
+    def _emit_whole(self, key: tuple[int, str], data: bytes) -> None:
+        """:meth:`_emit` of one block of whole lines, the usual case, in fewer steps."""
+        written = self.sizes.get(key, 0) + len(data)
+        if written > self.head or key in self.tails or _ARROW.search(data):
+            self._emit(key, data)
+            return
+        self.sizes[key] = written
+        if key != self.current:
+            self.current = key
+            self.file.write(self.headers[key[0]][0 if key[1] == OUT else 1])
+        self.file.write(data)
 
     def _emit(self, key: tuple[int, str], *blocks: Any) -> None:
         size = 0
