@@ -326,8 +326,9 @@ class Drive:
         if index is None or index not in self.remaining:
             return
         now = time.monotonic()
-        if now - self.heard[index] > self.longest_gap:
-            self.longest_gap = now - self.heard[index]
+        gap = now - self.heard[index]
+        if gap > self.longest_gap:
+            self.longest_gap = gap
         self.heard[index] = now
         if index not in self.pgids and message.pid:
             self.pgids[index] = message.pid
