@@ -32,6 +32,11 @@ From Python: monarch_jupyter.job() and monarch_jupyter.state().
 """
 
 
+def full_doc() -> str:
+    """What ``%job?`` shows: every subcommand, from the parsers that parse them."""
+    return _JOB_DOC.format(commands=job_args.help_text())
+
+
 @magics_class
 class JobMagics(Magics):
     def __init__(self, shell, session: JobSession) -> None:
@@ -54,7 +59,10 @@ class JobMagics(Magics):
         except MonarchJupyterError as error:
             raise UsageError(f"%job {command.command}: {error}") from None
 
-    job.__doc__ = _JOB_DOC.format(commands=job_args.help_text())
+    # %job? asks IPython's inspector, which calls getdoc(): the listing is written then, from the
+    # parsers (built for it), not at %load_ext
+    job.__doc__ = _JOB_DOC.split("\n", 1)[0]
+    job.__dict__["getdoc"] = full_doc
 
     def _do_debug(self, command: job_args.JobCommand) -> None:
         from . import _log

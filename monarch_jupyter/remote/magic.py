@@ -69,6 +69,12 @@ Examples:
   import os; print(os.environ["MONARCH_RANK_hosts"])
 """
 
+
+def full_doc() -> str:
+    """What ``%remote?`` / ``%%remote?`` show: the forms, flags and verbs, then the notes."""
+    return "\n\n".join((_SUMMARY, help_text(), _NOTES))
+
+
 TICK = 0.02
 SECOND_INTERRUPT_GRACE = 0.5
 
@@ -115,7 +121,10 @@ class RemoteMagics(Magics):
             return self._detach(args, plan, log_path)
         return self._run(args, plan, log_path)
 
-    remote.__doc__ = "\n\n".join((_SUMMARY, help_text(), _NOTES))
+    # %remote? asks IPython's inspector, which calls getdoc(): the help is written then, from
+    # the parsers (built for it), not at %load_ext
+    remote.__doc__ = _SUMMARY
+    remote.__dict__["getdoc"] = full_doc
 
     def _verb(self, args: RemoteVerb) -> None:
         try:

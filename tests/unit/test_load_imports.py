@@ -26,8 +26,11 @@ shell = InteractiveShell.instance()
 before = set(sys.modules)
 shell.run_line_magic("load_ext", "monarch_jupyter")
 magics = shell.magics_manager.magics
+from monarch_jupyter import job_args
+from monarch_jupyter.remote import args
 print(json.dumps({
     "new": sorted(set(sys.modules) - before),
+    "built": sorted([*job_args.PARSERS._built, *args.PARSERS._built, *args.VERBS._built]),
     "line": sorted(magics["line"]),
     "cell": sorted(magics["cell"]),
 }))
@@ -89,6 +92,23 @@ def test_the_load_registers_the_magics_and_the_verbs(loaded: dict[str, list[str]
         assert name in loaded["new"]
 
 
+def test_the_load_builds_no_parser(loaded: dict[str, list[str]]) -> None:
+    """argparse definitions are built on first use of their verb (or by %job? / %remote?)."""
+    assert loaded["built"] == []
+
+
+def test_the_job_help_lists_every_subcommand() -> None:
+    from IPython.core.oinspect import getdoc
+
+    from monarch_jupyter import job_args
+    from monarch_jupyter.magics import JobMagics
+
+    doc = getdoc(JobMagics.job) or ""  # what %job? shows (IPython's inspector)
+    assert doc.startswith("Manage the Monarch job") and job_args.help_text() in doc
+    for words in job_args.PARSERS:
+        assert f"%job {words}" in doc or words == "status", words  # `%job [status [CONTEXT]]`
+
+
 def test_the_listed_prefixes_do_catch_an_import() -> None:
     """The check above can fail: a module a command imports is caught by its prefix."""
     assert _matches("monarch_jupyter.remote.host.layout", "monarch_jupyter.remote.host")
@@ -96,10 +116,12 @@ def test_the_listed_prefixes_do_catch_an_import() -> None:
 
 
 def test_the_remote_help_lists_every_verb_without_a_run() -> None:
+    from IPython.core.oinspect import getdoc
+
     from monarch_jupyter.remote import args, verbs
     from monarch_jupyter.remote.magic import RemoteMagics
 
-    doc = RemoteMagics.remote.__doc__ or ""
+    doc = getdoc(RemoteMagics.remote) or ""
     assert list(verbs.REGISTRY) == ["runs", "attach", "stop", "stacks", "grep", "debug", "shell"]
     for name in verbs.REGISTRY:
         assert f"  {args.VERBS[name].synopsis}" in doc, name

@@ -517,9 +517,12 @@ def test_spool_keeps_the_head_and_the_tail_of_each_rank_and_says_what_it_skipped
 
 
 def test_help_documents_every_flag():
+    from IPython.core.oinspect import getdoc
+
     from monarch_jupyter.remote.magic import RemoteMagics
 
-    doc = RemoteMagics.remote.__doc__
+    doc = getdoc(RemoteMagics.remote)  # what %remote? shows (IPython's inspector)
+    assert doc is not None and RemoteMagics.remote.__doc__ == doc.split("\n", 1)[0]
     assert doc.startswith("Run a bash or Python cell") and help_text() in doc
     for flag in _option_strings(PARSERS["%%remote"]):
         assert flag in doc, flag
@@ -963,7 +966,7 @@ def test_a_new_verb_is_one_entry(monkeypatch):
     from monarch_jupyter.remote import args, verbs
     from monarch_jupyter.remote.verbs import registry
 
-    monkeypatch.setattr(args, "VERBS", dict(args.VERBS))
+    monkeypatch.setattr(args, "VERBS", args.VERBS.copy())
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
 
     @verbs.verb("threads", "each rank's threads", verbs.arg("--native", action="store_true", help="C too"))

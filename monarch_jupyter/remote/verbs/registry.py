@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...magic_parser import MagicParser
-from ..args import add_verb
+from .. import args
 
 if TYPE_CHECKING:
     from ...session import JobSession
@@ -50,8 +50,12 @@ class Cell(Protocol):
 @dataclass(frozen=True)
 class Verb:
     name: str
-    parser: MagicParser
     handler: Handler
+
+    @property
+    def parser(self) -> MagicParser:
+        """Its parser (:data:`..args.VERBS`, built on first use)."""
+        return args.VERBS[self.name]
 
 
 #: verb name → its parser and handler, in the order ``%%remote?`` lists them
@@ -69,10 +73,8 @@ def verb(
     """Register the decorated function as ``%remote name``'s handler, with its parser."""
 
     def register(handler: Handler) -> Handler:
-        parser = add_verb(name, description)
-        for flags, options in arguments:
-            parser.add_argument(*flags, **options)
-        REGISTRY[name] = Verb(name, parser, handler)
+        args.add_verb(name, description, arguments)
+        REGISTRY[name] = Verb(name, handler)
         return handler
 
     return register
