@@ -441,6 +441,10 @@ def _run_state(
     )
 
 
+#: what the first ``%%remote`` run imports (not ``%load_ext``), preloaded in the background
+RUN_MODULES = tuple(f"{__package__}.{name}" for name in ("runner", "render", "quiet"))
+
+
 def register(ipython: InteractiveShell, session: JobSession) -> None:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
     in a kernel, every run also shows the live rank grid (widgets/run.py)."""
@@ -449,4 +453,5 @@ def register(ipython: InteractiveShell, session: JobSession) -> None:
 
     if in_widget_kernel(ipython):
         install_run_grid(ipython)
-        preload(ipython)  # the widgets' imports, in the background once the loading cell ends
+        # the widgets' and a run's imports, in the background once the loading cell ends
+        preload(ipython, also=RUN_MODULES)

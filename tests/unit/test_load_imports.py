@@ -140,3 +140,38 @@ def test_has_records_reads_the_folder_the_index_lists(tmp_path: Path) -> None:
     assert not has_records(session)  # a file being written is not a run
     (runs_dir / "20261202T000000-abc.json").write_text("{}")
     assert has_records(session)
+
+
+def test_the_preload_imports_the_widgets_then_a_runs_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from monarch_jupyter import widgets
+    from monarch_jupyter.remote.magic import RUN_MODULES
+
+    imported: list[str] = []
+    done = threading.Event()
+
+    def record(name: str) -> None:
+        imported.append(name)
+        if name == RUN_MODULES[-1]:
+            done.set()
+        if name.endswith(".job"):
+            raise ImportError("no widgets here")  # one failing import does not stop the others
+
+    class Events:
+        def __init__(self) -> None:
+            self.callbacks: list = []
+
+        def register(self, _name: str, callback) -> None:
+            self.callbacks.append(callback)
+
+        def unregister(self, _name: str, callback) -> None:
+            self.callbacks.remove(callback)
+
+    monkeypatch.setattr(widgets.importlib, "import_module", record)
+    shell = SimpleNamespace(events=Events())
+    widgets.preload(shell, delay=0.0, also=RUN_MODULES)
+    assert imported == []  # nothing before the loading cell ends
+    shell.events.callbacks[0]()
+    assert done.wait(10)
+    assert imported == ["monarch_jupyter.widgets.job", *RUN_MODULES] and shell.events.callbacks == []
