@@ -186,7 +186,9 @@ def parse(line: str) -> JobCommand:
         words = shlex.split(line)
     except ValueError as error:
         raise ArgumentsError(f"%job: {error} in {line.strip()!r}") from None
-    verb = words[0] if words else "status"
+    if not words:  # bare `%job`, the command run most: no parser needed
+        return JobCommand("status")
+    verb = words[0]
     if verb in ("-h", "--help"):
         raise HelpRequested(help_text())
     if verb not in VERBS:

@@ -82,7 +82,6 @@ class JobMagics(Magics):
         from .widgets import in_widget_kernel
 
         if in_widget_kernel(self.shell):
-            from .services.admin import sample
             from .widgets.job import JobWidget
 
             # One output: the live widget plus text/plain and text/html fallbacks
@@ -90,7 +89,7 @@ class JobMagics(Magics):
             # The fallbacks are a snapshot, like any output: re-sending them on
             # every status change would put update messages in other cells' IOPub
             # and make the saved text differ from what nbval sees.
-            display(JobWidget(self.session, status, sample=sample))
+            display(JobWidget(self.session, status, sample=_sample_topology))
             # nbconvert picks the widget's view over its text/html and shows nothing offline:
             # this HTML-only output is the export's copy (the labextension hides it by the widget)
             display(formatting.static_bundle(status), raw=True)
@@ -251,6 +250,14 @@ class JobMagics(Magics):
         killed = self.session.remove(_given(command.name, command))
         extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
         print(f"removed context '{command.name}'{extra}")
+
+
+def _sample_topology(urls: dict[str, str | None], previous: Any) -> Any:
+    """The widget's topology sampler: ``services.admin.sample`` (urllib's HTTP stack), imported
+    when a view first samples, not by ``%job``."""
+    from .services.admin import sample
+
+    return sample(urls, previous)
 
 
 def _runs_note(session: JobSession) -> None:
