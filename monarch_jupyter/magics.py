@@ -136,6 +136,9 @@ class JobMagics(Magics):
 
         def stop() -> None:
             from .remote import verbs
+
+            if not verbs.has_records(self.session):  # no run recorded: no runner (its imports) needed
+                return
             from .remote.runner import runner_for
 
             note = verbs.stop_for_kill(self.session, runner_for(self.session))

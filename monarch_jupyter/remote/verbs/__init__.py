@@ -31,7 +31,7 @@ from __future__ import annotations
 from . import diagnose, runs  # noqa: F401
 from .diagnose import grid_stacks, grid_usage
 from .registry import REGISTRY, Cell, Handler, Verb, arg, dispatch, verb
-from .runs import restart_note, runs_text, state_text, stop_for_kill
+from .runs import has_records, restart_note, runs_text, state_text, stop_for_kill
 
 __all__ = [
     "REGISTRY",
@@ -42,6 +42,7 @@ __all__ = [
     "dispatch",
     "grid_stacks",
     "grid_usage",
+    "has_records",
     "restart_note",
     "runs_text",
     "state_text",
