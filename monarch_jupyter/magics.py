@@ -17,7 +17,6 @@ from IPython.display import display
 from . import batch, formatting, job_args
 from .errors import Interrupted, MonarchJupyterError
 from .session import JobSession
-from .specs.parse import parse_apply
 from .status import RUNNING
 
 _JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
@@ -103,6 +102,8 @@ class JobMagics(Magics):
             _runs_note(self.session)
 
     def _do_apply(self, command: job_args.JobCommand) -> None:
+        from .specs.parse import parse_apply
+
         try:
             namespace = self.shell.user_ns if self.shell is not None else None
             spec = parse_apply(command.spec_text, str(self.session.root))
