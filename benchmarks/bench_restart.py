@@ -1,7 +1,7 @@
 """After a kernel restart, two source trees side by side: ``%load_ext``, the first ``%job``, and
 ``%job kill`` right after the load (issue 22 §3), alternated run by run.
 
-    .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8]
+    .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8] [--pause S]
 
 Each tree gets its own kernel and folder (``PYTHONPATH`` puts the tree first) with a
 ``%job apply --local hosts=2``; each round restarts both kernels in turn (order alternated),
@@ -18,6 +18,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -53,6 +54,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs=2, metavar="TREE")
     parser.add_argument("--n", type=int, default=8)
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="also time a first %%job typed S s after the load (another restart a round)",
+    )
     args = parser.parse_args()
     tag = new_tag()
     figures: dict[str, dict[str, list[float]]] = {tree: {} for tree in args.trees}
@@ -79,6 +87,13 @@ def main() -> None:
                     steps.setdefault("  kernel CPU: %load_ext", []).append(loaded_cpu)
                     steps.setdefault("  kernel CPU: then %job", []).append(first_cpu)
                     steps.setdefault("  kernel CPU: load + first %job", []).append(loaded_cpu + first_cpu)
+                    if args.pause:
+                        restart(kernel)
+                        timed(kernel, "%load_ext monarch_jupyter")
+                        time.sleep(args.pause)  # the background attach and the preload run meanwhile
+                        later, later_cpu = timed_cpu(kernel, "%job")
+                        steps.setdefault(f"%job {args.pause:g} s after the load", []).append(later)
+                        steps.setdefault(f"  kernel CPU: %job {args.pause:g} s after", []).append(later_cpu)
                     restart(kernel)
                     timed(kernel, "%load_ext monarch_jupyter")
                     steps.setdefault("%job kill right after the load", []).append(timed(kernel, "%job kill"))
