@@ -101,6 +101,10 @@ class RemoteMagics(Magics):
             self._runner = runner_for(self.session)
         return self._runner
 
+    @runner.setter
+    def runner(self, runner: RemoteRunner) -> None:  # a stand-in (benchmarks/_scale_driver.py)
+        self._runner = runner
+
     @line_cell_magic
     def remote(self, line: str, cell: str | None = None) -> None:
         try:
