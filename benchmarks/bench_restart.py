@@ -1,13 +1,14 @@
 """After a kernel restart, two source trees side by side: ``%load_ext``, the first ``%job``, and
 ``%job kill`` right after the load (issue 22 §3), alternated run by run.
 
-    .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8]
+    .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8] [--pause S]
 
 Each tree gets its own kernel and folder (``PYTHONPATH`` puts the tree first) with a
 ``%job apply --local hosts=2``; each round restarts both kernels in turn (order alternated),
-times ``%load_ext monarch_jupyter`` then ``%job``, restarts again and times ``%job kill`` right
-after the load, then applies again. Medians (min–max) per tree; the load average is printed
-with them, since the machine may be shared.
+times ``%load_ext monarch_jupyter`` then ``%job`` (wall time, and the CPU time of the kernel's
+main thread for each cell), restarts again and times ``%job kill`` right after the load, then
+applies again. Medians (min–max) per tree; the load average is printed with them, since the
+machine may be shared.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -31,6 +33,18 @@ def timed(kernel: Kernel, code: str) -> float:
     return result.duration * 1000
 
 
+def timed_cpu(kernel: Kernel, code: str) -> tuple[float, float]:
+    """The cell's wall time and the CPU time of the kernel's main thread for it (a loaded machine
+    inflates it far less than wall time; the background attach's thread is not counted), in ms."""
+    wrapped = (
+        f"import time as _t\n_c = _t.thread_time()\n{code}\nprint('CPU_MS', (_t.thread_time() - _c) * 1000)"
+    )
+    result = kernel.execute(wrapped, timeout=300)
+    if result.error or "UsageError" in result.text or "CPU_MS" not in result.text:
+        raise SystemExit(f"{code!r} failed: {result.text}")
+    return result.duration * 1000, float(result.text.split("CPU_MS", 1)[1].split()[0])
+
+
 def restart(kernel: Kernel) -> None:
     kernel.km.restart_kernel(now=True)
     kernel.kc.wait_for_ready(timeout=120)
@@ -40,6 +54,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs=2, metavar="TREE")
     parser.add_argument("--n", type=int, default=8)
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="also time a first %%job typed S s after the load (another restart a round)",
+    )
     args = parser.parse_args()
     tag = new_tag()
     figures: dict[str, dict[str, list[float]]] = {tree: {} for tree in args.trees}
@@ -58,11 +79,21 @@ def main() -> None:
                 for tree in args.trees if n % 2 == 0 else reversed(args.trees):
                     kernel, steps = kernels[tree], figures[tree]
                     restart(kernel)
-                    loaded = timed(kernel, "%load_ext monarch_jupyter")
-                    first = timed(kernel, "%job")
+                    loaded, loaded_cpu = timed_cpu(kernel, "%load_ext monarch_jupyter")
+                    first, first_cpu = timed_cpu(kernel, "%job")
                     steps.setdefault("%load_ext after restart", []).append(loaded)
                     steps.setdefault("then %job", []).append(first)
                     steps.setdefault("load + first %job", []).append(loaded + first)
+                    steps.setdefault("  kernel CPU: %load_ext", []).append(loaded_cpu)
+                    steps.setdefault("  kernel CPU: then %job", []).append(first_cpu)
+                    steps.setdefault("  kernel CPU: load + first %job", []).append(loaded_cpu + first_cpu)
+                    if args.pause:
+                        restart(kernel)
+                        timed(kernel, "%load_ext monarch_jupyter")
+                        time.sleep(args.pause)  # the background attach and the preload run meanwhile
+                        later, later_cpu = timed_cpu(kernel, "%job")
+                        steps.setdefault(f"%job {args.pause:g} s after the load", []).append(later)
+                        steps.setdefault(f"  kernel CPU: %job {args.pause:g} s after", []).append(later_cpu)
                     restart(kernel)
                     timed(kernel, "%load_ext monarch_jupyter")
                     steps.setdefault("%job kill right after the load", []).append(timed(kernel, "%job kill"))

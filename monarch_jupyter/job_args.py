@@ -7,10 +7,12 @@ text after ``apply`` is handed over exactly as typed.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
-from .magic_parser import ArgumentsError, HelpRequested, MagicParser
+from .magic_parser import ArgumentsError, HelpRequested, LazyParsers, MagicParser
 
 
 class _Parser(MagicParser):
@@ -43,85 +45,120 @@ def _line(synopsis: str, summary: str) -> str:
     return f"{synopsis:<32} {summary}"
 
 
-def _parsers() -> dict[str, _Parser]:
-    table: dict[str, _Parser] = {}
+Argument = tuple[tuple[str, ...], dict[str, Any]]
 
-    def add(words: str, summary: str, description: str | None = None) -> _Parser:
-        parser = _Parser(f"%job {words}", summary, description)
-        table[words] = parser
-        return parser
 
-    add("status", "show the job: class, apply id, state, meshes, URLs").add_argument(
-        "context", nargs="?", metavar="CONTEXT", help="another context (default: the active one)"
-    )
-    add(
-        "apply",
+def _arg(*flags: str, **options: Any) -> Argument:
+    return flags, options
+
+
+_CONTEXT = "another context (default: the active one)"
+
+#: words → (summary, description or None, arguments): each subcommand's parser, built on first use
+_COMMANDS: dict[str, tuple[str, str | None, tuple[Argument, ...]]] = {
+    "status": (
+        "show the job: class, apply id, state, meshes, URLs",
+        None,
+        (_arg("context", nargs="?", metavar="CONTEXT", help=_CONTEXT),),
+    ),
+    "apply": (
         "start the job of a spec (nothing, if the running job can already run it)",
         "\n".join(_line(f"%job apply {form}".strip(), text) for form, text in APPLY_FORMS),
-    ).add_argument("spec", nargs="*", metavar="SPEC", help="--local MESH=N[,...], module.attr or NAME")
-    add("kill", "reap the workers and remove the state file (or stop batch run ID)").add_argument(
-        "context",
-        nargs="?",
-        metavar="CONTEXT",
-        help="another context (default: the active one), or a batch run ID",
-    )
+        (_arg("spec", nargs="*", metavar="SPEC", help="--local MESH=N[,...], module.attr or NAME"),),
+    ),
+    "kill": (
+        "reap the workers and remove the state file (or stop batch run ID)",
+        None,
+        (_arg("context", nargs="?", metavar="CONTEXT", help=f"{_CONTEXT}, or a batch run ID"),),
+    ),
     # batch runs (batch.py)
-    batch = add("batch", "run a client script detached in its own folder, as Monarch's batch mode does")
-    batch.add_argument("script", metavar="SCRIPT")
-    batch.add_argument(
-        "spec", nargs="?", metavar="SPEC", help="a module.attr SlurmJob (default: this machine)"
-    )
-    logs = add("logs", "print a batch run's output (--follow: live; Ctrl-C stops following only)")
-    logs.add_argument("name", metavar="ID")
-    logs.add_argument("-f", "--follow", action="store_true", help="stream new output until the run ends")
-    query = add(
-        "query",
+    "batch": (
+        "run a client script detached in its own folder, as Monarch's batch mode does",
+        None,
+        (
+            _arg("script", metavar="SCRIPT"),
+            _arg("spec", nargs="?", metavar="SPEC", help="a module.attr SlurmJob (default: this machine)"),
+        ),
+    ),
+    "logs": (
+        "print a batch run's output (--follow: live; Ctrl-C stops following only)",
+        None,
+        (
+            _arg("name", metavar="ID"),
+            _arg("-f", "--follow", action="store_true", help="stream new output until the run ends"),
+        ),
+    ),
+    "query": (
         "SQL on the job's telemetry: its value is a pyarrow.Table (t = %job query ...)",
         "%job query [--pandas] SQL    the rows as a pyarrow.Table (--pandas: a DataFrame)\n"
         "%job query --tables          the telemetry tables and their columns",
-    )
-    query.add_argument("--tables", action="store_true", help="list the tables and their columns")
-    query.add_argument("--pandas", action="store_true", help="a pandas DataFrame instead")
-    query.add_argument("sql", nargs="*", metavar="SQL", help="the query, as typed (the rest of the line)")
-    add(
-        "profile",
+        (
+            _arg("--tables", action="store_true", help="list the tables and their columns"),
+            _arg("--pandas", action="store_true", help="a pandas DataFrame instead"),
+            _arg("sql", nargs="*", metavar="SQL", help="the query, as typed (the rest of the line)"),
+        ),
+    ),
+    "profile": (
         "a Perfetto trace of the job's next N seconds, in the background (needs --telemetry)",
-    ).add_argument("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)")
-    topology = add(
-        "topology",
+        None,
+        (_arg("--seconds", type=float, default=10.0, metavar="N", help="the window (default 10)"),),
+    ),
+    "topology": (
         "the job's hosts, procs and actors (status, messages processed, queue, memory) from its mesh admin",
-    )
-    topology.add_argument("--system", action="store_true", help="Monarch's system actors too")
-    topology.add_argument(
-        "--stuck-after",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="flag an actor whose handler has run this many seconds (default 30)",
-    )
-    add("reconnect", "drop connections and re-attach from the cache")
-    add("refresh", "re-sync the job's --mount folders on the workers with their sources (edits show up)")
-    add(
-        "trust",
+        None,
+        (
+            _arg("--system", action="store_true", help="Monarch's system actors too"),
+            _arg(
+                "--stuck-after",
+                type=float,
+                default=30.0,
+                metavar="S",
+                help="flag an actor whose handler has run this many seconds (default 30)",
+            ),
+        ),
+    ),
+    "reconnect": ("drop connections and re-attach from the cache", None, ()),
+    "refresh": (
+        "re-sync the job's --mount folders on the workers with their sources (edits show up)",
+        None,
+        (),
+    ),
+    "trust": (
         "accept a cache your kernels did not write (e.g. `monarch apply` in a terminal): "
         "shows its owner and time, signs it, attaches",
-    )
-    add(
-        "debug", "show monarch_jupyter's and Monarch's log records in the cells (on), or stop (off)"
-    ).add_argument("name", nargs="?", choices=("on", "off"), metavar="on|off", help="default: on")
-    add("context ls", "list contexts (* marks the active one)")
-    for action, summary in (
-        ("use", "switch the active context (attaches to its job)"),
-        ("create", "create a context"),
-        ("rm", "kill a context's job and delete the context"),
-    ):
-        add(f"context {action}", summary).add_argument("name", metavar="NAME")
-    return table
+        None,
+        (),
+    ),
+    "debug": (
+        "show monarch_jupyter's and Monarch's log records in the cells (on), or stop (off)",
+        None,
+        (_arg("name", nargs="?", choices=("on", "off"), metavar="on|off", help="default: on"),),
+    ),
+    "context ls": ("list contexts (* marks the active one)", None, ()),
+    "context use": ("switch the active context (attaches to its job)", None, (_arg("name", metavar="NAME"),)),
+    "context create": ("create a context", None, (_arg("name", metavar="NAME"),)),
+    "context rm": ("kill a context's job and delete the context", None, (_arg("name", metavar="NAME"),)),
+}
 
 
-PARSERS = _parsers()
-VERBS = tuple(dict.fromkeys(words.split()[0] for words in PARSERS))
-CONTEXT_ACTIONS = tuple(words.split()[1] for words in PARSERS if words.startswith("context "))
+def _build(words: str) -> _Parser:
+    summary, description, arguments = _COMMANDS[words]
+    parser = _Parser(f"%job {words}", summary, description)
+    for flags, options in arguments:
+        parser.add_argument(*flags, **options)
+    return parser
+
+
+def _declared() -> LazyParsers:
+    parsers = LazyParsers()
+    for words in _COMMANDS:
+        parsers.declare(words, functools.partial(_build, words))
+    return parsers
+
+
+PARSERS = _declared()
+VERBS = tuple(dict.fromkeys(words.split()[0] for words in _COMMANDS))
+CONTEXT_ACTIONS = tuple(words.split()[1] for words in _COMMANDS if words.startswith("context "))
 
 
 @dataclass(frozen=True)
@@ -149,7 +186,9 @@ def parse(line: str) -> JobCommand:
         words = shlex.split(line)
     except ValueError as error:
         raise ArgumentsError(f"%job: {error} in {line.strip()!r}") from None
-    verb = words[0] if words else "status"
+    if not words:  # bare `%job`, the command run most: no parser needed
+        return JobCommand("status")
+    verb = words[0]
     if verb in ("-h", "--help"):
         raise HelpRequested(help_text())
     if verb not in VERBS:
@@ -211,7 +250,9 @@ def _choices(names: tuple[str, ...]) -> str:
 def help_text() -> str:
     """The command listing of ``%job?``, from the parsers above."""
     lines: list[str] = []
-    for words, parser in PARSERS.items():
+    for words in _COMMANDS:
+        parser = PARSERS[words]
+        assert isinstance(parser, _Parser), "built by _build"
         if words == "apply":
             lines.extend((parser.description or "").splitlines())
             continue

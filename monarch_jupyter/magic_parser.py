@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
 
 from .errors import MonarchJupyterError
 
@@ -81,3 +81,47 @@ class MagicParser(argparse.ArgumentParser):
     def positionals(self) -> list[str]:
         """The dests of the positional arguments, in order."""
         return [action.dest for action in self._actions if not action.option_strings]
+
+
+class LazyParsers(MutableMapping[str, MagicParser]):
+    """Parsers by name, each built by its declared builder on first use (argparse's
+    ``add_argument`` and its gettext look-ups are most of a parser's cost, and ``%load_ext``
+    needs none of them); iterated in declaration order. A parser set directly is kept as is."""
+
+    def __init__(self) -> None:
+        self._builders: dict[str, Callable[[], MagicParser]] = {}
+        self._built: dict[str, MagicParser] = {}
+
+    def declare(self, name: str, build: Callable[[], MagicParser]) -> None:
+        self._builders[name] = build
+        self._built.pop(name, None)
+
+    def __getitem__(self, name: str) -> MagicParser:
+        parser = self._built.get(name)
+        if parser is None:
+            parser = self._built[name] = self._builders[name]()
+        return parser
+
+    def __setitem__(self, name: str, parser: MagicParser) -> None:
+        self._builders[name] = lambda: parser
+        self._built[name] = parser
+
+    def __delitem__(self, name: str) -> None:
+        del self._builders[name]
+        self._built.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._builders
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._builders))
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+    def copy(self) -> LazyParsers:
+        """Another mapping with the same declarations (and the parsers built so far)."""
+        other = LazyParsers()
+        other._builders = dict(self._builders)
+        other._built = dict(self._built)
+        return other

@@ -17,7 +17,6 @@ from IPython.display import display
 from . import batch, formatting, job_args
 from .errors import Interrupted, MonarchJupyterError
 from .session import JobSession
-from .specs.parse import parse_apply
 from .status import RUNNING
 
 _JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
@@ -30,6 +29,11 @@ a job applied here or by `monarch apply` survives kernel restarts.
 `%job COMMAND -h` shows one command's arguments.
 From Python: monarch_jupyter.job() and monarch_jupyter.state().
 """
+
+
+def full_doc() -> str:
+    """What ``%job?`` shows: every subcommand, from the parsers that parse them."""
+    return _JOB_DOC.format(commands=job_args.help_text())
 
 
 @magics_class
@@ -54,7 +58,10 @@ class JobMagics(Magics):
         except MonarchJupyterError as error:
             raise UsageError(f"%job {command.command}: {error}") from None
 
-    job.__doc__ = _JOB_DOC.format(commands=job_args.help_text())
+    # %job? asks IPython's inspector, which calls getdoc(): the listing is written then, from the
+    # parsers (built for it), not at %load_ext
+    job.__doc__ = _JOB_DOC.split("\n", 1)[0]
+    job.__dict__["getdoc"] = full_doc
 
     def _do_debug(self, command: job_args.JobCommand) -> None:
         from . import _log
@@ -74,7 +81,6 @@ class JobMagics(Magics):
         from .widgets import in_widget_kernel
 
         if in_widget_kernel(self.shell):
-            from .services.admin import sample
             from .widgets.job import JobWidget
 
             # One output: the live widget plus text/plain and text/html fallbacks
@@ -82,7 +88,7 @@ class JobMagics(Magics):
             # The fallbacks are a snapshot, like any output: re-sending them on
             # every status change would put update messages in other cells' IOPub
             # and make the saved text differ from what nbval sees.
-            display(JobWidget(self.session, status, sample=sample))
+            display(JobWidget(self.session, status, sample=_sample_topology))
             # nbconvert picks the widget's view over its text/html and shows nothing offline:
             # this HTML-only output is the export's copy (the labextension hides it by the widget)
             display(formatting.static_bundle(status), raw=True)
@@ -96,6 +102,8 @@ class JobMagics(Magics):
             _runs_note(self.session)
 
     def _do_apply(self, command: job_args.JobCommand) -> None:
+        from .specs.parse import parse_apply
+
         try:
             namespace = self.shell.user_ns if self.shell is not None else None
             spec = parse_apply(command.spec_text, str(self.session.root))
@@ -129,6 +137,9 @@ class JobMagics(Magics):
 
         def stop() -> None:
             from .remote import verbs
+
+            if not verbs.has_records(self.session):  # no run recorded: no runner (its imports) needed
+                return
             from .remote.runner import runner_for
 
             note = verbs.stop_for_kill(self.session, runner_for(self.session))
@@ -243,6 +254,14 @@ class JobMagics(Magics):
         killed = self.session.remove(_given(command.name, command))
         extra = f" (killed {killed.job_class} {formatting.short_id(killed.apply_id)})" if killed else ""
         print(f"removed context '{command.name}'{extra}")
+
+
+def _sample_topology(urls: dict[str, str | None], previous: Any) -> Any:
+    """The widget's topology sampler: ``services.admin.sample`` (urllib's HTTP stack), imported
+    when a view first samples, not by ``%job``."""
+    from .services.admin import sample
+
+    return sample(urls, previous)
 
 
 def _runs_note(session: JobSession) -> None:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _introspect, _live, _local_records, _log, _orphans, cache, engines, lifecycle, services
 from ._loop import EventLoopThread, shared_loop
@@ -30,11 +30,12 @@ from .attachment import Attachment
 from .contexts import Layout, check_name
 from .engines import Engine, engine_for
 from .errors import MonarchJupyterError, NoJobError, SpecError
-from .resolve import Resolved, resolve
-from .specs.base import Spec
-from .specs.parse import spec_from_saved
 from .status import NO_JOB, ApplyResult, JobStatus, StatusBoard, describe
 from .store import JobStore, fingerprint
+
+if TYPE_CHECKING:  # imported by the first apply, not at %load_ext
+    from .resolve import Resolved
+    from .specs.base import Spec
 
 __all__ = ["JobSession"]
 
@@ -229,7 +230,11 @@ class JobSession:
                     f"context '{self.context}' has no saved spec: "
                     "run %job apply --local hosts=2 (or module.attr, or a variable name)"
                 )
+            from .specs.parse import spec_from_saved
+
             spec = spec_from_saved(saved)
+        from .resolve import resolve
+
         return resolve(spec, self.root, namespace)
 
     @cache.locked_method

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..magic_parser import ArgumentsError, MagicParser
+from ..magic_parser import ArgumentsError, LazyParsers, MagicParser
 from ..specs.local import MAX_LOCAL_WORKERS
 from .errors import RemoteError
 
@@ -81,8 +81,9 @@ class RemoteVerb:
 #: ``%remote VERB …`` forms, tried on the line's first word before the command form:
 #: verb → a :class:`MagicParser` whose options :func:`parse_line` returns as a
 #: :class:`RemoteVerb`. ``%remote -- VERB`` runs a bash command named VERB. Filled by
-#: :func:`add_verb` (``remote/verbs.py`` registers each verb's parser with its handler).
-VERBS: dict[str, MagicParser] = {}
+#: :func:`add_verb` (``remote/verbs/registry.py`` declares each verb's parser with its handler);
+#: each parser is built when its verb is first used.
+VERBS = LazyParsers()
 
 
 # ── value checks: text → value, or ArgumentTypeError (argparse names the flag) ──
@@ -295,17 +296,28 @@ def _verb_line(synopsis: str, description: str, width: int = 30) -> str:
     return f"  {synopsis:<{width}} {description}".rstrip()
 
 
-PARSERS = {CELL: _parser(CELL), LINE: _parser(LINE)}
+#: the two forms' parsers, built on first use
+PARSERS = LazyParsers()
+PARSERS.declare(CELL, functools.partial(_parser, CELL))
+PARSERS.declare(LINE, functools.partial(_parser, LINE))
 
 
-def add_verb(name: str, description: str) -> MagicParser:
-    """A new ``%remote name …`` form: its parser (arguments are added to it), in :data:`VERBS`."""
+def add_verb(
+    name: str, description: str, arguments: Sequence[tuple[tuple[str, ...], dict[str, Any]]] = ()
+) -> None:
+    """A new ``%remote name …`` form in :data:`VERBS`: its parser, with ``arguments`` (each
+    ``(flags, options)`` of ``add_argument``), is built when the verb is first used."""
     if name in VERBS:
         raise ValueError(f"%remote {name} is defined twice")
-    parser = MagicParser(f"{LINE} {name}", hint=HINT, description=description, add_help=False)
-    parser.add_argument("-h", "--help", action="help", help=argparse.SUPPRESS)
-    VERBS[name] = parser
-    return parser
+
+    def build() -> MagicParser:
+        parser = MagicParser(f"{LINE} {name}", hint=HINT, description=description, add_help=False)
+        parser.add_argument("-h", "--help", action="help", help=argparse.SUPPRESS)
+        for flags, options in arguments:
+            parser.add_argument(*flags, **options)
+        return parser
+
+    VERBS.declare(name, build)
 
 
 def parse_cell(line: str, cell: str) -> RemoteArgs:

@@ -22,23 +22,20 @@ from IPython.display import display
 from .. import remote as remote_package
 from ..errors import MonarchJupyterError
 from ..magic_parser import ArgumentsError, HelpRequested
-from . import index, verbs
+from . import verbs
 from .args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
-from .diff import diff_text
-from .drive import Plan, RunHandle
 from .errors import RemoteError, RemoteInterrupted
-from .follow import BackgroundFollow, BoundedSink
-from .host import layout as host_layout
-from .model import ERR, OUT, Event, Finished, Observer, RunState, Stopping
-from .quiet import QuietWatch
-from .render import TextRenderer, group_end_text
-from .results import RemoteResults
-from .runner import runner_for
+from .protocol import ERR, OUT
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the run's modules are imported by its first run, not at %load_ext
     from IPython.core.interactiveshell import InteractiveShell
 
     from ..session import JobSession
+    from .drive import Plan, RunHandle
+    from .follow import BackgroundFollow
+    from .model import Event, Observer, RunState
+    from .render import TextRenderer
+    from .runner import RemoteRunner
 
 _SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
 
@@ -72,6 +69,12 @@ Examples:
   import os; print(os.environ["MONARCH_RANK_hosts"])
 """
 
+
+def full_doc() -> str:
+    """What ``%remote?`` / ``%%remote?`` show: the forms, flags and verbs, then the notes."""
+    return "\n\n".join((_SUMMARY, help_text(), _NOTES))
+
+
 TICK = 0.02
 SECOND_INTERRUPT_GRACE = 0.5
 
@@ -83,11 +86,24 @@ class RemoteMagics(Magics):
     def __init__(self, shell: InteractiveShell, session: JobSession) -> None:
         super().__init__(shell)
         self.session = session
-        self.runner = runner_for(session)
+        self._runner: RemoteRunner | None = None
         self.observers: list[Observer] = []  # RunState observers of this instance (see remote.observers)
         self.last: RunState | None = None  # the latest run started here (monarch_jupyter.remote.last_run)
         self._followers: list[BackgroundFollow] = []  # detached runs' live grids
         self._grid_lock = threading.Lock()  # one grid request to the hosts at a time
+
+    @property
+    def runner(self) -> RemoteRunner:
+        """The session's ``%%remote`` runner, made (and its modules imported) on first use."""
+        if self._runner is None:
+            from .runner import runner_for
+
+            self._runner = runner_for(self.session)
+        return self._runner
+
+    @runner.setter
+    def runner(self, runner: RemoteRunner) -> None:  # a stand-in (benchmarks/_scale_driver.py)
+        self._runner = runner
 
     @line_cell_magic
     def remote(self, line: str, cell: str | None = None) -> None:
@@ -109,7 +125,10 @@ class RemoteMagics(Magics):
             return self._detach(args, plan, log_path)
         return self._run(args, plan, log_path)
 
-    remote.__doc__ = "\n\n".join((_SUMMARY, help_text(), _NOTES))
+    # %remote? asks IPython's inspector, which calls getdoc(): the help is written then, from
+    # the parsers (built for it), not at %load_ext
+    remote.__doc__ = _SUMMARY
+    remote.__dict__["getdoc"] = full_doc
 
     def _verb(self, args: RemoteVerb) -> None:
         try:
@@ -123,6 +142,10 @@ class RemoteMagics(Magics):
 
     def _run(self, args: RemoteArgs, plan: Plan, log_path: Path) -> None:
         """A run in this cell: its lines as they come, its result at the end."""
+        from .drive import RunHandle
+        from .quiet import QuietWatch
+        from .render import TextRenderer, group_end_text
+
         assert plan.where is not None, "a plan from the runner says where it is recorded"
         try:
             shown_log = os.path.relpath(log_path, plan.where.root)
@@ -147,16 +170,22 @@ class RemoteMagics(Magics):
         if args.group:
             self.write(group_end_text(state, renderer))
         if args.diff:
+            from .diff import diff_text
+
             self.write(diff_text(state))
         display_unflushed(self.shell, state.mime_bundle())
         if args.save:
             assert self.shell is not None, "registered on a shell (register)"
+            from .results import RemoteResults
+
             self.shell.user_ns[args.save] = RemoteResults.from_state(state)
         if interrupted:
             raise RemoteInterrupted(state.summary_line())
         message = state.failure_message()
         by = None
         if message and state.run_id:  # the hosts say (any engine); this machine's files, for runs it followed
+            from .host import layout as host_layout
+
             by = state.stopped_by or host_layout.read_stopped_by(state.run_id)
         if by and f"(kernel pid {os.getpid()})" not in by:  # stopped by another kernel
             message = f"%%remote: run {state.run_id} was stopped by {by}"
@@ -182,6 +211,10 @@ class RemoteMagics(Magics):
         if kernel_loop is None or not in_widget_kernel(self.shell):
             return  # no kernel (terminal IPython) or no widgets: the lines above say it all
         from ..widgets.run import RunWidget
+        from . import index
+        from .drive import RunHandle
+        from .follow import BackgroundFollow, BoundedSink
+        from .model import Stopping
 
         run_id = state.run_id
         assert run_id is not None, "a run's state is made with its id"
@@ -292,6 +325,8 @@ class _Pump:
             if tick is not None:
                 tick(self.state)
         if self.give_up_at is not None and time.monotonic() > self.give_up_at:
+            from .model import Finished
+
             self.state.apply(Finished("stopped waiting after a second interrupt"))
 
     def _next_event(self) -> Event | None:
@@ -306,6 +341,8 @@ class _Pump:
         try:  # its Finished may have landed just after the timeout
             return self.sink.get_nowait()
         except queue.Empty:  # the drive ended without telling (it always should)
+            from .model import Finished
+
             exc = future.exception() if not future.cancelled() else None
             self.state.apply(Finished(f"the run ended unexpectedly: {exc}"))
             return None
@@ -394,6 +431,8 @@ def _run_state(
     args: RemoteArgs, plan: Plan, log: Path, observers: list[Observer], log_path: str | None = None
 ) -> RunState:
     """The run model of a run about to start (its id is the log file's stem)."""
+    from .model import RunState
+
     return RunState(
         command=args.command,
         mode=args.mode,
@@ -406,6 +445,10 @@ def _run_state(
     )
 
 
+#: what the first ``%%remote`` run imports (not ``%load_ext``), preloaded in the background
+RUN_MODULES = tuple(f"{__package__}.{name}" for name in ("runner", "render", "quiet"))
+
+
 def register(ipython: InteractiveShell, session: JobSession) -> None:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
     in a kernel, every run also shows the live rank grid (widgets/run.py)."""
@@ -414,4 +457,5 @@ def register(ipython: InteractiveShell, session: JobSession) -> None:
 
     if in_widget_kernel(ipython):
         install_run_grid(ipython)
-        preload(ipython)  # the widgets' imports, in the background once the loading cell ends
+        # the widgets' and a run's imports, in the background once the loading cell ends
+        preload(ipython, also=RUN_MODULES)

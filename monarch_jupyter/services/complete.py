@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import query
-
 FLAGS = ("--tables", "--pandas")
 TIMEOUT = 2.0  # seconds: a completion that waits on the store longer offers no table names
 _names: dict[str, list[str]] = {}
@@ -29,6 +27,8 @@ def table_names(session: Any) -> list[str]:
     """The telemetry store's table names, cached per URL; [] unless a job is attached and answers."""
     if not getattr(session, "attached", False):
         return []
+    from . import query  # urllib's HTTP stack: imported by the first completion that may ask
+
     try:
         job, state, _, _ = session.running()
         url = query.telemetry_url(job, state)

@@ -131,17 +131,17 @@ def install_run_grid(ipython: Any) -> None:  # IPython's InteractiveShell
 PRELOAD_DELAY = 1.0
 
 
-def preload(ipython: Any, delay: float = PRELOAD_DELAY) -> None:
-    """Import the widget modules (anywidget, ipywidgets: ~70 ms) on a daemon thread ``delay`` s
-    after the current cell ends, so the first ``%job`` or grid does not pay for them; a command
-    that comes sooner imports them itself, as before."""
+def preload(ipython: Any, delay: float = PRELOAD_DELAY, also: tuple[str, ...] = ()) -> None:
+    """Import the widget modules (anywidget, ipywidgets: ~70 ms), then the modules named in
+    ``also``, on a daemon thread ``delay`` s after the current cell ends, so the first ``%job``,
+    grid or run does not pay for them; a command that comes sooner imports them itself."""
     events = getattr(ipython, "events", None)
     if events is None:
         return
 
     def after_cell(*_args: Any) -> None:
         events.unregister("post_run_cell", after_cell)
-        timer = threading.Timer(delay, _import_views)
+        timer = threading.Timer(delay, _import_views, args=(also,))
         timer.daemon = True
         timer.name = "monarch-jupyter-preload"
         timer.start()
@@ -149,6 +149,7 @@ def preload(ipython: Any, delay: float = PRELOAD_DELAY) -> None:
     events.register("post_run_cell", after_cell)
 
 
-def _import_views() -> None:
-    with contextlib.suppress(Exception):  # an import error shows where the widget is used, in its cell
-        importlib.import_module(f"{__name__}.job")
+def _import_views(also: tuple[str, ...] = ()) -> None:
+    for name in (f"{__name__}.job", *also):
+        with contextlib.suppress(Exception):  # an import error shows where the module is used, in its cell
+            importlib.import_module(name)

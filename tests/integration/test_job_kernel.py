@@ -294,7 +294,10 @@ def test_unsafe_cache_is_refused(start_kernel, workdir):
 
 
 def test_help_and_contexts(kernel, workdir):
-    text = kernel.ok("print(get_ipython().find_line_magic('job').__doc__)").text
+    # what %job? shows: IPython's inspector, which calls the magic's getdoc()
+    text = kernel.ok(
+        "from IPython.core.oinspect import getdoc\nprint(getdoc(get_ipython().find_line_magic('job')))"
+    ).text
     assert "%job apply --local MESH=N" in text and "%job context rm NAME" in text
     assert kernel.ok("%job kill -h").text.startswith("usage: %job kill [-h] [CONTEXT]")
     kernel.ok("%job context create exp2")

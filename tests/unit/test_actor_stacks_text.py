@@ -157,7 +157,7 @@ def test_the_verb_asks_the_hosts_and_forgets_procs_none_has(monkeypatch):
 def test_a_bare_stacks_with_only_gone_procs_says_no_run_runs(monkeypatch):
     from monarch_jupyter.remote import verbs
 
-    monkeypatch.setattr(verbs, "running_entries", lambda session, runner: [])
+    monkeypatch.setattr(verbs.diagnose, "running_entries", lambda session, runner: [])
     actor_procs.forget(actor_procs.known())
     _known(2**22 + 12)
     cell = _Cell(_Runner([]))

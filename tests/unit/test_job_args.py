@@ -72,3 +72,8 @@ def test_help_comes_from_the_parsers():
     with pytest.raises(HelpRequested) as info:
         parse("apply --help")
     assert "%job apply module.attr" in info.value.text
+
+
+def test_a_bare_job_is_the_status_command_as_parsed():
+    """``%job`` takes a path without argparse; it must mean what ``%job status`` parses to."""
+    assert parse("") == parse("   ") == parse("status") == JobCommand("status")

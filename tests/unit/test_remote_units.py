@@ -517,9 +517,12 @@ def test_spool_keeps_the_head_and_the_tail_of_each_rank_and_says_what_it_skipped
 
 
 def test_help_documents_every_flag():
+    from IPython.core.oinspect import getdoc
+
     from monarch_jupyter.remote.magic import RemoteMagics
 
-    doc = RemoteMagics.remote.__doc__
+    doc = getdoc(RemoteMagics.remote)  # what %remote? shows (IPython's inspector)
+    assert doc is not None and RemoteMagics.remote.__doc__ == doc.split("\n", 1)[0]
     assert doc.startswith("Run a bash or Python cell") and help_text() in doc
     for flag in _option_strings(PARSERS["%%remote"]):
         assert flag in doc, flag
@@ -961,9 +964,10 @@ class _Cell:
 def test_a_new_verb_is_one_entry(monkeypatch):
     """The recipe of remote/verbs.py: an entry there (parser + handler) and an endpoint."""
     from monarch_jupyter.remote import args, verbs
+    from monarch_jupyter.remote.verbs import registry
 
-    monkeypatch.setattr(args, "VERBS", dict(args.VERBS))
-    monkeypatch.setattr(verbs, "REGISTRY", dict(verbs.REGISTRY))
+    monkeypatch.setattr(args, "VERBS", args.VERBS.copy())
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
 
     @verbs.verb("threads", "each rank's threads", verbs.arg("--native", action="store_true", help="C too"))
     def threads(cell, native):
@@ -1005,8 +1009,8 @@ def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
         entry("r-stopped", index.STOPPED),
         entry("r-live", index.RUNNING),
     )
-    monkeypatch.setattr(verbs, "_entries", lambda session: [done, stopped, live])
-    monkeypatch.setattr(verbs, "survey", lambda runner, entries: entries)
+    monkeypatch.setattr(verbs.runs, "run_entries", lambda session: [done, stopped, live])
+    monkeypatch.setattr(verbs.runs, "survey", lambda runner, entries: entries)
 
     class Runner:
         asked = None

@@ -143,8 +143,8 @@ class _Cell:
 
 def test_the_verb_parses_and_asks_every_host(monkeypatch):
     entries = [_Entry("20261201T1-aaa", "python\nimport time"), _Entry("20261201T0-bbb", "sleep 30")]
-    monkeypatch.setattr(verbs, "_entries", lambda session: entries)
-    monkeypatch.setattr(verbs, "running_entries", lambda session, runner: entries[:1])
+    monkeypatch.setattr(verbs.diagnose, "run_entries", lambda session: entries)
+    monkeypatch.setattr(verbs.diagnose, "running_entries", lambda session, runner: entries[:1])
     line = parse_line("stacks bbb --rank 1,0 --native")
     assert line == RemoteVerb(
         "stacks", {"run": "bbb", "ranks": (1, 0), "point": None, "native": True, "actors": False}
@@ -170,7 +170,7 @@ def test_the_verb_parses_and_asks_every_host(monkeypatch):
 
 
 def test_the_verb_says_so_when_nothing_runs(monkeypatch):
-    monkeypatch.setattr(verbs, "running_entries", lambda session, runner: [])
+    monkeypatch.setattr(verbs.diagnose, "running_entries", lambda session, runner: [])
     runner = _Runner([])
     cell = _Cell(runner)
     verbs.dispatch(cell, "stacks", {"run": None, "ranks": None, "point": None, "native": False})

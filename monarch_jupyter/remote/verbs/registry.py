@@ -1,0 +1,85 @@
+"""The verbs' registry: :func:`verb` declares one ``%remote VERB`` (its parser and handler),
+:func:`dispatch` runs it, :class:`Cell` is what a handler is handed. Light to import (the
+verbs are declared at ``%load_ext``): a handler imports what it runs with when it runs."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ...magic_parser import MagicParser
+from .. import args
+
+if TYPE_CHECKING:
+    from ...session import JobSession
+    from ..drive import RunHandle
+    from ..model import Event, Observer, RunState
+    from ..render import TextRenderer
+    from ..runner import RemoteRunner
+
+Handler = Callable[..., None]
+
+
+class Cell(Protocol):
+    """What a verb is handed by the magic: the session, its runner and the cell's output."""
+
+    session: JobSession
+
+    @property
+    def runner(self) -> RemoteRunner:
+        """The session's ``%%remote`` runner (made on first use)."""
+        ...
+
+    def run_observers(self) -> list[Observer]:
+        """The observers a run shown in this cell gets (``remote.observers`` and the magic's)."""
+        ...
+
+    def write(self, text: str) -> None: ...
+
+    def pump(
+        self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue[Event], handle: RunHandle
+    ) -> bool:
+        """Apply a run's events to ``state`` and show them until it finished; True if interrupted."""
+        ...
+
+    def display(self, bundle: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    handler: Handler
+
+    @property
+    def parser(self) -> MagicParser:
+        """Its parser (:data:`..args.VERBS`, built on first use)."""
+        return args.VERBS[self.name]
+
+
+#: verb name → its parser and handler, in the order ``%%remote?`` lists them
+REGISTRY: dict[str, Verb] = {}
+
+
+def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """One argument of a verb, as ``parser.add_argument(*flags, **options)``."""
+    return flags, options
+
+
+def verb(
+    name: str, description: str, *arguments: tuple[tuple[str, ...], dict[str, Any]]
+) -> Callable[[Handler], Handler]:
+    """Register the decorated function as ``%remote name``'s handler, with its parser."""
+
+    def register(handler: Handler) -> Handler:
+        args.add_verb(name, description, arguments)
+        REGISTRY[name] = Verb(name, handler)
+        return handler
+
+    return register
+
+
+def dispatch(cell: Cell, name: str, options: dict[str, Any]) -> None:
+    """Run verb ``name`` with the options its parser returned."""
+    REGISTRY[name].handler(cell, **options)
