@@ -81,6 +81,7 @@ class GridFold:
         self.group_of: list[_Members] = [everyone] * len(ranks)
         self.pending: list[deque[tuple[str, str]]] = [deque() for _ in ranks]
         self.idle: frozenset[int] = frozenset()  # tile indices idle while others work (the widget sets it)
+        self.version = 0  # bumped whenever a group splits (what groups() returns may have changed)
         seed = [
             fed
             for i, rank in enumerate(ranks)
@@ -119,6 +120,7 @@ class GridFold:
         return group
 
     def _split_off(self, members: list[int], now: float | None) -> None:
+        self.version += 1
         new = _Members(members, 0)
         self.groups_.append(new)
         for m in members:
