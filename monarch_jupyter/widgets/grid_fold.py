@@ -92,13 +92,17 @@ class GridFold:
 
     def add(self, fed: Iterable[Fed], now: float | None) -> None:
         """Complete lines of the ranks; ``now`` (None: not known yet) stamps a line that waits."""
+        group_of, pendings = self.group_of, self.pending
         for item in fed:
-            group = self.group_of[item.index]
-            pending = self.pending[item.index]
+            group = group_of[item.index]
             if len(group.members) == 1:  # alone: nothing to decide, nothing to keep
                 continue
+            pending = pendings[item.index]
             was_empty = not pending
-            pending.extend((item.stream, line) for line in item.last(item.count))
+            if item.count == 1:  # one line: most events
+                pending.append((item.stream, item.last(1)[0]))
+            else:
+                pending.extend((item.stream, line) for line in item.last(item.count))
             if was_empty and pending:
                 group.owing -= 1
                 if group.since is None:
@@ -109,9 +113,23 @@ class GridFold:
     def _decide(self, group: _Members, now: float | None) -> _Members:
         """Every member has a line at the next position: split the group by it; returns the part
         that stays (the largest; on a tie the lowest rank's)."""
-        parts: dict[tuple[str, str], list[int]] = {}
-        for m in group.members:
-            parts.setdefault(self.pending[m].popleft(), []).append(m)
+        pending, members = self.pending, group.members
+        head = pending[members[0]][0]
+        owing = at = 0
+        for m in members:  # most lines are every member's: one pass, no split
+            queue = pending[m]
+            if queue[0] != head:
+                break
+            queue.popleft()
+            owing += not queue
+            at += 1
+        else:
+            group.owing = owing  # as _recount would count it, without a second pass
+            group.since = (now if now is not None else float("-inf")) if owing < len(members) else None
+            return group
+        parts: dict[tuple[str, str], list[int]] = {head: members[:at]}
+        for m in members[at:]:
+            parts.setdefault(pending[m].popleft(), []).append(m)
         ordered = sorted(parts.values(), key=lambda part: (-len(part), part[0]))
         group.members = ordered[0]
         for members in ordered[1:]:
