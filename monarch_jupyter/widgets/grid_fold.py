@@ -92,6 +92,8 @@ class GridFold:
 
     def add(self, fed: Iterable[Fed], now: float | None) -> None:
         """Complete lines of the ranks; ``now`` (None: not known yet) stamps a line that waits."""
+        if len(self.groups_) == len(self.ranks):  # every rank alone: nothing left to group
+            return
         group_of, pendings = self.group_of, self.pending
         for item in fed:
             group = group_of[item.index]

@@ -180,9 +180,11 @@ class RunWidget(anywidget.AnyWidget):
     def on_event(self, state: RunState, event: Event) -> None:
         if state is not self.state:
             return
+        now = self._clock()  # one reading for the fold and the throttle (this runs per event)
         if state.last_fed:
-            self._fold.add(state.last_fed, self._clock())
-        if state.finished or self._throttle.due():
+            self._fold.add(state.last_fed, now)
+        throttle = self._throttle
+        if state.finished or now >= throttle.last + throttle.interval:
             self.flush()
 
     def on_tick(self, state: RunState) -> None:
