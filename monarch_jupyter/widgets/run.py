@@ -171,9 +171,11 @@ class RunWidget(anywidget.AnyWidget):
         self._sync.view = self._view(merged)
 
     def _on_view(self, _change: Any) -> None:
-        """The view's traits changed on the main thread (the kernel is idle): follow now."""
+        """The view's traits changed on the main thread (no cell is running): send it now."""
         self._sync.view = self._view()
-        if self.state is None and self.finished:  # after the run: nothing else will flush
+        if self.state is not None:
+            self.flush()
+        elif self.finished:  # after the run: the sync still reads its last state
             self._flush()
 
     # ── observing the run ──
