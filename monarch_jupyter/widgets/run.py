@@ -205,9 +205,9 @@ class RunWidget(anywidget.AnyWidget):
     def _flush(self) -> bool:
         self._sent_view = self._sync.view
         batch = self._sync.take()
+        self._throttle.mark()  # at most one look per interval, found something or not
         if batch is None:
             return False
-        self._throttle.mark()
         self.batches += 1
         message = batch.message()
         with self.hold_sync():
