@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from ..remote.lines import Fed
+from ..remote.lines import LINE_CHARS, Fed, shown
 from ..remote.livefold import HOLD
 from ..remote.model import RankState
 from ..remote.quiet import ranks_label
@@ -101,8 +101,9 @@ class GridFold:
                 continue
             pending = pendings[item.index]
             was_empty = not pending
-            if item.count == 1:  # one line: most events
-                pending.append((item.stream, item.last(1)[0]))
+            if item.count == 1 and not item.prefix and not item.dropped:  # one whole line: most events
+                line = item.text[: item.end]  # as Fed.last(1) shows it, without its call
+                pending.append((item.stream, shown(line) if len(line) > LINE_CHARS or "\r" in line else line))
             else:
                 pending.extend((item.stream, line) for line in item.last(item.count))
             if was_empty and pending:
