@@ -81,7 +81,7 @@ class GridFold:
         self.group_of: list[_Members] = [everyone] * len(ranks)
         self.pending: list[deque[tuple[str, str]]] = [deque() for _ in ranks]
         self.idle: frozenset[int] = frozenset()  # tile indices idle while others work (the widget sets it)
-        self.version = 0  # bumped whenever a group splits (what groups() returns may have changed)
+        self.version = 0  # bumped whenever a group splits or `idle` is set (groups() may differ)
         seed = [
             fed
             for i, rank in enumerate(ranks)

@@ -292,6 +292,7 @@ class RunWidget(anywidget.AnyWidget):
                 if sample.get("idle"):
                     idle.add(index)
         self._fold.idle = frozenset(idle)  # the next flush splits the idle ranks off, flagged
+        self._fold.version += 1
         return {"ranks": out}
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

@@ -124,7 +124,7 @@ class GridSync:
         self.fold = fold
         self.view: View | None = None  # None: every tile, every rank's lines
         self._groups: list[Group] | None = None
-        self._groups_key: tuple[int, int, int] | None = None
+        self._groups_key: tuple[int, int] | None = None
         self._all: list[Tile] = []  # every tile, read at ``_version``
         self._tiles: list[Tile] | None = None  # the tiles last handed out
         self._total = -1
@@ -136,6 +136,7 @@ class GridSync:
         self._page_key: tuple[object, ...] | None = None
         self._page: tuple[list[int], int] = ([], 0)
         self._tiles_key: tuple[int, int] | None = None
+        self._page_serial = 0  # bumped with each new page
 
     def take(self) -> Batch | None:
         """What changed since the last take (None if nothing did)."""
@@ -147,8 +148,8 @@ class GridSync:
         view = self.view
         shown, total = self._shown(view)
         changed_tiles = None
-        if (self._version, id(shown)) != self._tiles_key:  # the page or a tile moved: compare
-            self._tiles_key = (self._version, id(shown))
+        if (self._version, self._page_serial) != self._tiles_key:  # the page or a tile moved
+            self._tiles_key = (self._version, self._page_serial)
             page = [self._all[i] for i in shown]
             changed_tiles = page if page != self._tiles or total != self._total else None
             self._tiles, self._total = page, total
@@ -179,7 +180,7 @@ class GridSync:
     def _shown(self, view: View | None) -> tuple[list[int], int]:
         """The tile indices ``view`` draws, in its order, and how many its whole order has."""
         everyone = len(self._all)
-        key = (self._version, id(self._groups), view)
+        key = (self._version, self._groups_key, view)
         if key == self._page_key:
             return self._page
         if view is None:
@@ -198,6 +199,7 @@ class GridSync:
                 order = list(range(everyone))
             page = (order[: view.limit], len(order))
         self._page_key, self._page = key, page
+        self._page_serial += 1
         return page
 
     def _take_lines(
@@ -250,7 +252,7 @@ class GridSync:
         """The groups when they changed (they are re-read only when the fold or a tile moved)."""
         if self.fold is None:
             return None
-        key = (self._version, self.fold.version, id(self.fold.idle))
+        key = (self._version, self.fold.version)
         if key == self._groups_key:
             return None
         self._groups_key = key
