@@ -137,3 +137,31 @@ def test_a_finished_grid_still_expands():
     assert len(widget.tiles) == 64 and all(t["status"] == "ok" for t in widget.tiles)
     assert set(wire.messages[-1]["tails"]) == {str(i) for i in range(1, 64)}
     widget.close()
+
+
+def test_the_view_filters_and_pages_in_the_kernel():
+    from monarch_jupyter.widgets.grid_fold import GridFold
+    from monarch_jupyter.widgets.run_model import GridSync, View
+
+    state = run_state(600)
+    fold = GridFold(state.ranks, 0.0)
+    sync = GridSync(state, seen_lines=True, fold=fold)
+    for i in range(600):
+        state.apply(model.Output(i, model.OUT, f"rank {i}\n"))  # every rank its own line
+        fold.add(state.last_fed, 0.1)
+    for i in (5, 450):
+        state.apply(model.Exited(i, 1, 1.0))
+    sync.view = View(grouped=True, limit=200)
+    batch = sync.take()
+    assert batch is not None and batch.groups == []  # 600 groups: too many, the grid pages
+    assert [t["rank"] for t in batch.tiles][:3] == [5, 450, 0] and len(batch.tiles) == 200
+    assert batch.tiles_total == 600 and set(batch.tails) == {t["rank"] for t in batch.tiles}
+    sync.view = View(grouped=True, failing_only=True, limit=200, selected=550)
+    batch = sync.take()
+    assert [t["rank"] for t in batch.tiles] == [5, 450] and batch.tiles_total == 2
+    assert batch.detail is not None and batch.detail["rank"] == 550 and set(batch.tails) == {550}
+    assert sync.take() is None  # nothing moved
+    sync.view = View(grouped=True, limit=400)
+    batch = sync.take()
+    assert len(batch.tiles) == 400 and batch.detail is None and batch.detail_changed
+    assert len(batch.tails) == 400 - 2  # the two failing ranks stayed drawn
