@@ -121,6 +121,7 @@ class RunWidget(anywidget.AnyWidget):
         self.state: RunState | None = state
         self._clock = clock
         self._fold = GridFold(state.ranks, clock())
+        self._seeded: object = state.last_fed  # the lines of the event being applied are in the seed already
         self._sync = GridSync(state, seen_lines=True, fold=self._fold)  # the lines so far go in `tails`
         self._throttle = Throttle(sync_interval(len(state.ranks), interval), clock)
         self._on_stop = on_stop
@@ -183,8 +184,10 @@ class RunWidget(anywidget.AnyWidget):
         if state is not self.state:
             return
         now = self._clock()  # one reading for the fold and the throttle (this runs per event)
-        if state.last_fed:
-            self._fold.add(state.last_fed, now)
+        fed = state.last_fed
+        if fed and fed is not self._seeded:
+            self._fold.add(fed, now)
+        self._seeded = None
         throttle = self._throttle
         if state.finished or now >= throttle.last + throttle.interval:
             self.flush()

@@ -165,3 +165,22 @@ def test_the_view_filters_and_pages_in_the_kernel():
     batch = sync.take()
     assert len(batch.tiles) == 400 and batch.detail is None and batch.detail_changed
     assert len(batch.tails) == 400 - 2  # the two failing ranks stayed drawn
+
+
+def test_the_event_that_opens_the_grid_is_folded_once():
+    from monarch_jupyter.widgets import RemoteRunObserver
+
+    clock = Clock()
+    observer = RemoteRunObserver(show=lambda w: None, show_bundle=lambda *a: None, clock=clock)
+    state = run_state(16)
+    state.observers.append(observer)
+    for step in range(4):
+        for i in range(16):
+            if step == 1 and i == 5:
+                clock.t = 0.5  # rank 5's line opens the grid: its lines are the grid's seed
+            state.apply(model.Output(i, model.OUT, f"step {step}\n"))
+    widget = observer.widget
+    clock.t = 5.0
+    widget.flush()
+    assert [g["count"] for g in widget.groups] == [16], widget.groups  # not hosts=5 on its own
+    widget.close()
