@@ -1,5 +1,5 @@
 """Widget requests answered while the kernel runs a cell (the grid's Stacks button, its
-resources).
+resources), and the front end's state updates seen then (what the grid draws).
 
 A cell that streams a run keeps the kernel's main thread busy, and the main thread is where
 ipykernel dispatches every comm message: a widget's request would be read only after the cell.
