@@ -1,5 +1,5 @@
 """Widget requests answered while the kernel runs a cell (the grid's Stacks button, its
-resources).
+resources), and the front end's state updates seen then (what the grid draws).
 
 A cell that streams a run keeps the kernel's main thread busy, and the main thread is where
 ipykernel dispatches every comm message: a widget's request would be read only after the cell.
@@ -54,16 +54,24 @@ class Served:
 
 
 def serve_while_busy(
-    comm: object, wanted: Callable[[Request], bool], serve: Callable[[Request], None]
+    comm: object,
+    wanted: Callable[[Request], bool],
+    serve: Callable[[Request], None],
+    on_update: Callable[[Request], None] | None = None,
 ) -> bool:
     """Hand each custom message ``wanted`` accepts to ``serve`` on a new thread as soon as the
-    kernel receives it. False where the kernel has no routing hook (then nothing changed)."""
+    kernel receives it, and each state update's changes to ``on_update`` (on the shell-channel
+    thread: it must be quick). False where the kernel has no routing hook (then nothing changed)."""
     route = getattr(comm, ROUTE_HOOK, None)
     if not callable(route):
         return False
 
     def routed(data: Any, default: Any) -> Any:
         try:
+            if on_update is not None and isinstance(data, Mapping) and data.get("method") == "update":
+                changes = data.get("state")
+                if isinstance(changes, Mapping):
+                    on_update(changes)
             content = custom_content(data)
             if content is not None and wanted(content):
                 threading.Thread(

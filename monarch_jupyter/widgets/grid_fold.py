@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from ..remote.lines import Fed
+from ..remote.lines import LINE_CHARS, Fed, shown
 from ..remote.livefold import HOLD
 from ..remote.model import RankState
 from ..remote.quiet import ranks_label
@@ -81,6 +81,7 @@ class GridFold:
         self.group_of: list[_Members] = [everyone] * len(ranks)
         self.pending: list[deque[tuple[str, str]]] = [deque() for _ in ranks]
         self.idle: frozenset[int] = frozenset()  # tile indices idle while others work (the widget sets it)
+        self.version = 0  # bumped whenever a group splits or `idle` is set (groups() may differ)
         seed = [
             fed
             for i, rank in enumerate(ranks)
@@ -91,13 +92,20 @@ class GridFold:
 
     def add(self, fed: Iterable[Fed], now: float | None) -> None:
         """Complete lines of the ranks; ``now`` (None: not known yet) stamps a line that waits."""
+        if len(self.groups_) == len(self.ranks):  # every rank alone: nothing left to group
+            return
+        group_of, pendings = self.group_of, self.pending
         for item in fed:
-            group = self.group_of[item.index]
-            pending = self.pending[item.index]
+            group = group_of[item.index]
             if len(group.members) == 1:  # alone: nothing to decide, nothing to keep
                 continue
+            pending = pendings[item.index]
             was_empty = not pending
-            pending.extend((item.stream, line) for line in item.last(item.count))
+            if item.count == 1 and not item.prefix and not item.dropped:  # one whole line: most events
+                line = item.text[: item.end]  # as Fed.last(1) shows it, without its call
+                pending.append((item.stream, shown(line) if len(line) > LINE_CHARS or "\r" in line else line))
+            else:
+                pending.extend((item.stream, line) for line in item.last(item.count))
             if was_empty and pending:
                 group.owing -= 1
                 if group.since is None:
@@ -108,9 +116,23 @@ class GridFold:
     def _decide(self, group: _Members, now: float | None) -> _Members:
         """Every member has a line at the next position: split the group by it; returns the part
         that stays (the largest; on a tie the lowest rank's)."""
-        parts: dict[tuple[str, str], list[int]] = {}
-        for m in group.members:
-            parts.setdefault(self.pending[m].popleft(), []).append(m)
+        pending, members = self.pending, group.members
+        head = pending[members[0]][0]
+        owing = at = 0
+        for m in members:  # most lines are every member's: one pass, no split
+            queue = pending[m]
+            if queue[0] != head:
+                break
+            queue.popleft()
+            owing += not queue
+            at += 1
+        else:
+            group.owing = owing  # as _recount would count it, without a second pass
+            group.since = (now if now is not None else float("-inf")) if owing < len(members) else None
+            return group
+        parts: dict[tuple[str, str], list[int]] = {head: members[:at]}
+        for m in members[at:]:
+            parts.setdefault(pending[m].popleft(), []).append(m)
         ordered = sorted(parts.values(), key=lambda part: (-len(part), part[0]))
         group.members = ordered[0]
         for members in ordered[1:]:
@@ -119,6 +141,7 @@ class GridFold:
         return group
 
     def _split_off(self, members: list[int], now: float | None) -> None:
+        self.version += 1
         new = _Members(members, 0)
         self.groups_.append(new)
         for m in members:

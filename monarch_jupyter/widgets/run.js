@@ -1,11 +1,15 @@
 // @ts-check
 // Front end of monarch_jupyter.widgets.run.RunWidget (anywidget ES module).
 //
-// Tiles come from the synced `tiles` list (one dict per rank, all of them when
-// any changed; `failing` is decided by the kernel side, from the one status
-// schema). Lines come as custom messages {kind: "lines", lines: {rank: [[stream,
-// text], ...]}, dropped: {rank: n}} and are kept here, per rank, so clicking a
-// tile or filtering works while the cell is still running. Redraws are
+// Tiles come from the synced `tiles` list: the tiles this view draws (a page of
+// `limit`, failing first, of `tile_count`; or one per group), all of them when any
+// changed, plus `detail`, the selected rank's tile when it is not drawn; the view's
+// `grouped`, `failing_only`, `limit` and `selected` tell the kernel what to send
+// (`failing` is decided by the kernel side, from the one status schema). Lines come
+// as custom messages {kind: "lines", lines: {rank: [[stream, text], ...]}, dropped:
+// {rank: n}, tails?: {rank: lines}, earlier?: {rank: n}} for the ranks drawn (a
+// rank newly drawn: its tail, replacing what was kept) and are kept here, per rank,
+// so clicking a tile works while the cell is still running. Redraws are
 // coalesced to one per animation frame. Linted by labextension's eslint and
 // prettier, type-checked by tsc (JSDoc) and tested by its jest tests.
 
@@ -406,7 +410,7 @@ function render({ model, el: root }) {
   const detail = el('div', 'monarch-run-detail');
   detail.setAttribute('aria-live', 'polite');
   root.append(header, grid, more, stacksPane, detail);
-  let limit = PAGE; // tiles drawn: grows by PAGE with each click of `more`
+  const pageLimit = () => model.get('limit') || PAGE; // tiles drawn: grows by PAGE with `more`
   /** @type {Map<number, Usage>} */
   const usage = new Map(); // tile index -> its latest resources sample
   let requests = 0; // ids of this view's requests
@@ -577,7 +581,11 @@ function render({ model, el: root }) {
     const keep = old ? old.scrollTop : 0;
     shownRank = rank;
     detail.textContent = '';
-    const tile = tiles.find(t => t && t.rank === rank);
+    /** @type {Tile | null} */
+    const aside = model.get('detail');
+    const tile =
+      tiles.find(t => t && t.rank === rank) ||
+      (aside && aside.rank === rank ? aside : undefined);
     if (!tile) {
       return;
     }
@@ -633,11 +641,15 @@ function render({ model, el: root }) {
     const byRank = new Map(tiles.map(t => [t.rank, t]));
     /** @type {[Tile, Group | undefined][]} */
     let shown = [];
+    const limit = pageLimit();
     const groups = shownGroups();
+    let total = 0;
     if (groups.length) {
-      for (const g of groups) {
-        const t = byRank.get(g.rank);
-        if (t && (!filter.checked || g.failing)) {
+      const eligible = groups.filter(g => !filter.checked || g.failing);
+      total = eligible.length;
+      for (const g of eligible) {
+        const t = byRank.get(g.rank); // the kernel sends the first `limit` groups' tiles
+        if (t && shown.length < limit) {
           shown.push([t, g.count > 1 ? g : undefined]);
         }
       }
@@ -651,8 +663,9 @@ function render({ model, el: root }) {
         ];
       }
       shown = ordered.map(t => [t, undefined]);
+      // the kernel sends one page of the order; tile_count is the whole order's length
+      total = Math.max(shown.length, model.get('tile_count') || 0);
     }
-    const total = shown.length;
     shown = shown.slice(0, limit);
     more.hidden = total <= shown.length;
     more.textContent = `${total - shown.length} more tiles: show ${Math.min(PAGE, total - shown.length)} more`;
@@ -691,7 +704,8 @@ function render({ model, el: root }) {
     schedule();
   });
   more.addEventListener('click', () => {
-    limit += PAGE;
+    model.set('limit', pageLimit() + PAGE);
+    model.save_changes();
     schedule();
   });
   filter.addEventListener('change', () => {
@@ -725,6 +739,14 @@ function render({ model, el: root }) {
     }
     if (!msg || msg.kind !== 'lines') {
       return;
+    }
+    /** @type {Record<string, Line[]>} */
+    const tailsNow = /** @type {any} */ (msg).tails || {};
+    /** @type {Record<string, number>} */
+    const earlier = /** @type {any} */ (msg).earlier || {};
+    for (const [rank, lines] of Object.entries(tailsNow)) {
+      buffers.set(Number(rank), lines.slice(-KEEP)); // a rank drawn again: its tail, anew
+      dropped.set(Number(rank), earlier[rank] || 0);
     }
     for (const [rank, lines] of Object.entries(msg.lines || {})) {
       const key = Number(rank);
@@ -791,6 +813,9 @@ function render({ model, el: root }) {
   model.on('change:selected', schedule);
   model.on('change:groups', schedule);
   model.on('change:grouped', schedule);
+  model.on('change:detail', schedule);
+  model.on('change:tile_count', schedule);
+  model.on('change:limit', schedule);
   // elapsed times of running ranks tick once a second
   const ticker = setInterval(() => {
     if (!model.get('finished')) {
@@ -804,6 +829,9 @@ function render({ model, el: root }) {
     watcher?.disconnect();
     model.off('change:groups', schedule);
     model.off('change:grouped', schedule);
+    model.off('change:detail', schedule);
+    model.off('change:tile_count', schedule);
+    model.off('change:limit', schedule);
     if (frame) {
       cancelAnimationFrame(frame);
     }

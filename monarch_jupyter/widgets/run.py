@@ -36,7 +36,7 @@ import traitlets
 from ..remote.model import Event, RunState
 from .busy_comm import Request, Served, serve_while_busy
 from .grid_fold import GridFold, Group
-from .run_model import GridSync, Throttle, Tile, sync_interval, tails
+from .run_model import PAGE, GridSync, Throttle, Tile, View, sync_interval
 
 #: ``stacks(run_id, ranks)``: the folded stacks text of these flat ranks (``%remote stacks``)
 StacksFn = Callable[[str, list[int]], str]
@@ -84,7 +84,10 @@ class RunWidget(anywidget.AnyWidget):
 
     title = traitlets.Unicode("").tag(sync=True)
     summary = traitlets.Unicode("").tag(sync=True)
+    # the tiles the view draws (a page, or one per group: GridSync's View), not every rank's
     tiles: traitlets.List[Tile] = traitlets.List().tag(sync=True)
+    tile_count = traitlets.Int(0).tag(sync=True)  # tiles in the view's whole order (for "more")
+    detail = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)  # selected, not drawn
     tails = traitlets.Dict().tag(sync=True)  # rank -> last lines: what a view rendered now starts from
     finished = traitlets.Bool(False).tag(sync=True)
     stopping = traitlets.Unicode("").tag(sync=True)
@@ -96,6 +99,7 @@ class RunWidget(anywidget.AnyWidget):
     selected = traitlets.Int(-1).tag(sync=True)
     failing_only = traitlets.Bool(False).tag(sync=True)
     grouped = traitlets.Bool(False).tag(sync=True)
+    limit = traitlets.Int(PAGE).tag(sync=True)  # tiles drawn at most (grows with "more")
     groups: traitlets.List[Group] = traitlets.List().tag(sync=True)  # grid_fold.Group dicts, failing first
     # which requests this kernel answers (a Stacks button, resources on the tiles)
     can_stacks = traitlets.Bool(False).tag(sync=True)
@@ -110,10 +114,14 @@ class RunWidget(anywidget.AnyWidget):
         on_stop: Callable[[], None] | None = None,
         stacks: StacksFn | None = None,
         usage: UsageFn | None = None,
+        bounded: bool | None = None,
     ) -> None:
+        """``bounded``: send only what the view draws (None: where the kernel tells this widget
+        of the view's changes while a cell runs, i.e. :func:`.busy_comm.serve_while_busy` hooked)."""
         self.state: RunState | None = state
         self._clock = clock
         self._fold = GridFold(state.ranks, clock())
+        self._seeded: object = state.last_fed  # the lines of the event being applied are in the seed already
         self._sync = GridSync(state, seen_lines=True, fold=self._fold)  # the lines so far go in `tails`
         self._throttle = Throttle(sync_interval(len(state.ranks), interval), clock)
         self._on_stop = on_stop
@@ -125,31 +133,68 @@ class RunWidget(anywidget.AnyWidget):
         self._usage_at = float("-inf")
         self.batches = 0  # flushes so far (tests and benchmarks read it)
         self.busy_served = False  # requests are read while a cell runs (busy_comm)
+        self._sent_view: View | None = None
+        self._opened = False  # the first flush's tails go in the `tails` trait (no view yet)
         super().__init__(
             title=title,
             kernel_id=kernel_id(),
-            tails=tails(state),
             grouped=len(state.ranks) > GROUP_FROM,
             can_stacks=stacks is not None and bool(self._run_id),
             can_usage=usage is not None and bool(self._run_id),
         )
         self.on_msg(self._on_front_end_msg)
-        if stacks is not None or usage is not None:
-            self.busy_served = serve_while_busy(self.comm, self._is_request, self._serve)
+        self.busy_served = serve_while_busy(self.comm, self._is_request, self._serve, self._on_update)
+        if bounded if bounded is not None else self.busy_served:
+            self._sync.view = self._view()
+            self.observe(self._on_view, names=["grouped", "failing_only", "limit", "selected"])
         self.flush()
+
+    # ── the view (what the front end draws) ──
+    def _view(self, changes: Mapping[str, Any] | None = None) -> View:
+        values = {k: getattr(self, k) for k in ("grouped", "failing_only", "limit", "selected")}
+        for key, value in (changes or {}).items():
+            if key in values and isinstance(value, type(values[key])):
+                values[key] = value
+        return View(
+            bool(values["grouped"]),
+            bool(values["failing_only"]),
+            max(1, int(values["limit"])),
+            int(values["selected"]),
+        )
+
+    def _on_update(self, changes: Mapping[str, Any]) -> None:
+        """A state update from the front end, read on the shell-channel thread (the cell may be
+        running): the next flush sends what the new view draws."""
+        view = self._sync.view
+        if view is None or not any(k in changes for k in ("grouped", "failing_only", "limit", "selected")):
+            return
+        merged = {**view.__dict__, **{k: v for k, v in changes.items() if k in view.__dict__}}
+        self._sync.view = self._view(merged)
+
+    def _on_view(self, _change: Any) -> None:
+        """The view's traits changed on the main thread (no cell is running): send it now."""
+        self._sync.view = self._view()
+        if self.state is not None:
+            self.flush()
+        elif self.finished:  # after the run: the sync still reads its last state
+            self._flush()
 
     # ── observing the run ──
     def on_event(self, state: RunState, event: Event) -> None:
         if state is not self.state:
             return
-        if state.last_fed:
-            self._fold.add(state.last_fed, self._clock())
-        if state.finished or self._throttle.due():
+        now = self._clock()  # one reading for the fold and the throttle (this runs per event)
+        fed = state.last_fed
+        if fed and fed is not self._seeded:
+            self._fold.add(fed, now)
+        self._seeded = None
+        throttle = self._throttle
+        if state.finished or now >= throttle.last + throttle.interval:
             self.flush()
 
     def on_tick(self, state: RunState) -> None:
-        """Between events: send the last batch once the interval has passed."""
-        if state is self.state and self._throttle.due():
+        """Between events: send the last batch once the interval has passed (or the view changed)."""
+        if state is self.state and (self._throttle.due() or self._sync.view is not self._sent_view):
             self.flush()
 
     def flush(self) -> bool:
@@ -158,25 +203,36 @@ class RunWidget(anywidget.AnyWidget):
         if state is None:
             return False
         self._fold.tick(self._clock())
+        return self._flush()
+
+    def _flush(self) -> bool:
+        self._sent_view = self._sync.view
         batch = self._sync.take()
+        self._throttle.mark()  # at most one look per interval, found something or not
         if batch is None:
             return False
-        self._throttle.mark()
         self.batches += 1
+        message = batch.message()
         with self.hold_sync():
             if batch.tiles is not None:
                 self.tiles = batch.tiles
+                self.tile_count = batch.tiles_total
+            if batch.detail_changed:
+                self.set_trait("detail", batch.detail)
             if batch.groups is not None:
                 self.groups = batch.groups
             self.summary = batch.summary
             self.stopping = batch.stopping
+            if not self._opened:  # no view yet: the followed ranks' tails are what it starts from
+                self.tails = {str(rank): lines for rank, lines in batch.tails.items()}
+                self._opened, message = True, None
+            elif batch.finished:  # what a view rendered later starts from
+                self.tails = self._sync.followed_tails()
             if batch.finished:
-                self.tails = tails(state)
                 self.finished = True
-        message = batch.message()
         if message is not None:
             self.send(message)
-        if batch.finished:  # everything is sent: let the run (and its output) go
+        if batch.finished:  # everything is sent: the run's observers let it go
             self.state = None
         return True
 
@@ -239,6 +295,7 @@ class RunWidget(anywidget.AnyWidget):
                 if sample.get("idle"):
                     idle.add(index)
         self._fold.idle = frozenset(idle)  # the next flush splits the idle ranks off, flagged
+        self._fold.version += 1
         return {"ranks": out}
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

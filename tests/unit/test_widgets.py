@@ -411,7 +411,7 @@ class Sent:
 def test_run_widget_sends_one_batch_per_interval_at_64_ranks():
     clock = Clock(0.0)
     state = run_state(64)
-    widget = RunWidget(state, title="%%remote", clock=clock)
+    widget = RunWidget(state, title="%%remote", clock=clock, bounded=False)  # every tile (no view)
     state.observers.append(widget)
     sent = Sent(widget)
     assert widget.batches == 1 and len(widget.tiles) == 64

@@ -195,4 +195,52 @@ describe('grouped grid', () => {
     frame();
     expect(view.root.querySelectorAll('.monarch-run-tile')).toHaveLength(400);
   });
+
+  it('draws the page the kernel sent, asks for more, and takes a tail anew', () => {
+    // the kernel sends one page (failing first) of 4,096 and the selected tile aside
+    const page = [
+      tile(4000, 'failed'),
+      ...Array.from({ length: 199 }, (_, i) => tile(i, 'running'))
+    ];
+    const model = new Model({
+      tiles: page,
+      tile_count: 4096,
+      grouped: false,
+      can_usage: false,
+      selected: 3000,
+      detail: tile(3000, 'running')
+    });
+    cleanup = widget.render({ model, el: root }) as () => void;
+    expect(root.querySelectorAll('.monarch-run-tile')).toHaveLength(200);
+    expect(labels()[0]).toBe('hosts=4000');
+    const more = root.querySelector<HTMLButtonElement>('.monarch-run-more')!;
+    expect(more.textContent).toContain('3896 more tiles');
+    more.click();
+    expect(model.get('limit')).toBe(400); // the kernel sends the next page
+    // the selected rank is not drawn: its detail comes from `detail`, its lines as a tail
+    model.emit('msg:custom', {
+      kind: 'lines',
+      lines: {},
+      dropped: {},
+      tails: {
+        '3000': [
+          ['out', 'old'],
+          ['out', 'latest']
+        ]
+      },
+      earlier: { '3000': 7 }
+    });
+    frame();
+    const detail = root.querySelector('.monarch-run-detail')!;
+    expect(detail.textContent).toContain('hosts=3000');
+    expect(detail.textContent).toContain('latest');
+    expect(detail.textContent).toContain('7 earlier lines not shown');
+    model.emit('msg:custom', {
+      kind: 'lines',
+      lines: { '3000': [['out', 'next']] },
+      dropped: {}
+    });
+    frame();
+    expect(detail.textContent).toContain('next');
+  });
 });
