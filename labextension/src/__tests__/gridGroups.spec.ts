@@ -210,10 +210,11 @@ describe('grouped grid', () => {
       selected: 3000,
       detail: tile(3000, 'running')
     });
-    cleanup = widget.render({ model, el: root }) as () => void;
-    expect(root.querySelectorAll('.monarch-run-tile')).toHaveLength(200);
+    view.render(model);
+    expect(view.root.querySelectorAll('.monarch-run-tile')).toHaveLength(200);
     expect(labels()[0]).toBe('hosts=4000');
-    const more = root.querySelector<HTMLButtonElement>('.monarch-run-more')!;
+    const more =
+      view.root.querySelector<HTMLButtonElement>('.monarch-run-more')!;
     expect(more.textContent).toContain('3896 more tiles');
     more.click();
     expect(model.get('limit')).toBe(400); // the kernel sends the next page
@@ -231,7 +232,7 @@ describe('grouped grid', () => {
       earlier: { '3000': 7 }
     });
     frame();
-    const detail = root.querySelector('.monarch-run-detail')!;
+    const detail = view.root.querySelector('.monarch-run-detail')!;
     expect(detail.textContent).toContain('hosts=3000');
     expect(detail.textContent).toContain('latest');
     expect(detail.textContent).toContain('7 earlier lines not shown');
