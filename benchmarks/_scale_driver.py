@@ -22,7 +22,8 @@ from monarch_jupyter.remote.protocol import OUT, Chunk, Data, Exit, decode, enco
 from monarch_jupyter.remote.runner import RemoteRunner
 
 MESH = "hosts"
-TICK = 0.02  # the actor's FLUSH_EVERY: a rank sends at most one message this often
+TICK = 0.02  # the actor's FLUSH_EVERY: a rank sends at most one message this often (unless the
+# run's spec spaces them out: RunSpec.flush_every)
 # same: every rank prints the same lines (they fold into one group); fail_every: every K-th rank
 # exits with rc 1 (the grid's failing ranks)
 SETTINGS: dict[str, Any] = {
@@ -56,6 +57,8 @@ class SimDrive(Drive):
         rate, seconds, burst = SETTINGS["rate"], SETTINGS["seconds"], SETTINGS["burst"]
         start = time.monotonic()
         self.heard = dict.fromkeys(self.remaining, start)
+        # a rank's messages are as far apart as the real actor sends them for this run
+        every = (self.spec.flush_every if self.spec is not None else None) or TICK
         sent = [0] * n
         messages = 0
         made_cpu = 0.0
@@ -99,7 +102,7 @@ class SimDrive(Drive):
                 self.spool.maybe_flush()
                 self._save_entry()
                 tick += 1
-                await asyncio.sleep(max(0.0, start + tick * TICK - time.monotonic()))
+                await asyncio.sleep(max(0.0, start + tick * every - time.monotonic()))
             for rank in range(n):
                 if rank not in ended:
                     self._feed(encode(Exit(self.run_id, MESH, rank, 1000 + rank, [], 0, seconds, None)))

@@ -11,7 +11,7 @@ measures what that costs).
 
 Client → actor (the ``run`` endpoint's argument)::
 
-    RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta, torch)
+    RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta, torch, flush_every)
 
 Actor → client (on the run's port; ``key`` is the mesh name the client sent, ``rank``
 the actor's flat rank in that mesh, ``pid`` the command's process group, None when
@@ -54,6 +54,7 @@ class RunSpec(NamedTuple):
         None  # JSON, written to the rank's run folder on its host (target, context, …)
     )
     torch: bool = False  # also set torch's rank variables (torch_env), MASTER_* being in env
+    flush_every: float | None = None  # seconds between a rank's messages (None: the actor's own)
 
 
 class Data(NamedTuple):
@@ -96,7 +97,15 @@ WireExit = tuple[
 ]
 Wire = WireData | WireHeartbeat | WireExit
 WireSpec = tuple[
-    str, str, dict[str, str], "str | None", "str | None", "str | None", "dict[str, object] | None", bool
+    str,
+    str,
+    dict[str, str],
+    "str | None",
+    "str | None",
+    "str | None",
+    "dict[str, object] | None",
+    bool,
+    "float | None",
 ]
 DATA, HEARTBEAT, EXIT = 0, 1, 2
 

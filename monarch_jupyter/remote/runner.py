@@ -105,6 +105,21 @@ def prune_old_runs(folder: Path) -> None:
     prune_index(folder, KEEP_LOGS)
 
 
+SPACED_FROM = 256  # ranks: beyond this a rank's messages are spaced out …
+FLUSH_MAX = 0.25  # … to at most this many seconds apart
+
+
+def flush_every(ranks: int) -> float | None:
+    """Seconds between one rank's messages in a run of ``ranks`` (None: the actor's 20 ms).
+
+    The kernel's cost is per message: past ``SPACED_FROM`` ranks each rank batches longer, in
+    proportion, up to ``FLUSH_MAX``, so a big run's message rate stops growing with its ranks
+    while the cell, which shows a folded view a few times a second, looks the same."""
+    if ranks <= SPACED_FROM:
+        return None
+    return min(FLUSH_MAX, 0.02 * ranks / SPACED_FROM)
+
+
 class RemoteRunner:
     """The session's runs (one runner a session: :func:`runner_for`); called on the kernel thread,
     and for :meth:`call_all` on a grid's request thread too."""
@@ -430,6 +445,7 @@ class RemoteRunner:
             command=args.command,
             env=env,
             torch=args.torch,
+            flush_every=flush_every(len(plan.ranks)),
             workdir=args.workdir,
             client_cwd=str(here.root),
             output_dir=args.output_dir,

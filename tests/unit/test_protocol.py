@@ -211,3 +211,13 @@ def test_the_silence_limit_grows_with_the_longest_silence_a_rank_came_back_from(
     lost = [e for e in _events(drive.sink) if isinstance(e, Lost)]
     assert [e.index for e in lost] == [1] and "stopped answering (12" in lost[0].message
     spool.close()
+
+
+def test_a_big_run_spaces_its_ranks_messages_out_in_proportion_up_to_a_cap():
+    from monarch_jupyter.remote.runner import FLUSH_MAX, SPACED_FROM, flush_every
+
+    assert flush_every(2) is None and flush_every(SPACED_FROM) is None  # the actor's 20 ms
+    assert flush_every(1024) == pytest.approx(0.08)
+    assert flush_every(4096) == FLUSH_MAX == 0.25
+    spec = RunSpec("bash", "x", {}, None, None, None, flush_every=flush_every(1024))
+    assert protocol.spec_from_wire(protocol.spec_to_wire(spec)).flush_every == pytest.approx(0.08)

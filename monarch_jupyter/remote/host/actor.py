@@ -220,7 +220,7 @@ class RemoteActor(Actor):
             return rank, None, message
         self._runs[run_id] = proc
         self._ended[run_id] = asyncio.get_running_loop().create_future()
-        self._background(self._follow(run_id, key, rank, proc, port, leftovers, started))
+        self._background(self._follow(run_id, key, rank, proc, port, leftovers, started, spec.flush_every))
         return rank, proc.pid, None
 
     def _start(
@@ -289,11 +289,13 @@ class RemoteActor(Actor):
         port: Any,
         leftovers: _Leftovers,
         started: float,
+        flush_every: float | None = None,
     ) -> None:
-        """Send the output as it comes, then the exit (unless the actor is going away)."""
+        """Send the output as it comes (a message at most every ``flush_every`` s, default
+        ``tail.FLUSH_EVERY``), then the exit (unless the actor is going away)."""
 
         async def send_batches() -> None:
-            async for chunks in proc.batches():
+            async for chunks in proc.batches(flush_every or tail.FLUSH_EVERY):
                 if port is not None:
                     _send(
                         port,
