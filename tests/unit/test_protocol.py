@@ -221,3 +221,8 @@ def test_a_big_run_spaces_its_ranks_messages_out_in_proportion_up_to_a_cap():
     assert flush_every(4096) == FLUSH_MAX == 0.25
     spec = RunSpec("bash", "x", {}, None, None, None, flush_every=flush_every(1024))
     assert protocol.spec_from_wire(protocol.spec_to_wire(spec)).flush_every == pytest.approx(0.08)
+
+
+def test_a_spec_from_a_kernel_without_flush_every_takes_its_default():
+    wire = protocol.spec_to_wire(RunSpec("bash", "x", {}, None, None, None))[:-1]  # 8 fields
+    assert protocol.spec_from_wire(wire).flush_every is None  # type: ignore[arg-type]
