@@ -298,6 +298,10 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     )  # hosts=0 interrupted (its rc: the signal), hosts=1 failed
     run = cells.nth(4).locator(".jp-MonarchRun")
     run.wait_for()
+    # on screen first: Lab's default content-visibility leaves an off-screen cell unrendered, so
+    # its checkbox is "not visible" and its text stale (two CI flakes before this)
+    run.scroll_into_view_if_needed()
+    run.locator(".jp-MonarchRun-filter input").wait_for(state="visible")
     assert run.locator(".jp-MonarchRun-command").inner_text() == REMOTE_RESULT["command"]
     assert "1 ok, 1 failed" in run.locator(".jp-MonarchRun-meta").inner_text()
     labels = run.locator(".jp-MonarchRun-label").all_inner_texts()
