@@ -18,11 +18,11 @@ from typing import Any
 from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Sink, Target
 from monarch_jupyter.remote.index import Where
 from monarch_jupyter.remote.model import RankState
-from monarch_jupyter.remote.protocol import OUT, Chunk, Data, Exit, decode, encode
+from monarch_jupyter.remote.protocol import FLUSH_EVERY, OUT, Chunk, Data, Exit, decode, encode
 from monarch_jupyter.remote.runner import RemoteRunner
 
 MESH = "hosts"
-TICK = 0.02  # the actor's FLUSH_EVERY: a rank sends at most one message this often (unless the
+TICK = FLUSH_EVERY  # the actor's: a rank sends at most one message this often (unless the
 # run's spec spaces them out: RunSpec.flush_every)
 # same: every rank prints the same lines (they fold into one group); fail_every: every K-th rank
 # exits with rc 1 (the grid's failing ranks)

@@ -41,6 +41,11 @@ class Chunk(NamedTuple):
     newlines: int  # text.count("\n"), counted on the bytes as they were read, so the client need not scan
 
 
+#: A rank's actor sends at most one message this often unless its RunSpec says otherwise
+#: (``flush_every``): the host side batches by it, the kernel spaces big runs out from it.
+FLUSH_EVERY = 0.02
+
+
 class RunSpec(NamedTuple):
     """What to run on every targeted rank."""
 

@@ -31,7 +31,7 @@ from .errors import RemoteError, RunsError
 from .host import runs as host_runs
 from .index import FINISHED, STOPPED, RunEntry, Where, new_entry, prune_index, where
 from .model import RankState
-from .protocol import RunSpec, spec_to_wire
+from .protocol import FLUSH_EVERY, RunSpec, spec_to_wire
 
 if TYPE_CHECKING:
     from ..session import JobSession
@@ -110,14 +110,15 @@ FLUSH_MAX = 0.25  # … to at most this many seconds apart
 
 
 def flush_every(ranks: int) -> float | None:
-    """Seconds between one rank's messages in a run of ``ranks`` (None: the actor's 20 ms).
+    """Seconds between one rank's messages in a run of ``ranks`` (None: the actor's
+    :data:`~.protocol.FLUSH_EVERY`).
 
     The kernel's cost is per message: past ``SPACED_FROM`` ranks each rank batches longer, in
     proportion, up to ``FLUSH_MAX``, so a big run's message rate stops growing with its ranks
     while the cell, which shows a folded view a few times a second, looks the same."""
     if ranks <= SPACED_FROM:
         return None
-    return min(FLUSH_MAX, 0.02 * ranks / SPACED_FROM)
+    return min(FLUSH_MAX, FLUSH_EVERY * ranks / SPACED_FROM)
 
 
 class RemoteRunner:

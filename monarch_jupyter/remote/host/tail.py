@@ -23,8 +23,8 @@ from typing import IO, Any
 
 from ..._procfs import POLL
 from ..protocol import ERR, OUT, Chunk
+from ..protocol import FLUSH_EVERY as FLUSH_EVERY  # at most one batch this often …
 
-FLUSH_EVERY = 0.02  # at most one batch this often …
 BATCH_BYTES = 1 << 20  # … unless this much is waiting
 HEARTBEAT = 0.5  # an empty batch after this long without output
 READ_SIZE = 1 << 20
