@@ -72,8 +72,19 @@ ESCAPES = {
 }
 
 
+@pytest.fixture(params=["perl", "forked"])
+def leader(request, monkeypatch):
+    """The leader made a subreaper by perl's exec (the vfork path) or by a forked preexec_fn."""
+    if request.param == "perl":
+        if shell.perl_leader() is None:
+            pytest.skip("no perl here: the leader is forked")
+    else:
+        monkeypatch.setattr(shell, "perl_leader", lambda: None)
+    return request.param
+
+
 @pytest.mark.parametrize("command", list(ESCAPES.values()), ids=list(ESCAPES))
-def test_an_escapee_without_the_marker_keeps_its_run_and_is_stopped(command):
+def test_an_escapee_without_the_marker_keeps_its_run_and_is_stopped(command, leader):
     seconds = SLEEPS[0] if SLEEPS[0] in command else SLEEPS[1]
 
     async def main():

@@ -10,10 +10,12 @@ import contextlib
 import itertools
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -21,6 +23,7 @@ from monarch_jupyter import _procfs
 from monarch_jupyter.remote.host import capture
 from monarch_jupyter.remote.host import layout as L
 from monarch_jupyter.remote.host import runs as R
+from monarch_jupyter.remote.host import shell as shell_mod
 from monarch_jupyter.remote.host.capture import CapturedProcess
 from monarch_jupyter.remote.host.shell import SLOW_RUNS, RunShell, ShellKeeper
 from monarch_jupyter.remote.host.spares import prepare
@@ -449,3 +452,21 @@ def test_the_keeper_starts_the_next_shell_after_its_delay():
 
 
 assert sys.platform.startswith("linux")  # /proc, pidfds, inotify
+
+
+def test_the_leader_is_started_without_forking_the_worker_where_perl_can():
+    """No preexec_fn (which makes Popen fork the whole worker: ~9 ms of CPU a shell more, see
+    shell.py): perl sets the subreaper flag and execs the wrapper bash."""
+    if shell_mod.perl_leader() is None:
+        pytest.skip("no perl on this host: the forked fallback is tested in test_hardening_procs")
+    with mock.patch.object(shell_mod.subprocess, "Popen", wraps=subprocess.Popen) as popen:
+        run = RunShell(ENV, None)
+    try:
+        argv, kwargs = popen.call_args
+        assert kwargs["preexec_fn"] is None and argv[0][0].endswith("perl")
+        deadline = time.monotonic() + 5
+        while (_procfs.exe(run.popen.pid) or "").endswith("perl") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (_procfs.exe(run.popen.pid) or "").endswith("bash")  # perl exec'd it, and it waits
+    finally:
+        run.discard()
