@@ -2,7 +2,7 @@
 
 ``job_view`` (status → view data), ``details_html`` / ``header_html`` (view data → HTML)
 and ``actions`` (view data → the buttons, as plain data) are pure; ``JobWidget`` is one
-anywidget model (``job.js``) holding only that plain state. It re-renders on every status
+widget model (``job.js``, :mod:`.comm_model`) holding only that plain state. It re-renders on every status
 the session publishes for its context (apply, kill, status, attach, context switch — from
 any cell); a button sends ``{kind: "action", id}`` and the widget calls the handler
 registered for that id (Refresh and Kill call the session like ``%job status`` /
@@ -26,13 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import anywidget
-import traitlets
-
 from .. import _timefmt, formatting
 from ..errors import MonarchJupyterError
 from ..services import topology as topo
 from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
+from .comm_model import Model, Synced
 
 JOB_JS = Path(__file__).with_name("job.js")
 TOPOLOGY_INTERVAL = 2.0  # seconds between topology samples while a view is on screen, at least
@@ -245,18 +243,18 @@ class StatusSource(Protocol):
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]: ...
 
 
-class JobWidget(anywidget.AnyWidget):
+class JobWidget(Model):
     """A context's job, kept current from the session's published statuses (one model)."""
 
     _esm = JOB_JS.read_text()
 
-    head = traitlets.Unicode("").tag(sync=True)
-    details = traitlets.Unicode("").tag(sync=True)
-    actions: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)  # Action.to_json() each
-    message = traitlets.Unicode("").tag(sync=True)
-    message_error = traitlets.Bool(False).tag(sync=True)
-    topology_available = traitlets.Bool(False).tag(sync=True)
-    topology = traitlets.Dict().tag(sync=True)  # services.topology.to_data
+    head = Synced("")
+    details = Synced("")
+    actions: Synced[list[dict[str, Any]]] = Synced([])  # Action.to_json() each
+    message = Synced("")
+    message_error = Synced(False)
+    topology_available = Synced(False)
+    topology: Synced[dict[str, Any]] = Synced({})  # services.topology.to_data
 
     def __init__(
         self,

@@ -30,11 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import anywidget
-import traitlets
-
 from ..remote.model import Event, RunState
 from .busy_comm import Request, Served, serve_while_busy
+from .comm_model import Model, Synced
 from .grid_fold import GridFold, Group
 from .run_model import PAGE, GridSync, Throttle, Tile, View, sync_interval
 
@@ -75,35 +73,35 @@ def kernel_id() -> str:
     return match.group(1) if match else ""
 
 
-class RunWidget(anywidget.AnyWidget):
+class RunWidget(Model):
     """One tile per rank of ``state``, updated live in batches (an observer of the run)."""
 
     # A loader, not the code: a saved notebook carries ~2 KB per grid, not run.js + run.css.
     _esm = _stub()
     _css = ""
 
-    title = traitlets.Unicode("").tag(sync=True)
-    summary = traitlets.Unicode("").tag(sync=True)
+    title = Synced("")
+    summary = Synced("")
     # the tiles the view draws (a page, or one per group: GridSync's View), not every rank's
-    tiles: traitlets.List[Tile] = traitlets.List().tag(sync=True)
-    tile_count = traitlets.Int(0).tag(sync=True)  # tiles in the view's whole order (for "more")
-    detail = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)  # selected, not drawn
-    tails = traitlets.Dict().tag(sync=True)  # rank -> last lines: what a view rendered now starts from
-    finished = traitlets.Bool(False).tag(sync=True)
-    stopping = traitlets.Unicode("").tag(sync=True)
-    kernel_id = traitlets.Unicode("").tag(sync=True)
+    tiles: Synced[list[Tile]] = Synced([])
+    tile_count = Synced(0)  # tiles in the view's whole order (for "more")
+    detail: Synced[dict[str, Any] | None] = Synced(None)  # selected, not drawn
+    tails: Synced[dict[str, Any]] = Synced({})  # rank -> last lines: what a view rendered now starts from
+    finished = Synced(False)
+    stopping = Synced("")
+    kernel_id = Synced("")
     # A detached run's grid: the kernel is idle, so Stop is a message to it (stop the run),
     # not an interrupt of a running cell.
-    detached = traitlets.Bool(False).tag(sync=True)
+    detached = Synced(False)
     # Front-end view state, kept in the model so a re-rendered view keeps it.
-    selected = traitlets.Int(-1).tag(sync=True)
-    failing_only = traitlets.Bool(False).tag(sync=True)
-    grouped = traitlets.Bool(False).tag(sync=True)
-    limit = traitlets.Int(PAGE).tag(sync=True)  # tiles drawn at most (grows with "more")
-    groups: traitlets.List[Group] = traitlets.List().tag(sync=True)  # grid_fold.Group dicts, failing first
+    selected = Synced(-1)
+    failing_only = Synced(False)
+    grouped = Synced(False)
+    limit = Synced(PAGE)  # tiles drawn at most (grows with "more")
+    groups: Synced[list[Group]] = Synced([])  # grid_fold.Group dicts, failing first
     # which requests this kernel answers (a Stacks button, resources on the tiles)
-    can_stacks = traitlets.Bool(False).tag(sync=True)
-    can_usage = traitlets.Bool(False).tag(sync=True)
+    can_stacks = Synced(False)
+    can_usage = Synced(False)
 
     def __init__(
         self,

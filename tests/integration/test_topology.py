@@ -84,8 +84,8 @@ def test_widget_samples_while_watched_and_shows_the_actor(akernel):
     shown = akernel.ok("%job")
     model_id = widget_model_id(shown)
     read = (
-        "from ipywidgets import Widget\n"
-        f"w = Widget.widgets[{model_id!r}]\n"
+        "from monarch_jupyter.widgets.comm_model import Model\n"
+        f"w = Model.instances[{model_id!r}]\n"
         "acts = [a for h in w.topology.get('hosts', []) for p in h['procs'] for a in p['actors']]\n"
         "print('TOPO', w.topology_available, [(a['name'], a['messages']) for a in acts])"
     )

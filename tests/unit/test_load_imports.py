@@ -175,3 +175,20 @@ def test_the_preload_imports_the_widgets_then_a_runs_modules(monkeypatch: pytest
     shell.events.callbacks[0]()
     assert done.wait(10)
     assert imported == ["monarch_jupyter.widgets.job", *RUN_MODULES] and shell.events.callbacks == []
+
+
+def test_the_widgets_import_neither_ipywidgets_nor_anywidget() -> None:
+    """The %job widget and the run grid speak the widget protocol themselves (comm_model.py):
+    the first %job after a restart does not pay ~55 ms for the widget libraries."""
+    code = (
+        "import json, sys\n"
+        "import monarch_jupyter.widgets.job, monarch_jupyter.widgets.run\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'anywidget', 'psygnal'))))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+    }
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
