@@ -2,7 +2,7 @@
 
 Both are views over plain data (``JobStatus``; a run's ``RunState``, observed):
 the data-to-view logic is pure and tested without a browser, the widget
-classes only wire it to ipywidgets / anywidget. Nothing here is imported by
+classes only wire it to the widget protocol (:mod:`.comm_model`). Nothing here is imported by
 ``import monarch_jupyter``: the magics import it when they display a widget.
 """
 
@@ -43,7 +43,7 @@ class RemoteRunObserver:
     """``%%remote`` observer: shows a live ``run.RunWidget`` for each run that lasts.
 
     A run that ends within ``show_after`` seconds displays nothing here and never
-    imports anywidget / ipywidgets (~50 ms the first time). Once a run has lasted
+    imports the grid's modules. Once a run has lasted
     that long, the widget is built from everything the run model holds by then,
     displayed where the cell's output stands, and then observes the run.
 
@@ -132,7 +132,7 @@ PRELOAD_DELAY = 1.0
 
 
 def preload(ipython: Any, delay: float = PRELOAD_DELAY, also: tuple[str, ...] = ()) -> None:
-    """Import the widget modules (anywidget, ipywidgets: ~70 ms), then the modules named in
+    """Import the widget modules, then the modules named in
     ``also``, on a daemon thread ``delay`` s after the current cell ends, so the first ``%job``,
     grid or run does not pay for them; a command that comes sooner imports them itself."""
     events = getattr(ipython, "events", None)

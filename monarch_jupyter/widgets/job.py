@@ -403,13 +403,11 @@ class JobWidget(Model):
         self._wake.set()
         super().close()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        data = super()._repr_mimebundle_(**kwargs)
-        bundle = data[0] if isinstance(data, tuple) else data  # (data, metadata) or data
-        if bundle is not None:
-            bundle["text/plain"] = formatting.status_text(self.status)
-            bundle["text/html"] = formatting.status_html(self.status)
-        return data
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        bundle, metadata = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = formatting.status_text(self.status)
+        bundle["text/html"] = formatting.status_html(self.status)
+        return bundle, metadata
 
 
 def _resolved(path: Path) -> Path:

@@ -296,14 +296,12 @@ class RunWidget(Model):
         self._fold.version += 1
         return {"ranks": out}
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        data = super()._repr_mimebundle_(**kwargs)
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        bundle, metadata = super()._repr_mimebundle_(**kwargs)
         # A stable fallback: the run's result follows as its own output (text and
         # application/vnd.monarch.remote+json), so nothing here needs updating later.
-        bundle = data[0] if isinstance(data, tuple) else data  # (data, metadata) or data
-        if bundle is not None:  # None: a widget without a view name (ipywidgets shows nothing)
-            bundle.update(fallback_bundle(self.title))
-        return data
+        bundle.update(fallback_bundle(self.title))
+        return bundle, metadata
 
 
 def fallback_text(title: str) -> str:

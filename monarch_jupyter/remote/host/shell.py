@@ -63,13 +63,12 @@ RUN_PROLOGUE = (
 # ── the leader's start: a child subreaper without forking the worker ──
 # A Popen with a preexec_fn must fork() the worker (~130 MB, a dozen threads): 13.5 ms of CPU per
 # shell between parent and child on the 2-core CI machine, against ~2 ms for the vfork a Popen
-# without one uses (benchmarks/README.md, "Session 5"). So perl, Debian's essential perl-base,
+# without one uses (figures in commit ee82a0c's body). So perl, Debian's essential perl-base,
 # sets the flag and execs bash: ~4.5 ms. Without perl, on another architecture, or where the call
 # fails (probed once per process), the leader is forked with the preexec_fn as before.
 _PRCTL_NR = {"x86_64": 157, "aarch64": 167}  # prctl(2)'s syscall number
-_PERL_LEADER = (
-    'syscall({nr}, {flag}, 1, 0, 0, 0) == 0 or exit 126; exec {{"bash"}} "bash", "-c", $ARGV[0]; exit 127'
-)
+_PERL_SUBREAPER = "syscall({nr}, {flag}, 1, 0, 0, 0) == 0 or exit 126; "
+_PERL_EXEC_BASH = 'exec {"bash"} "bash", "-c", $ARGV[0]; exit 127'
 
 
 @functools.cache
@@ -78,13 +77,14 @@ def perl_leader() -> tuple[str, ...] | None:
     nr, perl = _PRCTL_NR.get(platform.machine()), shutil.which("perl")
     if nr is None or perl is None:
         return None
-    code = _PERL_LEADER.format(nr=nr, flag=_procfs.PR_SET_CHILD_SUBREAPER)
-    probe = code.replace('exec {"bash"} "bash", "-c", $ARGV[0]; exit 127', "exit 0")
+    subreaper = _PERL_SUBREAPER.format(nr=nr, flag=_procfs.PR_SET_CHILD_SUBREAPER)
     try:
-        ok = subprocess.run([perl, "-e", probe], stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        ok = subprocess.run(
+            [perl, "-e", subreaper + "exit 0"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
-    return (perl, "-e", code, "--") if ok.returncode == 0 else None
+    return (perl, "-e", subreaper + _PERL_EXEC_BASH, "--") if ok.returncode == 0 else None
 
 
 def payload(folder: Path, run_id: str, mode: str, command: str, fd: int, python: str = sys.executable) -> str:
