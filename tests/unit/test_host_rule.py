@@ -5,6 +5,7 @@ stdlib-only leaves ``_procfs``, ``_files``, ``errors`` and ``remote.protocol``."
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from pathlib import Path
 
@@ -113,10 +114,22 @@ def test_the_host_modules_are_rebuilt_from_a_pickle_by_value(tmp_path):
     finally:
         for module in modules:
             cloudpickle.unregister_pickle_by_value(module)
-    # another process: in this one cloudpickle hands back the classes it already has
+    # another process, where monarch_jupyter cannot be imported (as on a worker with only
+    # torchmonarch): in this one cloudpickle hands back the classes it already has, and anything
+    # pickled by reference (a functools.cache wrapper, say) would import it and pass unnoticed
+    shadow = tmp_path / "shadow" / "monarch_jupyter"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError('monarch_jupyter is not on this worker')\n"
+    )
     rebuild = "import sys, cloudpickle; print(len(cloudpickle.loads(sys.stdin.buffer.read())))"
     done = subprocess.run(
-        [sys.executable, "-c", rebuild], input=data, capture_output=True, cwd=tmp_path, timeout=60
+        [sys.executable, "-c", rebuild],
+        input=data,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(shadow.parent)},
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout.decode().strip() == str(len(modules))

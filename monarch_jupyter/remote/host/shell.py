@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import platform
 import shlex
@@ -71,9 +70,20 @@ _PERL_SUBREAPER = "syscall({nr}, {flag}, 1, 0, 0, 0) == 0 or exit 126; "
 _PERL_EXEC_BASH = 'exec {"bash"} "bash", "-c", $ARGV[0]; exit 127'
 
 
-@functools.cache
+_LEADER: dict[str, tuple[str, ...] | None] = {}  # perl_leader's one probe, per process
+
+
 def perl_leader() -> tuple[str, ...] | None:
-    """The argv prefix (``perl -e CODE --``) that starts the leader as a subreaper, or None."""
+    """The argv prefix (``perl -e CODE --``) that starts the leader as a subreaper, or None.
+
+    Cached in a plain dict, not with functools.cache: that wrapper pickles by reference, so a
+    worker without monarch_jupyter could not rebuild this module (it travels by value)."""
+    if "argv" not in _LEADER:
+        _LEADER["argv"] = _probe_perl_leader()
+    return _LEADER["argv"]
+
+
+def _probe_perl_leader() -> tuple[str, ...] | None:
     nr, perl = _PRCTL_NR.get(platform.machine()), shutil.which("perl")
     if nr is None or perl is None:
         return None
