@@ -179,6 +179,55 @@ describe('run grid view', () => {
     delete (global as any).fetch;
   });
 
+  it('keeps the tiles on the page and writes only what changed in them', () => {
+    const model = new FakeModel({
+      tiles: [tile(0, 'running'), tile(1, 'running'), tile(2, 'running')],
+      selected: 1
+    });
+    view.render(model);
+    const nodes = () =>
+      Array.from(view.root.querySelectorAll<HTMLElement>('.monarch-run-tile'));
+    const before = nodes();
+    const output = view.root.querySelector('.monarch-run-output');
+    const added: Node[] = [];
+    const watch = new MutationObserver(records =>
+      records.forEach(r => added.push(...Array.from(r.addedNodes)))
+    );
+    watch.observe(view.root.querySelector('.monarch-run-grid')!, {
+      childList: true,
+      subtree: true,
+      characterData: true
+    });
+    model.emit('msg:custom', { kind: 'lines', lines: { '0': [['out', 'a']] } });
+    frame();
+    watch.takeRecords().forEach(r => added.push(...Array.from(r.addedNodes)));
+    expect(nodes()).toEqual(before); // the same elements, not new ones
+    expect(texts(view.root, '.monarch-run-last')).toEqual(['a', '', '']);
+    // one text node written: rank 0's last line; no tile, span or other text rebuilt
+    expect(added.map(n => n.textContent)).toEqual(['a']);
+    // rank 1's pane is shown: lines of rank 0 leave it as it was
+    expect(view.root.querySelector('.monarch-run-output')).toBe(output);
+
+    // the kernel's order changes (a rank failed: failing first): the same nodes, moved
+    model.set('tiles', [
+      tile(2, 'failed', { returncode: 1 }),
+      tile(0, 'running'),
+      tile(1, 'running')
+    ]);
+    frame();
+    expect(nodes()).toEqual([before[2], before[0], before[1]]);
+    expect(before[2].dataset.status).toBe('failed');
+    expect(before[2].classList).toContain('monarch-run-failed');
+    expect(before[2].classList).not.toContain('monarch-run-running');
+    model.emit('msg:custom', { kind: 'lines', lines: { '1': [['out', 'b']] } });
+    frame();
+    expect(view.root.querySelector('.monarch-run-output')).not.toBe(output);
+    expect(texts(view.root, '.monarch-run-output .monarch-run-line')).toEqual([
+      'b'
+    ]);
+    watch.disconnect();
+  });
+
   it('works from the keyboard: tiles are buttons, Enter and Space toggle', () => {
     const model = new FakeModel({
       tiles: [
