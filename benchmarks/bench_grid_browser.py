@@ -237,6 +237,10 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
         "frames": bench["frames"],
         "frames_over_50ms": len(gaps),
         "frame_gap_max_ms": round(max(gaps, default=0.0), 1),
+        # when in the run each long frame fell: [seconds after execute, its length in ms]
+        "frames_over_50ms_at": [
+            [round((t - began) / 1000, 2), round(d)] for t, d in bench["gaps"] if began <= t < ended
+        ],
         "final_longtask_max_ms": round(max(after, default=0.0), 1),
         "dom_nodes_max": max(c["dom"] for c in counts),
         "dom_nodes_final": final["dom"],
