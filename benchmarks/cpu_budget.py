@@ -1,6 +1,7 @@
 """Where the CPU of a warm ``%%remote`` run goes, process by process and thread by thread.
 
     .venv/bin/python benchmarks/cpu_budget.py [--n 200] [--code '%%remote bash\\ntrue'] [--pyspy FILE]
+                                              [--phases] [--floor]
 
 On a 2-core machine a warm run is bound by CPU as much as by waiting: the kernel, both
 workers and their shells all want a core at once. This starts a kernel and a local job
@@ -14,6 +15,8 @@ and writes its collapsed stacks to FILE (``-f raw``: one ``stack count`` line ea
 machine a thread waiting for a core counts as running. ``--phases``: the CPU time
 (``time.thread_time``, on whichever thread runs it) of the run's steps inside the kernel
 (:data:`PHASES`, each wrapped while ``--code`` runs), per run: exact under any load.
+``--floor``: also compare_ipyparallel's engine floor (``ping.call()`` on the warm actors, no
+command): what a bare Monarch round trip costs each process.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from harness import TAG_VAR, Kernel, new_tag, reap, tagged_pids
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_ipyparallel import ENGINE_FLOOR, ENGINE_FLOOR_SETUP, MJ
 
 TICK = os.sysconf("SC_CLK_TCK")
 # (module, attribute path) of the steps --phases times: the magic on the kernel thread, the drive
@@ -147,6 +153,9 @@ def main() -> None:
     parser.add_argument("--code", default="%%remote bash\ntrue")
     parser.add_argument("--pyspy", help="write py-spy's collapsed stacks of the kernel during --code here")
     parser.add_argument("--phases", action="store_true", help="the CPU of the run's steps in the kernel")
+    parser.add_argument(
+        "--floor", action="store_true", help="also Monarch's bare round trip to both workers (ping.call())"
+    )
     opts = parser.parse_args()
     code = opts.code.replace("\\n", "\n")
     folder = Path(tempfile.mkdtemp(prefix="bench-cpu-"))
@@ -160,7 +169,12 @@ def main() -> None:
         for _ in range(20):
             kernel.ok(code)
             kernel.ok("pass")
-        for label, cell in (("empty cell", "pass"), (code.replace("\n", " ⏎ "), code)):
+        cells = [("empty cell", "pass"), (code.replace("\n", " ⏎ "), code)]
+        if opts.floor:  # compare_ipyparallel's engine floor, on the warm actors of the runs above
+            kernel.ok("%%remote bash\ntrue")
+            kernel.ok(ENGINE_FLOOR_SETUP)
+            cells.append(("Monarch's floor (ping.call() to both workers)", ENGINE_FLOOR[MJ]))
+        for label, cell in cells:
             wall, per = budget(kernel, tag, cell, opts.n, opts.pyspy if cell == code else None)
             print(f"{label}: {wall * 1e3:.2f} ms a run (client round trip, back to back); CPU ms a run:")
             totals: dict = collections.Counter()
