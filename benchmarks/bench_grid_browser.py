@@ -8,7 +8,8 @@ A real Jupyter server (``tests/browser_util.py``) and Debian's Chromium open a n
 kernel loads the extension and puts ``_scale_driver``'s simulated fleet under ``%%remote`` (the
 real kernel path from the wire messages on, as ``bench_scale.py``); each of N ranks prints
 ``--rate`` lines/s (``--same``: every rank the same lines, so they fold into one group; without
-it every rank's lines differ, so the grid pages its tiles), and every ``--fail-every``-th rank
+it every rank's lines differ, so the grid pages its tiles; ``--select``: the first tile is
+clicked 2 s in, so its output pane follows the run too), and every ``--fail-every``-th rank
 fails half-way. While the cell runs the page records:
 
 - long tasks (``PerformanceObserver`` ``longtask``: main-thread tasks over 50 ms) and the gaps
@@ -205,12 +206,18 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
     began = page.evaluate("() => performance.now()")
     ended = float("inf")
     scrolls: list[float | None] = []
+    selected = False  # --select: the first tile clicked
     start = time.monotonic()
     prompt = page.locator(".jp-Notebook .jp-Cell").nth(4).locator(".jp-InputArea-prompt")
     while time.monotonic() - start < options.seconds + 120:
         time.sleep(1.0)
         if ended == float("inf"):
             counts.append(page.evaluate(COUNT))
+        if options.select and not selected and time.monotonic() - start > 2:
+            tile = page.locator(".monarch-run-grid .monarch-run-tile").first
+            if tile.count():
+                tile.click()
+                selected = True
         if 3 < time.monotonic() - start < options.seconds - 1 and len(scrolls) < 3:
             scrolls.append(scroll_ms(page))
         if (prompt.inner_text() or "").strip().rstrip(":").strip("[]").isdigit():
@@ -228,6 +235,7 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
     return {
         "ranks": ranks,
         "ui": options.ui,
+        "selected": selected,
         "case": ("same lines" if options.same else "distinct lines")
         + f", {options.rate:g} lines/s/rank"
         + (", --quiet" if options.quiet else ""),
@@ -269,6 +277,9 @@ def main() -> None:
     parser.add_argument("--fail-every", type=int, default=512, help="every K-th rank fails half-way")
     parser.add_argument(
         "--quiet", action="store_true", help="%%%%remote --quiet: the grid without the streamed text"
+    )
+    parser.add_argument(
+        "--select", action="store_true", help="click the first tile 2 s in: its output pane follows"
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--profile", action="store_true", help="the page's CPU profile (stderr)")

@@ -376,9 +376,9 @@ function render({ model, el: root }) {
   /** @type {Map<number, number>} */
   const dropped = new Map(); // rank -> lines not received
   /** @type {Map<number, number>} */
-  const versions = new Map(); // rank -> times its lines changed (the detail pane redraws on it)
-  /** @param {number} rank */
-  const touched = rank => versions.set(rank, (versions.get(rank) || 0) + 1);
+  const received = new Map(); // rank -> lines appended in all (the detail pane appends the new)
+  /** @type {Map<number, number>} */
+  const resets = new Map(); // rank -> times its kept lines were replaced (the pane is redrawn)
   /** @type {Record<string, Line[]>} */
   const tails = model.get('tails') || {};
   for (const [rank, lines] of Object.entries(tails)) {
@@ -671,8 +671,19 @@ function render({ model, el: root }) {
     );
   }
 
-  let shownRank = -1;
-  let shownDetail = ''; // what the detail pane shows: redrawn only when that changes
+  /**
+   * The detail pane as drawn: new lines of its rank are appended, the rest redrawn only when
+   * another rank is shown or its kept lines were replaced.
+   * @typedef {object} Pane
+   * @property {number} rank
+   * @property {number} reset  resets.get(rank) when drawn
+   * @property {number} total  received.get(rank) when drawn
+   * @property {HTMLElement} head
+   * @property {HTMLElement | null} dropped
+   * @property {HTMLElement} pre
+   */
+  /** @type {Pane | null} */
+  let pane = null;
   /** @param {Tile[]} tiles */
   function drawDetail(tiles) {
     const rank = model.get('selected');
@@ -681,60 +692,93 @@ function render({ model, el: root }) {
     const tile =
       tiles.find(t => t && t.rank === rank) ||
       (aside && aside.rank === rank ? aside : undefined);
-    const group = tile
-      ? shownGroups().find(
-          g => g.count > 1 && g.ranks.some(([a, b]) => a <= rank && rank <= b)
-        )
-      : undefined;
-    const shows = tile
-      ? `${rank} ${versions.get(rank) || 0} ${dropped.get(rank) || 0} ${group ? group.label : tile.label} ${statusText(tile)}`
-      : '';
-    if (shows === shownDetail && rank === shownRank) {
-      return;
-    }
-    shownDetail = shows;
-    // Follow the output while the reader is at its end; keep their place otherwise.
-    const old = detail.querySelector('.monarch-run-output');
-    const atEnd =
-      !old ||
-      shownRank !== rank ||
-      old.scrollTop + old.clientHeight >= old.scrollHeight - 4;
-    const keep = old ? old.scrollTop : 0;
-    shownRank = rank;
-    detail.textContent = '';
     if (!tile) {
+      if (pane || detail.childNodes.length) {
+        detail.textContent = '';
+        pane = null;
+      }
       return;
     }
-    detail.append(
-      el(
-        'div',
-        'monarch-run-detailHead',
-        `${group ? `${group.label}, identical so far` : tile.label} · ${statusText(tile)}`
-      )
+    const group = shownGroups().find(
+      g => g.count > 1 && g.ranks.some(([a, b]) => a <= rank && rank <= b)
     );
+    const headText = `${group ? `${group.label}, identical so far` : tile.label} · ${statusText(tile)}`;
     const lost = dropped.get(rank) || 0;
-    if (lost) {
-      detail.append(
-        el('div', 'monarch-run-dropped', `${lost} earlier lines not shown`)
-      );
+    const reset = resets.get(rank) || 0;
+    const total = received.get(rank) || 0;
+    if (pane && pane.rank === rank && pane.reset === reset) {
+      updatePane(pane, headText, lost, total);
+      return;
     }
+    // another rank, or its lines replaced: drawn anew, following its end
+    detail.textContent = '';
+    const head = el('div', 'monarch-run-detailHead', headText);
     const pre = el('pre', 'monarch-run-output');
-    for (const [stream, text] of buffers.get(rank) || []) {
-      const line = el('div', `monarch-run-line monarch-run-${stream}`);
-      appendAnsi(line, text);
-      pre.append(line);
-    }
-    if (!pre.childNodes.length) {
-      pre.append(el('div', 'monarch-run-empty', '(no output yet)'));
-    }
-    detail.append(pre);
+    detail.append(head, pre);
+    pane = { rank, reset, total, head, dropped: null, pre };
+    updatePane(pane, headText, lost, total);
+    appendLines(pre, buffers.get(rank) || []);
     const place = () => {
-      pre.scrollTop = atEnd ? pre.scrollHeight : keep;
+      pre.scrollTop = pre.scrollHeight;
     };
     place();
     if (!pre.isConnected) {
       requestAnimationFrame(place);
     } // a view being attached right now
+  }
+
+  /**
+   * Bring the pane up to date: its head, its count of lines not shown, the lines received since.
+   * @param {Pane} shown
+   * @param {string} headText
+   * @param {number} lost
+   * @param {number} total
+   */
+  function updatePane(shown, headText, lost, total) {
+    setText(shown.head, headText);
+    if (lost && !shown.dropped) {
+      shown.dropped = el('div', 'monarch-run-dropped');
+      shown.head.after(shown.dropped);
+    } else if (!lost && shown.dropped) {
+      shown.dropped.remove();
+      shown.dropped = null;
+    }
+    if (shown.dropped) {
+      setText(shown.dropped, `${lost} earlier lines not shown`);
+    }
+    const fresh = Math.min(total - shown.total, KEEP);
+    shown.total = total;
+    if (fresh <= 0) {
+      return;
+    }
+    // Follow the output while the reader is at its end; keep their place otherwise.
+    const { pre } = shown;
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    appendLines(pre, (buffers.get(shown.rank) || []).slice(-fresh));
+    if (atEnd) {
+      pre.scrollTop = pre.scrollHeight;
+    }
+  }
+
+  /**
+   * @param {HTMLElement} pre
+   * @param {Line[]} lines
+   */
+  function appendLines(pre, lines) {
+    if (lines.length) {
+      pre.querySelector('.monarch-run-empty')?.remove();
+    }
+    for (const [stream, text] of lines) {
+      const line = el('div', `monarch-run-line monarch-run-${stream}`);
+      appendAnsi(line, text);
+      pre.append(line);
+    }
+    while (pre.childElementCount > KEEP) {
+      pre.firstElementChild?.remove();
+    }
+    if (!pre.childNodes.length) {
+      pre.append(el('div', 'monarch-run-empty', '(no output yet)'));
+    }
   }
 
   function draw() {
@@ -885,7 +929,7 @@ function render({ model, el: root }) {
     for (const [rank, lines] of Object.entries(tailsNow)) {
       buffers.set(Number(rank), lines.slice(-KEEP)); // a rank drawn again: its tail, anew
       dropped.set(Number(rank), earlier[rank] || 0);
-      touched(Number(rank));
+      resets.set(Number(rank), (resets.get(Number(rank)) || 0) + 1);
     }
     for (const [rank, lines] of Object.entries(msg.lines || {})) {
       const key = Number(rank);
@@ -896,11 +940,10 @@ function render({ model, el: root }) {
         kept.splice(0, kept.length - KEEP);
       }
       buffers.set(key, kept);
-      touched(key);
+      received.set(key, (received.get(key) || 0) + lines.length);
     }
     for (const [rank, n] of Object.entries(msg.dropped || {})) {
       dropped.set(Number(rank), (dropped.get(Number(rank)) || 0) + n);
-      touched(Number(rank));
     }
     schedule();
   };

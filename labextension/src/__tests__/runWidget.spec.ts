@@ -219,12 +219,22 @@ describe('run grid view', () => {
     expect(before[2].dataset.status).toBe('failed');
     expect(before[2].classList).toContain('monarch-run-failed');
     expect(before[2].classList).not.toContain('monarch-run-running');
+    // the shown rank's new lines are appended to its pane, not drawn anew
     model.emit('msg:custom', { kind: 'lines', lines: { '1': [['out', 'b']] } });
     frame();
-    expect(view.root.querySelector('.monarch-run-output')).not.toBe(output);
+    const first = view.root.querySelector(
+      '.monarch-run-output .monarch-run-line'
+    );
+    model.emit('msg:custom', { kind: 'lines', lines: { '1': [['err', 'c']] } });
+    frame();
+    expect(view.root.querySelector('.monarch-run-output')).toBe(output);
     expect(texts(view.root, '.monarch-run-output .monarch-run-line')).toEqual([
-      'b'
+      'b',
+      'c'
     ]);
+    expect(
+      view.root.querySelector('.monarch-run-output .monarch-run-line')
+    ).toBe(first);
     watch.disconnect();
   });
 
