@@ -220,6 +220,18 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     tile0.click()  # shows that rank's output, while the cell still runs
     grid.locator(".monarch-run-output .monarch-run-line", has_text="tick 1").first.wait_for()
     wait_until(lambda: tile0.locator(".monarch-run-last").inner_text() != first, 5, "more live lines")
+    # its pane follows the new lines while the reader is at its end, and keeps their place once
+    # they scroll up (the pane appends what arrives: its scroll is ours to keep)
+    output = grid.locator(".monarch-run-output")
+    at_end = "p => p.scrollHeight > p.clientHeight + 20 && p.scrollTop + p.clientHeight >= p.scrollHeight - 4"
+    wait_until(lambda: output.evaluate(at_end), 10, "the pane overflowing, at its end")
+    count = output.locator(".monarch-run-line").count
+    seen = count()
+    wait_until(lambda: count() > seen + 5 and output.evaluate(at_end), 10, "the pane following new lines")
+    output.evaluate("p => { p.scrollTop = 0; }")
+    seen = count()
+    wait_until(lambda: count() > seen + 5, 10, "more lines while scrolled up")
+    assert output.evaluate("p => p.scrollTop") == 0, "the pane jumped while the reader was scrolled up"
     grid.locator(".monarch-run-filter input").check()  # failing only
     wait_until(
         lambda: grid.locator(".monarch-run-tile").count() == 1 and tile1.is_visible(), 5, "failing only"
