@@ -35,10 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import TAG_VAR, Kernel, new_tag, reap, tagged_pids
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_ipyparallel import ENGINE_FLOOR, ENGINE_FLOOR_SETUP, MJ
+
+from harness import TAG_VAR, Kernel, new_tag, reap, tagged_pids
 
 TICK = os.sysconf("SC_CLK_TCK")
 # (module, attribute path) of the steps --phases times: the magic on the kernel thread, the drive

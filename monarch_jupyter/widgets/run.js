@@ -485,7 +485,7 @@ function render({ model, el: root }) {
    * @property {Group | undefined} group
    */
   /** @type {Map<number, Drawn>} */
-  const drawn = new Map(); // tile rank -> its node, for the tiles on the page
+  let drawn = new Map(); // tile rank -> its node, for the tiles on the page
 
   /**
    * Set a node's text only when it differs: an unchanged assignment still costs a relayout.
@@ -605,27 +605,15 @@ function render({ model, el: root }) {
     if (selected) {
       className += ' monarch-run-selected';
     }
-    if (node.className !== className) {
-      node.className = className;
-    }
-    const rank = String(tile.rank);
-    if (node.dataset.rank !== rank) {
-      node.dataset.rank = rank;
-    }
-    if (node.dataset.status !== tile.status) {
-      node.dataset.status = tile.status;
-    }
+    setAttr(node, 'class', className);
+    setAttr(node, 'data-rank', String(tile.rank));
+    setAttr(node, 'data-status', tile.status);
     if (group) {
-      if (node.dataset.count !== String(group.count)) {
-        node.dataset.count = String(group.count);
-      }
-    } else if (node.dataset.count !== undefined) {
-      delete node.dataset.count;
+      setAttr(node, 'data-count', String(group.count));
+    } else {
+      node.removeAttribute('data-count');
     }
-    const title = tile.error || `${label}: click to show its output`;
-    if (node.title !== title) {
-      node.title = title;
-    }
+    setAttr(node, 'title', tile.error || `${label}: click to show its output`);
     setText(entry.label, label);
     setText(
       entry.status,
@@ -657,10 +645,11 @@ function render({ model, el: root }) {
       setText(entry.usage, resources);
     }
     if (entry.stacks) {
-      const help = `What ${label} is doing now: its processes' stacks (%remote stacks)`;
-      if (entry.stacks.title !== help) {
-        entry.stacks.title = help;
-      }
+      setAttr(
+        entry.stacks,
+        'title',
+        `What ${label} is doing now: its processes' stacks (%remote stacks)`
+      );
     }
     setAttr(node, 'aria-pressed', String(selected));
     setAttr(
@@ -842,24 +831,18 @@ function render({ model, el: root }) {
     } else {
       // the tiles on the page keep their nodes: only what changed in them is written
       const canStacks = Boolean(model.get('can_stacks'));
-      const keep = new Set();
-      /** @type {HTMLDivElement[]} */
-      const nodes = [];
+      /** @type {Map<number, Drawn>} */
+      const next = new Map(); // the tiles no longer shown let go of their nodes
       for (const [tile, group] of shown) {
         let entry = drawn.get(tile.rank);
         if (!entry || Boolean(entry.stacks) !== canStacks) {
           entry = createTile();
-          drawn.set(tile.rank, entry);
         }
         updateTile(entry, tile, now, group);
-        keep.add(tile.rank);
-        nodes.push(entry.node);
+        next.set(tile.rank, entry);
       }
-      for (const rank of Array.from(drawn.keys())) {
-        if (!keep.has(rank)) {
-          drawn.delete(rank);
-        }
-      }
+      drawn = next;
+      const nodes = Array.from(next.values(), entry => entry.node);
       const current = grid.children;
       if (
         current.length !== nodes.length ||
