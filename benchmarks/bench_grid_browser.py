@@ -57,6 +57,18 @@ PROBE = """() => {
       for (const e of list.getEntries()) b.longtasks.push([e.startTime, e.duration]);
     }).observe({ type: 'longtask', buffered: false });
   } catch (e) { b.noLongtask = String(e); }
+  // long animation frames: how much of each went to scripts, to style and layout, to the rest
+  b.loaf = [];
+  try {
+    new PerformanceObserver(list => {
+      for (const e of list.getEntries()) {
+        const end = e.startTime + e.duration;
+        const scripts = e.scripts.map(x => [x.duration, (x.invoker || '').slice(0, 60)]);
+        b.loaf.push([e.startTime, e.duration, e.styleAndLayoutStart ? end - e.styleAndLayoutStart : 0,
+          e.renderStart ? end - e.renderStart : 0, scripts]);
+      }
+    }).observe({ type: 'long-animation-frame', buffered: false });
+  } catch (e) { b.noLoaf = String(e); }
   let last = performance.now();
   const tick = now => {
     if (!b.on) return;
@@ -200,6 +212,10 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
         cdp = page.context.new_cdp_session(page)
         cdp.send("Profiler.enable")
         cdp.send("Profiler.start")
+    browser = page.context.browser if options.trace else None
+    if browser is not None:  # Chromium's own timeline: which style, layout and paint work, how big
+        categories = ["devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "v8"]
+        browser.start_tracing(page=page, path=options.trace, categories=categories)
     flags = "--no-raise" + (" --quiet" if options.quiet else "")
     run_cell(page, 4, f"%%remote bash {flags}\nsimulated", wait=0)
     counts: list[dict[str, Any]] = []
@@ -227,11 +243,18 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
     final = page.evaluate(COUNT)
     bench = page.evaluate("() => { window.__gridBench.on = false; return window.__gridBench; }")
     cpu = print_profile(cdp.send("Profiler.stop")["profile"]) if cdp is not None else {}
+    if browser is not None:
+        browser.stop_tracing()
     # while the run streams (the live grid) vs the final result's render after it
     longtasks = [d for t, d in bench["longtasks"] if began <= t < ended]
     gaps = [d for t, d in bench["gaps"] if began <= t < ended]
     after = [d for t, d in bench["longtasks"] if t >= ended]
     moved = [s for s in scrolls if s is not None]
+    loaf = [f for f in bench.get("loaf", []) if began <= f[0] < ended]
+    invokers: dict[str, float] = {}
+    for frame in loaf:
+        for ms, invoker in frame[4]:
+            invokers[invoker] = invokers.get(invoker, 0.0) + ms
     return {
         "ranks": ranks,
         "ui": options.ui,
@@ -263,6 +286,13 @@ def measure(page, ranks: int, options: argparse.Namespace) -> dict[str, Any]:
         "scroll_ms": round(statistics.median(moved), 1) if moved else None,
         "scrolls_moved": f"{len(moved)}/{len(scrolls)}",
         "longtask_api": bench.get("noLongtask", "ok"),
+        # the long animation frames while it streams: their time in all, in scripts, in style and
+        # layout (from styleAndLayoutStart), and the scripts' callers that took the most
+        "loaf": len(loaf),
+        "loaf_ms": round(sum(f[1] for f in loaf)),
+        "loaf_script_ms": round(sum(ms for f in loaf for ms, _ in f[4])),
+        "loaf_style_layout_ms": round(sum(f[2] for f in loaf)),
+        "loaf_top_scripts": [[k, round(v)] for k, v in sorted(invokers.items(), key=lambda kv: -kv[1])[:5]],
         **cpu,
     }
 
@@ -282,6 +312,7 @@ def main() -> None:
         "--select", action="store_true", help="click the first tile 2 s in: its output pane follows"
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--trace", help="write Chromium's timeline trace (JSON) of the run here")
     parser.add_argument("--profile", action="store_true", help="the page's CPU profile (stderr)")
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-grid-"))
