@@ -64,6 +64,10 @@
 
 const KEEP = 500; // lines kept per rank in the browser
 const PAGE = 200; // tiles drawn at most, then a button draws this many more (a bounded DOM)
+// Tiles rewritten by one frame at most (beyond those that must show a change at once); the rest
+// follow in the next frames. Each tile's new texts are laid out again: 200 of them were 30–48 ms
+// of layout a frame on a slow 2-core machine, and a tile 4 frames late is not seen.
+export const WRITES_PER_FRAME = 50;
 const USAGE_EVERY = 2000; // ms between resources requests while the grid is visible
 const STACKS_KEPT = 3; // stacks answers shown at once (the newest first)
 
@@ -421,10 +425,16 @@ function render({ model, el: root }) {
 
   let frame = 0;
   let refocus = -1; // a tile to give the focus back to after the next redraw
-  const schedule = () => {
+  let generation = 0; // bumped by each change to draw: a tile written since is up to date
+  let cursor = 0; // where in the shown tiles the next frame's writes start (round robin)
+  const keepDrawing = () => {
     if (!frame) {
       frame = requestAnimationFrame(draw);
     }
+  };
+  const schedule = () => {
+    generation += 1;
+    keepDrawing();
   };
 
   /** @param {number} rank */
@@ -483,17 +493,26 @@ function render({ model, el: root }) {
    * @property {HTMLElement | null} stacks  its Stacks button (when the hosts can dump stacks)
    * @property {Tile} tile  what the node shows now (its handlers read it when used)
    * @property {Group | undefined} group
+   * @property {number} written  the generation it was last written in (-1: never)
    */
   /** @type {Map<number, Drawn>} */
   let drawn = new Map(); // tile rank -> its node, for the tiles on the page
 
   /**
    * Set a node's text only when it differs: an unchanged assignment still costs a relayout.
+   * A node holding one text node keeps it and changes its data: replacing it (textContent)
+   * inserts a node, and JupyterLab's `:has()` rules on the output area then restyle the cell.
    * @param {HTMLElement} node
    * @param {string} text
    */
   function setText(node, text) {
-    if (node.textContent !== text) {
+    const only = node.firstChild;
+    if (only && only === node.lastChild && only.nodeType === Node.TEXT_NODE) {
+      const textNode = /** @type {Text} */ (only);
+      if (textNode.data !== text) {
+        textNode.data = text;
+      }
+    } else if (node.textContent !== text) {
       node.textContent = text;
     }
   }
@@ -541,7 +560,8 @@ function render({ model, el: root }) {
       usage: null,
       stacks: null,
       tile: /** @type {any} */ (null),
-      group: undefined
+      group: undefined,
+      written: -1
     };
     if (model.get('can_stacks')) {
       // not a <button>: the tile is the keyboard's control (S on it asks too, its label says
@@ -776,8 +796,8 @@ function render({ model, el: root }) {
     const synced = model.get('tiles') || [];
     const tiles = synced.filter(t => t && t.label !== undefined);
     const now = Date.now() / 1000;
-    title.textContent = model.get('title');
-    summary.textContent = model.get('summary');
+    setText(title, model.get('title'));
+    setText(summary, model.get('summary'));
     filter.checked = model.get('failing_only');
     const finished = model.get('finished');
     stop.disabled =
@@ -814,7 +834,10 @@ function render({ model, el: root }) {
     }
     shown = shown.slice(0, limit);
     more.hidden = total <= shown.length;
-    more.textContent = `${total - shown.length} more tiles: show ${Math.min(PAGE, total - shown.length)} more`;
+    setText(
+      more,
+      `${total - shown.length} more tiles: show ${Math.min(PAGE, total - shown.length)} more`
+    );
     const focused = grid.contains(document.activeElement)
       ? Number(/** @type {HTMLElement} */ (document.activeElement).dataset.rank)
       : refocus;
@@ -833,22 +856,65 @@ function render({ model, el: root }) {
       const canStacks = Boolean(model.get('can_stacks'));
       /** @type {Map<number, Drawn>} */
       const next = new Map(); // the tiles no longer shown let go of their nodes
+      /** @type {[Tile, Group | undefined, Drawn][]} */
+      const placed = []; // the shown tiles that have a node this frame, in order
+      let made = 0;
+      let behind = false; // some tile is still to be made or written: another frame follows
       for (const [tile, group] of shown) {
         let entry = drawn.get(tile.rank);
         if (!entry || Boolean(entry.stacks) !== canStacks) {
+          if (made >= WRITES_PER_FRAME) {
+            behind = true; // made in a next frame (a page of 200 new tiles is 1,600 nodes)
+            continue;
+          }
+          made += 1;
           entry = createTile();
         }
-        updateTile(entry, tile, now, group);
         next.set(tile.rank, entry);
+        placed.push([tile, group, entry]);
       }
       drawn = next;
-      const nodes = Array.from(next.values(), entry => entry.node);
+      // written now: new tiles, a changed status, the selected and focused ones; the others
+      // WRITES_PER_FRAME a frame from where the last frame stopped
+      const selectedRank = model.get('selected');
+      let budget = WRITES_PER_FRAME;
+      let resume = -1;
+      const n = placed.length;
+      const start = cursor < n ? cursor : 0;
+      for (let k = 0; k < n; k++) {
+        const i = (start + k) % n;
+        const [tile, group, entry] = placed[i];
+        if (entry.written === generation) {
+          continue;
+        }
+        const urgent =
+          entry.written < 0 ||
+          entry.tile.status !== tile.status ||
+          tile.rank === focused ||
+          (tile.rank === selectedRank) !==
+            entry.node.classList.contains('monarch-run-selected');
+        if (urgent || budget > 0) {
+          budget -= urgent ? 0 : 1;
+          updateTile(entry, tile, now, group);
+          entry.written = generation;
+        } else if (resume < 0) {
+          resume = i;
+        }
+      }
+      cursor = resume < 0 ? 0 : resume;
+      if (behind || resume >= 0) {
+        keepDrawing();
+      }
+      // the order: only the nodes out of place move (a rank that failed goes first, the rest stay
+      // put; moving all 200 lays them all out again), then what is no longer shown goes
       const current = grid.children;
-      if (
-        current.length !== nodes.length ||
-        nodes.some((node, i) => current[i] !== node)
-      ) {
-        grid.replaceChildren(...nodes);
+      placed.forEach(([, , entry], i) => {
+        if (current[i] !== entry.node) {
+          grid.insertBefore(entry.node, current[i] || null);
+        }
+      });
+      while (current.length > placed.length) {
+        /** @type {Element} */ (grid.lastElementChild).remove();
       }
       const target = drawn.get(focused);
       if (target && document.activeElement !== target.node) {

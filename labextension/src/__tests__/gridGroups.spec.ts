@@ -10,7 +10,7 @@ import {
   formatBytes,
   usageText
 } from '../../../monarch_jupyter/widgets/run.js';
-import { FakeModel, frame, gridView } from './gridTestUtil';
+import { FakeModel, frame, gridView, settle } from './gridTestUtil';
 
 class Model extends FakeModel {
   constructor(data: Record<string, any>) {
@@ -186,13 +186,19 @@ describe('grouped grid', () => {
     );
     const model = new Model({ tiles, grouped: false, can_usage: false });
     view.render(model);
+    // made a few dozen a frame: the first frame holds the first tiles, in order
+    expect(view.root.querySelectorAll('.monarch-run-tile').length).toBeLessThan(
+      200
+    );
+    expect(labels()[0]).toBe('hosts=4000');
+    settle();
     expect(view.root.querySelectorAll('.monarch-run-tile')).toHaveLength(200);
     expect(labels()[0]).toBe('hosts=4000'); // failing first
     const more =
       view.root.querySelector<HTMLButtonElement>('.monarch-run-more')!;
     expect(more.hidden).toBe(false);
     more.click();
-    frame();
+    settle();
     expect(view.root.querySelectorAll('.monarch-run-tile')).toHaveLength(400);
   });
 
@@ -211,6 +217,7 @@ describe('grouped grid', () => {
       detail: tile(3000, 'running')
     });
     view.render(model);
+    settle();
     expect(view.root.querySelectorAll('.monarch-run-tile')).toHaveLength(200);
     expect(labels()[0]).toBe('hosts=4000');
     const more =

@@ -80,6 +80,20 @@ export function frame(): void {
   jest.advanceTimersByTime(20);
 }
 
+let clockStart = 0; // the fake clock's start: its animation frames fall every 16 ms from it
+
+/** Exactly one animation frame (frame() may span two: 20 ms can hold two 16 ms ticks). */
+export function nextFrame(): void {
+  jest.advanceTimersByTime(16 - ((Date.now() - clockStart) % 16));
+}
+
+/** Frames enough for a grid that makes and writes its tiles a few dozen a frame to finish. */
+export function settle(): void {
+  for (let i = 0; i < 10; i++) {
+    frame();
+  }
+}
+
 export interface IGridView {
   /** the element the grid renders into, fresh in the document for each test */
   root: HTMLElement;
@@ -104,6 +118,7 @@ export function gridView(): IGridView {
   };
   beforeEach(() => {
     jest.useFakeTimers();
+    clockStart = Date.now();
     view.root = document.createElement('div');
     document.body.appendChild(view.root);
   });

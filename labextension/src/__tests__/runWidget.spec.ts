@@ -6,10 +6,17 @@
  * messages.
  */
 import {
+  WRITES_PER_FRAME,
   formatSeconds,
   statusText
 } from '../../../monarch_jupyter/widgets/run.js';
-import { FakeModel as GridModel, frame, gridView } from './gridTestUtil';
+import {
+  FakeModel as GridModel,
+  frame,
+  gridView,
+  nextFrame,
+  settle
+} from './gridTestUtil';
 
 const TITLE = '%%remote mesh hosts (3 ranks)';
 
@@ -236,6 +243,50 @@ describe('run grid view', () => {
       view.root.querySelector('.monarch-run-output .monarch-run-line')
     ).toBe(first);
     watch.disconnect();
+  });
+
+  it('rewrites a bounded number of tiles a frame, the rest in the next ones, then stops', () => {
+    const n = 2 * WRITES_PER_FRAME + 20;
+    const ranks = Array.from({ length: n }, (_, r) => r);
+    const model = new FakeModel({ tiles: ranks.map(r => tile(r, 'running')) });
+    view.render(model);
+    settle();
+    const shown = () =>
+      Array.from(
+        view.root.querySelectorAll<HTMLElement>('.monarch-run-tile')
+      ).filter(
+        node =>
+          node.querySelector('.monarch-run-last')?.textContent ===
+          `x${node.dataset.rank}`
+      ).length;
+    const lines: Record<string, any> = {};
+    ranks.forEach(r => (lines[String(r)] = [['out', `x${r}`]]));
+    model.emit('msg:custom', { kind: 'lines', lines });
+    nextFrame();
+    expect(shown()).toBe(WRITES_PER_FRAME);
+    nextFrame();
+    expect(shown()).toBe(2 * WRITES_PER_FRAME);
+    nextFrame();
+    expect(shown()).toBe(n);
+    const frames = jest.spyOn(window, 'requestAnimationFrame');
+    frame();
+    frame();
+    expect(frames).not.toHaveBeenCalled(); // every tile is up to date: no frame asked for
+    frames.mockRestore();
+
+    // what must show at once does, whatever the budget: a changed status, the clicked tile
+    const last = n - 1;
+    model.emit('msg:custom', { kind: 'lines', lines }); // every tile due again
+    model.set(
+      'tiles',
+      ranks.map(r => tile(r, r === last ? 'failed' : 'running'))
+    );
+    const node = (rank: number) =>
+      view.root.querySelector<HTMLElement>(`[data-rank="${rank}"]`)!;
+    node(last - 1).click();
+    nextFrame();
+    expect(node(last).dataset.status).toBe('failed');
+    expect(node(last - 1).classList).toContain('monarch-run-selected');
   });
 
   it('works from the keyboard: tiles are buttons, Enter and Space toggle', () => {
