@@ -1,7 +1,7 @@
 """Where the CPU of a warm ``%%remote`` run goes, process by process and thread by thread.
 
     .venv/bin/python benchmarks/cpu_budget.py [--n 200] [--code '%%remote bash\\ntrue'] [--pyspy FILE]
-                                              [--phases] [--floor]
+                                              [--phases] [--floor] [--timeline] [--gap S]
 
 On a 2-core machine a warm run is bound by CPU as much as by waiting: the kernel, both
 workers and their shells all want a core at once. This starts a kernel and a local job
@@ -17,6 +17,11 @@ machine a thread waiting for a core counts as running. ``--phases``: the CPU tim
 (:data:`PHASES`, each wrapped while ``--code`` runs), per run: exact under any load.
 ``--floor``: also compare_ipyparallel's engine floor (``ping.call()`` on the warm actors, no
 command): what a bare Monarch round trip costs each process.
+``--timeline``: when each of :data:`PHASES` starts and ends (wall clock, ``perf_counter``) from
+the start of ``RemoteMagics._run``, medians over N more runs with ``--gap`` seconds after each
+(default 0.1: a core free when the cell comes); ``Drive._handle`` is named by the message it
+handles. Where a run's wall time goes: the kernel's steps before the broadcast, the wait for the
+ranks' exits, the steps after them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import collections
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,6 +85,28 @@ def _phase_wrap(module, path):
     setattr(owner, name, timed)
 for _module, _path in PHASES:
     _phase_wrap(_module, _path)
+"""
+# --timeline: each step's (name, wall start, wall end); _handle named by its message's type
+_TIMELINE_ON = """
+import functools as _f, importlib as _i, time as _t
+_timeline = []
+def _timeline_wrap(module, path):
+    owner = _i.import_module(module)
+    *outer, name = path.split(".")
+    for part in outer:
+        owner = getattr(owner, part)
+    inner = getattr(owner, name)
+    @_f.wraps(inner)
+    def timed(*args, **kwargs):
+        began = _t.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            label = path + (":" + type(args[1]).__name__ if path == "Drive._handle" else "")
+            _timeline.append((label, began, _t.perf_counter()))
+    setattr(owner, name, timed)
+for _module, _path in PHASES:
+    _timeline_wrap(_module, _path)
 """
 
 
@@ -146,6 +174,44 @@ def phases(kernel: Kernel, code: str, n: int) -> None:
         print(f"  {path:28s} {cpu * 1e6 / n:8.1f} µs a run ({calls / n:.1f} calls)")
 
 
+def timeline(kernel: Kernel, code: str, n: int, gap: float) -> None:
+    """Run ``code`` n more times, ``gap`` s apart, with :data:`PHASES` timed by the wall clock;
+    print each step's median start and end (the k-th call of a step apart) from ``_run``'s start."""
+    kernel.ok(f"PHASES = {PHASES!r}\n{_TIMELINE_ON}")
+    walls: list[float] = []
+    steps: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for _ in range(n):
+        kernel.ok("_timeline.clear()")
+        began = time.perf_counter()
+        kernel.ok(code)
+        walls.append(time.perf_counter() - began)
+        found = ast.literal_eval(kernel.ok("print(repr(_timeline))").stream().strip())
+        origin = min((b for path, b, _ in found if path == "RemoteMagics._run"), default=None)
+        if origin is None:
+            continue
+        calls: collections.Counter[str] = collections.Counter()
+        for path, b, e in sorted(found, key=lambda step: step[1]):
+            calls[path] += 1
+            steps[f"{path} #{calls[path]}"].append(((b - origin) * 1e3, (e - origin) * 1e3))
+        time.sleep(gap)
+    # Monarch's own round trip to both workers, timed the same way inside the kernel: the yardstick
+    kernel.ok(ENGINE_FLOOR_SETUP)
+    pings: list[float] = []
+    for _ in range(n):
+        shown = kernel.ok(
+            f"_b = _t.perf_counter()\n{ENGINE_FLOOR[MJ]}\nprint(_t.perf_counter() - _b)"
+        ).stream()
+        pings.append(float(shown.strip()) * 1e3)
+        time.sleep(gap)
+    wall = statistics.median(walls) * 1e3
+    print(f"timeline ({n} more runs, {gap} s apart; client round trip {wall:.2f} ms):")
+    print(f"  Monarch's ping.call() to both workers, inside the kernel: {statistics.median(pings):.2f} ms")
+    print("  step (k-th call)                     start ms   end ms  (ms from RemoteMagics._run's start)")
+    for name, spans in sorted(steps.items(), key=lambda item: statistics.median(s for s, _ in item[1])):
+        start, end = statistics.median(s for s, _ in spans), statistics.median(e for _, e in spans)
+        print(f"  {name:36s} {start:8.2f} {end:8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
@@ -155,6 +221,8 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="also Monarch's bare round trip to both workers (ping.call())"
     )
+    parser.add_argument("--timeline", action="store_true", help="when the run's steps start and end (wall)")
+    parser.add_argument("--gap", type=float, default=0.1, help="--timeline: seconds after each run")
     opts = parser.parse_args()
     code = opts.code.replace("\\n", "\n")
     folder = Path(tempfile.mkdtemp(prefix="bench-cpu-"))
@@ -185,6 +253,8 @@ def main() -> None:
             print(f"  all: {sum(totals.values()):.2f} ms of CPU a run")
         if opts.phases:
             phases(kernel, code, opts.n)
+        if opts.timeline:
+            timeline(kernel, code, opts.n, opts.gap)
         kernel.ok("%job kill", 60)
     finally:
         try:
