@@ -65,9 +65,11 @@ PHASES = [
     ("monarch_jupyter.remote.spool", "Spool.close"),
     ("monarch_jupyter.remote.index", "RunEntry.save"),
 ]
+# The steps of PHASES wrapped once in the kernel (a second injection is a no-op): each call adds
+# its CPU (thread_time) to _phase_cpu for --phases and its wall span to _timeline for --timeline,
+# _handle named there by its message's type
 _PHASES_ON = """
 import collections as _c, functools as _f, importlib as _i, time as _t
-_phase_cpu, _phase_calls = _c.Counter(), _c.Counter()
 def _phase_wrap(module, path):
     owner = _i.import_module(module)
     *outer, name = path.split(".")
@@ -76,37 +78,20 @@ def _phase_wrap(module, path):
     inner = getattr(owner, name)
     @_f.wraps(inner)
     def timed(*args, **kwargs):
+        wall = _t.perf_counter()
         began = _t.thread_time()
         try:
             return inner(*args, **kwargs)
         finally:
             _phase_cpu[path] += _t.thread_time() - began
             _phase_calls[path] += 1
-    setattr(owner, name, timed)
-for _module, _path in PHASES:
-    _phase_wrap(_module, _path)
-"""
-# --timeline: each step's (name, wall start, wall end); _handle named by its message's type
-_TIMELINE_ON = """
-import functools as _f, importlib as _i, time as _t
-_timeline = []
-def _timeline_wrap(module, path):
-    owner = _i.import_module(module)
-    *outer, name = path.split(".")
-    for part in outer:
-        owner = getattr(owner, part)
-    inner = getattr(owner, name)
-    @_f.wraps(inner)
-    def timed(*args, **kwargs):
-        began = _t.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
             label = path + (":" + type(args[1]).__name__ if path == "Drive._handle" else "")
-            _timeline.append((label, began, _t.perf_counter()))
+            _timeline.append((label, wall, _t.perf_counter()))
     setattr(owner, name, timed)
-for _module, _path in PHASES:
-    _timeline_wrap(_module, _path)
+if "_timeline" not in globals():
+    _phase_cpu, _phase_calls, _timeline = _c.Counter(), _c.Counter(), []
+    for _module, _path in PHASES:
+        _phase_wrap(_module, _path)
 """
 
 
@@ -177,7 +162,7 @@ def phases(kernel: Kernel, code: str, n: int) -> None:
 def timeline(kernel: Kernel, code: str, n: int, gap: float) -> None:
     """Run ``code`` n more times, ``gap`` s apart, with :data:`PHASES` timed by the wall clock;
     print each step's median start and end (the k-th call of a step apart) from ``_run``'s start."""
-    kernel.ok(f"PHASES = {PHASES!r}\n{_TIMELINE_ON}")
+    kernel.ok(f"PHASES = {PHASES!r}\n{_PHASES_ON}")
     walls: list[float] = []
     steps: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     for _ in range(n):
