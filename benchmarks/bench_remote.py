@@ -272,7 +272,7 @@ def main() -> None:
                 (
                     "import time, monarch_jupyter\n"
                     "from monarch.job import exec_command\n"
-                    "from monarch_jupyter._quiet import quietly\n"
+                    "from monarch_jupyter.runtime.chatter import quietly\n"
                     "_s = monarch_jupyter.current_session(); _hm = _s.host_meshes()['hosts']\n"
                     "def _one():\n"
                     "    with quietly():\n"

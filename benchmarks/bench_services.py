@@ -25,7 +25,7 @@ ROWS_10K = "SELECT value AS n, value * 2 AS twice, 'row' AS label FROM generate_
 
 IN_KERNEL = """
 import time, statistics, monarch_jupyter
-from monarch_jupyter import _introspect
+from monarch_jupyter.runtime import introspect as _introspect
 from monarch._src.job._telemetry_query_client import QueryEngineClient
 _job, _state, _, _ = monarch_jupyter.current_session().running()
 _json = QueryEngineClient(_introspect.urls(_job, _state)["telemetry"])

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from monarch_jupyter.services import admin, topology
+from monarch_jupyter.jobs.services import admin, topology
 
 SYSTEM = ("setup", "logger", "cast", "proc_agent", "spawner", "log_forwarder")
 NOW = "2026-12-02T01:52:40.000Z"
@@ -149,7 +149,7 @@ def real(repeat: int) -> float:
     setup = (
         "import time, monarch_jupyter\n"
         "from monarch.actor import Actor, endpoint\n"
-        "from monarch_jupyter.services import admin\n"
+        "from monarch_jupyter.jobs.services import admin\n"
         "class W(Actor):\n"
         "    @endpoint\n"
         "    def f(self) -> int:\n"

@@ -10,7 +10,7 @@ the pickled size and the cloudpickle dumps + loads time of an :class:`Exit` and 
 :class:`RunSpec`, and the round trip of a run's shape on 2 local procs: broadcast a
 spec to both, each answers an Exit on a port, until both arrived. Then how the kernel's loop
 receives from a port (a message sent on it and awaited, one at a time): the public
-``receiver.recv().as_asyncio()`` against :class:`monarch_jupyter._introspect.PortReader`.
+``receiver.recv().as_asyncio()`` against :class:`monarch_jupyter.runtime.introspect.PortReader`.
 Medians in µs. The procs are stopped at the end.
 """
 
@@ -25,9 +25,9 @@ import time
 import cloudpickle
 from monarch.actor import Actor, Channel, endpoint, this_host
 
-from monarch_jupyter._introspect import PortReader
 from monarch_jupyter.remote import protocol
 from monarch_jupyter.remote.protocol import Chunk, Exit, RunSpec
+from monarch_jupyter.runtime.introspect import PortReader
 
 cloudpickle.register_pickle_by_value(protocol)  # as in a kernel that started remote actors
 

@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # the real names, for checkers; at run time __getattr__ impor
 
     from . import actors as actors
     from .errors import MonarchJupyterError as MonarchJupyterError
+    from .jobs.session import JobSession
     from .remote.errors import RemoteError as RemoteError
-    from .session import JobSession
 
 __all__ = [
     "MonarchJupyterError",
@@ -69,10 +69,10 @@ def __dir__() -> list[str]:  # the public names (lazy ones too), for completion
 
 
 def current_session() -> JobSession:
-    """The process-wide :class:`~monarch_jupyter.session.JobSession`."""
+    """The process-wide :class:`~monarch_jupyter.jobs.session.JobSession`."""
     global _session
     if _session is None:
-        from .session import JobSession
+        from .jobs.session import JobSession
 
         _session = JobSession()
     return _session
@@ -95,7 +95,7 @@ def state() -> JobState:
 def query(sql: str, pandas: bool = False) -> Any:
     """The rows of ``sql`` on the running job's telemetry as a ``pyarrow.Table`` (column order and
     types kept), or a pandas DataFrame with ``pandas=True``; one-line MonarchJupyterError on failure."""
-    from .services.query import query as run
+    from .jobs.services.query import query as run
 
     return run(current_session(), sql, pandas)
 
@@ -104,7 +104,7 @@ def profile() -> Any:
     """``with monarch_jupyter.profile() as p: ...``: a Perfetto trace of the block, written under
     ``.monarch/<context>/`` (``p.path``) and shown with its spans per actor and endpoint when the
     block ends (needs a job with telemetry)."""
-    from .services.profile import Block
+    from .jobs.services.profile import Block
 
     return Block(current_session(), show=_show)
 
@@ -130,37 +130,9 @@ def _actors_hook() -> None:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics and re-attach to the current context's job (in the background)."""
-    from ._monarch_log import secure
+    from .extension.load import load
 
-    unsafe = secure()  # before Monarch loads and opens its own log (see _monarch_log)
-    if unsafe:
-        print(unsafe)
-    from ._log import from_env
-    from ._quiet import install
-    from ._warmup import begin
-    from .magics import JobMagics
-    from .remote.magic import register as register_remote
-
-    from_env()  # %env MONARCH_JUPYTER_DEBUG=1 before %load_ext: every record shows (_log.py)
-    install()
-    current = current_session()
-    ipython.register_magics(JobMagics(ipython, current))
-    register_remote(ipython, current)
-    from .services.complete import register as register_completion
-
-    register_completion(ipython, current)  # %job query's table names
-    from .completion import install as install_completion
-
-    install_completion(ipython, current)  # Tab on %job, %%remote, %remote (completion.py)
-    from ._orphans import reap_leftovers, reaped_line
-
-    leftovers = reaped_line(reap_leftovers(current.layout.dir))  # workers of an apply that never completed
-    if leftovers:
-        print(f"monarch_jupyter: {leftovers}")
-    print(begin(current, ipython))  # a cached job attaches in the background (see _warmup)
-    from .magics import _runs_note
-
-    _runs_note(current)  # the runs a previous kernel left running (no Monarch import)
+    load(ipython, current_session())
 
 
 def unload_ipython_extension(ipython: Any) -> None:

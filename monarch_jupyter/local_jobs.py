@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .specs.local import from_attr
+from .jobs.specs.local import from_attr
 
 
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
     spec = from_attr(name)
-    from .resolve import local_job
+    from .jobs.resolve import local_job
 
     return local_job(spec)

@@ -37,10 +37,10 @@ from jupyter_client import KernelManager  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionError  # noqa: E402
 
-from monarch_jupyter import cache  # noqa: E402
-from monarch_jupyter._orphans import stop_carrying  # noqa: E402
-from monarch_jupyter.contexts import MONARCH_DIR, STATE_FILE  # noqa: E402
-from monarch_jupyter.termtext import terminal_text  # noqa: E402
+from monarch_jupyter.jobs import cache  # noqa: E402
+from monarch_jupyter.jobs.contexts import MONARCH_DIR, STATE_FILE  # noqa: E402
+from monarch_jupyter.system.orphans import stop_carrying  # noqa: E402
+from monarch_jupyter.text.terminal import terminal_text  # noqa: E402
 
 RUN_VAR = "MONARCH_JUPYTER_NOTEBOOK_RUN"  # inherited by the kernel and all it starts
 

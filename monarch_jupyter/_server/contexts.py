@@ -23,8 +23,8 @@ import os
 import stat
 from typing import Any, NamedTuple
 
-from .._files import UnsafeFileError, read_bytes
 from ..remote.host.layout import STATUS, rank_name
+from ..system.files import UnsafeFileError, read_bytes
 
 MONARCH_DIR = ".monarch"
 ACTIVE_LINK = "job_state.pkl"

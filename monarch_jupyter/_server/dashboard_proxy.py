@@ -19,7 +19,7 @@ from tornado import httpclient, web
 from tornado.ioloop import IOLoop
 from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
 
-from .. import _procfs
+from ..system import procfs as _procfs
 from . import dashboard as dash
 from .config import MonarchJupyter
 from .contexts import InvalidPath, read_status, resolve_folder

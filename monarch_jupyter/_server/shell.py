@@ -19,9 +19,9 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..contexts import DEFAULT_CONTEXT, MONARCH_DIR, check_name
 from ..errors import MonarchJupyterError
-from ..rank_shell import ShellTarget, command
+from ..jobs.contexts import DEFAULT_CONTEXT, MONARCH_DIR, check_name
+from ..remote.rank_shell import ShellTarget, command
 from .contexts import InvalidPath, active_context, read_status, resolve_folder
 
 MAX_BODY = 4096

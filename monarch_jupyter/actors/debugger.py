@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .. import breakpoints as stopped
+from ..jobs import breakpoints as stopped
 from . import debug_text
 from .debug_text import Command, Stop
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..rank_sets import label, rank_set
+from ..text.rank_sets import label, rank_set
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 DYNAMIC = "<dynamic-code>"  # cloudpickle's co_filename for code pickled by value

@@ -22,9 +22,11 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from .. import _introspect, _timefmt, actor_procs
-from .. import breakpoints as stopped
-from .._files import private_dir
+from ..jobs import breakpoints as stopped
+from ..runtime import introspect as _introspect
+from ..system import actor_procs
+from ..system.files import private_dir
+from ..text import timefmt as _timefmt
 from . import cells, worker
 from .debugger import Debugger, loopback_only
 from .failures import DYNAMIC, CallFailure, Frame, from_record, render, strip_ansi

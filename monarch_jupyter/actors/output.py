@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._files import private_opener
-from ..rank_sets import label
 from ..remote.model import ERR, OUT, Output, RankState, RunState
 from ..remote.render import BURST, MAX_RATE, TextRenderer, prefix
+from ..system.files import private_opener
+from ..text.rank_sets import label
 
 KEEP_CELLS = 64  # cells remembered for attributing late chunks
 RETIRE_AFTER = 2.0  # a cell no longer the newest, quiet this long, gets its final tails and is dropped

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..magic_parser import ArgumentsError, LazyParsers, MagicParser
-from ..specs.local import MAX_LOCAL_WORKERS
+from ..jobs.specs.local import MAX_LOCAL_WORKERS
+from ..text.parser import ArgumentsError, LazyParsers, MagicParser
 from .errors import RemoteError
 
 MODES = ("bash", "python")

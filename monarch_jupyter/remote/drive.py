@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _faults, _introspect, _log, _procfs
+from ..runtime import faults as _faults
+from ..runtime import introspect as _introspect
+from ..runtime import log as _log
+from ..system import procfs as _procfs
 from . import stacks as stack_text
 from .index import RunEntry, Where
 from .model import Event, Exited, Finished, Lost, Output, RankState, Started, Stopping
@@ -30,7 +33,7 @@ from .protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
 from .spool import Spool
 
 if TYPE_CHECKING:
-    from .._loop import EventLoopThread
+    from ..runtime.loop import EventLoopThread
 
 HEARTBEAT_LOST = 5.0  # a running rank silent this long is lost (its actor heartbeats every 0.5 s)
 SILENCE_FACTOR = 3.0  # … or this many times the longest silence a rank of the run came back from

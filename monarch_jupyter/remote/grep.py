@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._files import read_bytes
+from ..system.files import read_bytes
 from .host.search import MAX_HITS, Hit, folded, search
 from .index import RankRef
 from .protocol import OUT

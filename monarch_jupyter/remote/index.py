@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _files
+from ..system import files as _files
 from .args import RemoteArgs
 from .errors import RunsError
 from .host import layout
 from .host import runs as host_runs
 
 if TYPE_CHECKING:
-    from ..session import JobSession
+    from ..jobs.session import JobSession
     from .model import RankState
 
 INDEX_LIMIT = 200  # newest entries read from the index (older ones are pruned with their logs)

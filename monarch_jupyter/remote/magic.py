@@ -21,7 +21,7 @@ from IPython.display import display
 
 from .. import remote as remote_package
 from ..errors import MonarchJupyterError
-from ..magic_parser import ArgumentsError, HelpRequested
+from ..text.parser import ArgumentsError, HelpRequested
 from . import verbs
 from .args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
 from .errors import RemoteError, RemoteInterrupted
@@ -30,7 +30,7 @@ from .protocol import ERR, OUT
 if TYPE_CHECKING:  # the run's modules are imported by its first run, not at %load_ext
     from IPython.core.interactiveshell import InteractiveShell
 
-    from ..session import JobSession
+    from ..jobs.session import JobSession
     from .drive import Plan, RunHandle
     from .follow import BackgroundFollow
     from .model import Event, Observer, RunState

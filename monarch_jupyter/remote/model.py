@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypedDict
 
-from .. import _timefmt
 from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ..schema import STATUSES as ALL_STATUSES
 from ..schema import status as _status
+from ..text import timefmt as _timefmt
 from .events import Event as Event
 from .events import Exited as Exited
 from .events import Finished as Finished

@@ -7,7 +7,7 @@ import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, SupportsIndex, overload
 
-from .. import _timefmt
+from ..text import timefmt as _timefmt
 from .model import ERR, OK, OUT, SKIPPED, RunState
 
 

@@ -21,9 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _files, _introspect, _log, _procfs, _quiet, _timefmt, engines
-from ..contexts import Layout
 from ..errors import MonarchJupyterError
+from ..jobs import engines
+from ..jobs.contexts import Layout
+from ..runtime import chatter as _quiet
+from ..runtime import introspect as _introspect
+from ..runtime import log as _log
+from ..system import files as _files
+from ..system import procfs as _procfs
+from ..text import timefmt as _timefmt
 from .args import RemoteArgs, check_procs
 from .distributed import master_env
 from .drive import Drive, Plan, RunHandle, Sink, Target
@@ -34,7 +40,7 @@ from .model import RankState
 from .protocol import FLUSH_EVERY, RunSpec, spec_to_wire
 
 if TYPE_CHECKING:
-    from ..session import JobSession
+    from ..jobs.session import JobSession
 
 SPAWN_TIMEOUT = 120.0
 KEEP_LOGS = 200

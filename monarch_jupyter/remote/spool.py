@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .._files import private_opener
+from ..system.files import private_opener
 from .model import OUT
 
 HEADER = "==> [{}] <=="

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..rank_sets import rank_set
+from ..text.rank_sets import rank_set
 
 Answer = Mapping[str, Any]  # one rank, as the host sent it
 INDENT = "    "

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import _timefmt, formatting
 from ..errors import MonarchJupyterError
-from ..services import topology as topo
-from ..status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
+from ..jobs import formatting
+from ..jobs.services import topology as topo
+from ..jobs.status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
+from ..text import timefmt as _timefmt
 from .comm_model import Model, Synced
 
 JOB_JS = Path(__file__).with_name("job.js")

@@ -20,8 +20,8 @@ import pytest
 
 from browser_util import SERVER, free_port, jupyter_server
 from harness import job_kernel, poll, tagged_pids
-from monarch_jupyter import _procfs
 from monarch_jupyter._server.dashboard import MAX_RESPONSE_BYTES
+from monarch_jupyter.system import procfs as _procfs
 
 pytestmark = pytest.mark.kernel
 

@@ -20,7 +20,7 @@ import pytest
 
 from harness import Kernel, tagged_pids, usage_error, worker_pids
 from harness import poll as wait_for
-from monarch_jupyter import _signing
+from monarch_jupyter.jobs import signing as _signing
 from test_server_ext import TOKEN, _get, server  # noqa: F401 - the server fixture, on our tree
 
 

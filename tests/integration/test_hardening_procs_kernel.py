@@ -16,7 +16,7 @@ import time
 import pytest
 
 from harness import poll, tagged_pids, usage_error, worker_pids
-from monarch_jupyter import _procfs
+from monarch_jupyter.system import procfs as _procfs
 
 SECONDS = "301.517"
 

@@ -16,7 +16,9 @@ from importlib.metadata import version
 import pytest
 
 from harness import TAG_VAR
-from monarch_jupyter import _introspect, _procfs, _quiet
+from monarch_jupyter.runtime import chatter as _quiet
+from monarch_jupyter.runtime import introspect as _introspect
+from monarch_jupyter.system import procfs as _procfs
 
 MONARCH = f"torchmonarch {version('torchmonarch')}"
 
@@ -157,7 +159,7 @@ def test_fault_hook_is_read_from_monarch_actor_at_call_time():
 
 _SSH_PROBE = """
 import json
-from monarch_jupyter import _introspect
+from monarch_jupyter.runtime import introspect as _introspect
 job = _introspect.ssh_job_class()(python_exe="/py", ssh_args=("-F", "cfg"), monarch_port=2345)
 job.add_mesh("hosts", ["h1", "h2"])
 missing = [f for f in ("_ssh_args", "_python_exe", "_port", "_transport", "_meshes", "_host_to_pid")
@@ -206,7 +208,7 @@ def test_slurm_job_members_we_override_or_read():
     from monarch._src.job import slurm as monarch_slurm
     from monarch.job import SlurmJob
 
-    from monarch_jupyter import slurm as ours
+    from monarch_jupyter.jobs.engines import slurm_job as ours
 
     assert SlurmJob is monarch_slurm.SlurmJob, f"{MONARCH}: monarch.job.SlurmJob is another class now"
     for name in ("_create", "_get_job_info_json", "_wait_for_job_start"):
@@ -258,7 +260,7 @@ def test_no_other_module_reads_monarch_private_fields():
     offenders = [
         f"{path.relative_to(package)}:{number}: {line.strip()}"
         for path in sorted(package.rglob("*.py"))
-        if path.name != "_introspect.py"
+        if path.name != "introspect.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if access.search(line.split("#")[0]) and (path.name, line.strip()) not in allowed
     ]

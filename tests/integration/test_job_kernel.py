@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import TAG_VAR, usage_error, worker_pids
-from monarch_jupyter import _signing
+from monarch_jupyter.jobs import signing as _signing
 
 MONARCH_CLI = str(Path(sys.executable).with_name("monarch"))
 NOISE = ("Future.get()", "Monarch internal logs", "UserWarning", "Traceback", "Found cached job")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from harness import poll, usage_error
-from monarch_jupyter.services.mounts import fuse_missing
-from monarch_jupyter.specs.mounts import Mount, local_target
-from monarch_jupyter.specs.parse import parse_apply
+from monarch_jupyter.jobs.services.mounts import fuse_missing
+from monarch_jupyter.jobs.specs.mounts import Mount, local_target
+from monarch_jupyter.jobs.specs.parse import parse_apply
 
 pytestmark = pytest.mark.skipif(fuse_missing() is not None, reason=str(fuse_missing()))
 
@@ -95,7 +95,7 @@ def test_mount_import_refresh_gather_spec_and_kill(start_kernel, workdir, tmp_pa
 
         # the saved spec is the same job: the CLI's import path builds it, a bare apply reuses it
         built = kernel.ok(
-            "import monarch_jupyter\nfrom monarch_jupyter import _introspect, local_jobs\n"
+            "import monarch_jupyter\nfrom monarch_jupyter import local_jobs\nfrom monarch_jupyter.runtime import introspect as _introspect\n"
             f"print('SAME', _introspect.mount_entries(getattr(local_jobs, {saved.rpartition('.')[2]!r})) "
             "== _introspect.mount_entries(monarch_jupyter.job()))"
         ).text

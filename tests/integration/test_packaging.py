@@ -125,7 +125,7 @@ def test_the_wheel_ships_what_an_install_needs_and_nothing_else(built):
     # the private-network kernel's provisioner, found by jupyter_client by this name
     assert (
         "[jupyter_client.kernel_provisioners]\n"
-        "monarch-private-net = monarch_jupyter.private_provisioner:PrivateNetProvisioner"
+        "monarch-private-net = monarch_jupyter.system.private_provisioner:PrivateNetProvisioner"
     ) in entry_points, entry_points
     data = next(n for n in names if ".data/data/" in n).split(".data/data/")[0] + ".data/data/"
     labext = data + "share/jupyter/labextensions/monarch_jupyter/"

@@ -14,7 +14,8 @@ import pytest
 from jupyter_client.provisioning import KernelProvisionerFactory
 
 from harness import tagged_pids, worker_pids
-from monarch_jupyter import _procfs, private_net
+from monarch_jupyter.system import private_net
+from monarch_jupyter.system import procfs as _procfs
 
 OTHER_PYTHON = "/usr/bin/python3"  # the second user cannot run the test's venv (under /root)
 CONNECT = (
@@ -39,7 +40,7 @@ def private_kernel_spec(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "prefix" / "share" / "jupyter"))
     entry = EntryPoint(
         private_net.PROVISIONER,
-        "monarch_jupyter.private_provisioner:PrivateNetProvisioner",
+        "monarch_jupyter.system.private_provisioner:PrivateNetProvisioner",
         "jupyter_client.kernel_provisioners",
     )
     monkeypatch.setitem(KernelProvisionerFactory.instance().provisioners, private_net.PROVISIONER, entry)

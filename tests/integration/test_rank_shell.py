@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness import child_pids, job_kernel, poll, usage_error
-from monarch_jupyter import rank_shell
+from monarch_jupyter.remote import rank_shell
 
 pytestmark = pytest.mark.kernel
 
@@ -154,14 +154,14 @@ def test_bad_ranks_are_one_line(shared) -> None:
         shared.execute("%remote shell --rank 5")
     )
     assert "--rank" in usage_error(shared.execute("%remote shell --rank -1"))
-    argv = [sys.executable, "-m", "monarch_jupyter.rank_shell", "--rank", "5"]
+    argv = [sys.executable, "-m", "monarch_jupyter.remote.rank_shell", "--rank", "5"]
     shell = Pty(argv, shared.cwd)
     assert shell.wait() == 2
     shell.read_until(b"\n", timeout=5)
     lines = [line for line in shell.out.decode().splitlines() if line.strip()]
-    assert lines[-1] == "monarch_jupyter.rank_shell: rank 5 is out of range: mesh hosts has 2 ranks (0–1)", (
-        lines
-    )
+    assert (
+        lines[-1] == "monarch_jupyter.remote.rank_shell: rank 5 is out of range: mesh hosts has 2 ranks (0–1)"
+    ), lines
     assert "Traceback" not in shell.out.decode()
 
 
@@ -190,7 +190,7 @@ def test_terminal_ipython_prints_the_command(shared) -> None:
     line = next(li.strip() for li in shown.splitlines() if "rank_shell" in li)
     assert (
         line
-        == f"cd {shared.cwd} && {sys.executable} -m monarch_jupyter.rank_shell --rank 1 --context default"
+        == f"cd {shared.cwd} && {sys.executable} -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
     )
 
 

@@ -77,7 +77,7 @@ def test_remote_stop_signals_only_our_own_processes(start_kernel, second_user, t
 MONARCH_SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
-from monarch_jupyter import _monarch_log
+from monarch_jupyter.runtime import monarch_log as _monarch_log
 line = _monarch_log.secure()
 print("LINE", line, flush=True)
 from monarch.actor import this_host

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import job_kernel, poll, tagged_pids
-from monarch_jupyter import _procfs
+from monarch_jupyter.system import procfs as _procfs
 
 pytestmark = pytest.mark.kernel
 
@@ -38,7 +38,7 @@ def test_spec_keeps_the_services(tkernel):
     assert found["admin"].startswith("http://localhost:"), status
     # the CLI's import path builds the same job
     built = tkernel.ok(
-        "from monarch_jupyter import local_jobs, services\n"
+        "from monarch_jupyter import local_jobs\nfrom monarch_jupyter.jobs import services\n"
         "print('SERVICES', services.configured(local_jobs.hosts_2__telemetry))"
     ).text
     assert "SERVICES ('telemetry', 'admin')" in built
@@ -52,7 +52,7 @@ def test_a_configured_variable_job_is_saved_with_its_services(tkernel):
         tkernel.cwd / ".monarch/default/spec"
     ).read_text() == "monarch_jupyter.local_jobs.hosts_2__telemetry"
     unsaid = tkernel.ok(
-        "from monarch_jupyter.resolve import saved_path_for\n"
+        "from monarch_jupyter.jobs.resolve import saved_path_for\n"
         "print('SAVED', saved_path_for(ProcessJob({'hosts': 2}).enable_telemetry(retention_secs=5)))"
     ).text
     assert "SAVED None" in unsaid  # a config a spec cannot say: the job stays kernel-only
@@ -210,7 +210,7 @@ def test_profile_runs_in_the_background_and_writes_a_trace(tkernel):
     assert new, list(folder.iterdir())
     summary = tkernel.ok(
         "import threading, monarch_jupyter\n"
-        "from monarch_jupyter.services import profile as _pf\n"
+        "from monarch_jupyter.jobs.services import profile as _pf\n"
         "_ev = threading.Event(); _got = []\n"
         "_pf.start(monarch_jupyter.current_session(), 1, lambda r: (_got.append(r), _ev.set()))\n"
         "monarch_jupyter.query('SELECT 1 AS x')\n"

@@ -26,7 +26,7 @@ def write_jobs(folder: Path, port: int, exclusive: bool = False) -> None:
 
 
 def test_normalise_22_05_record():
-    from monarch_jupyter.slurm import normalise
+    from monarch_jupyter.jobs.engines.slurm_job import normalise
 
     old = {
         "job_id": 7,

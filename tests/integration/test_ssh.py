@@ -242,7 +242,7 @@ def test_apply_failures_are_one_line_and_leave_nothing(sshd, start_kernel, tag, 
     )
     failed = kernel.execute("%job apply faraway.ssh2", timeout=60)
     line = one_line_error(failed)
-    from monarch_jupyter.engines.transport import loopback_only as _loopback_only
+    from monarch_jupyter.jobs.engines.transport import loopback_only as _loopback_only
 
     if _loopback_only(socket.gethostname()):  # as on the CI machines: say which configure() call to add
         assert 'monarch.config.configure(default_transport="tcp://ADDRESS:0")' in line, line

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from monarch_jupyter import actor_procs
 from monarch_jupyter.remote import stacks
+from monarch_jupyter.system import actor_procs
 
 IDLE = """Thread 100 (idle): "MainThread"
     EpollSelector.select (selectors.py:468)

@@ -15,7 +15,7 @@ from monarch_jupyter.actors.failures import (
     strip_ansi,
 )
 from monarch_jupyter.actors.output import RETIRE_AFTER, Log, Router
-from monarch_jupyter.rank_sets import rank_set
+from monarch_jupyter.text.rank_sets import rank_set
 
 MONARCH = "/venv/lib/python3.11/site-packages/monarch/_src/actor/actor_mesh.py"
 

@@ -1,4 +1,4 @@
-from monarch_jupyter.attachment import Attachment
+from monarch_jupyter.jobs.attachment import Attachment
 
 
 def test_attachment_holds_while_folder_context_and_cache_are_the_same():

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from monarch_jupyter import breakpoints
+from monarch_jupyter.jobs import breakpoints
 
 
 def test_written_listed_removed(tmp_path):

@@ -4,8 +4,9 @@ import stat
 
 import pytest
 
-from monarch_jupyter import _signing, cache
 from monarch_jupyter.errors import CacheError
+from monarch_jupyter.jobs import cache
+from monarch_jupyter.jobs import signing as _signing
 
 
 class Boom:
@@ -121,7 +122,7 @@ def test_symlinked_state_to_a_fifo_is_refused(tmp_path):
 
 
 def test_huge_state_is_refused(tmp_path, monkeypatch):
-    from monarch_jupyter import _files
+    from monarch_jupyter.system import files as _files
 
     monkeypatch.setattr(_files, "PICKLE_BYTES", 1000)
     path = tmp_path / "state.pkl"
@@ -172,7 +173,7 @@ def test_lock_serialises_processes_and_is_reentrant(tmp_path):
             [
                 sys.executable,
                 "-c",
-                "import sys, time; from monarch_jupyter import cache\n"
+                "import sys, time; from monarch_jupyter.jobs import cache\n"
                 f"with cache.locked({str(monarch)!r}): print(time.monotonic(), flush=True)",
             ],
             stdout=subprocess.PIPE,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from monarch_jupyter import _introspect
-from monarch_jupyter.engines.ssh_checks import ssh_hint as _ssh_hint
 from monarch_jupyter.errors import SpecError
-from monarch_jupyter.specs.parse import parse_apply, spec_from_saved
-from monarch_jupyter.specs.ssh import SSHSpec, from_attr
+from monarch_jupyter.jobs.engines.ssh_checks import ssh_hint as _ssh_hint
+from monarch_jupyter.jobs.specs.parse import parse_apply, spec_from_saved
+from monarch_jupyter.jobs.specs.ssh import SSHSpec, from_attr
+from monarch_jupyter.runtime import introspect as _introspect
 
 
 class _Shaped:
@@ -90,11 +90,11 @@ def _dead_pid() -> int:
 
 
 def test_engine_for_picks_by_class_and_each_says_whether_workers_are_local():
-    from monarch_jupyter.engines import engine_for
-    from monarch_jupyter.engines.base import OtherEngine
-    from monarch_jupyter.engines.local import LocalEngine
-    from monarch_jupyter.engines.slurm import SlurmEngine
-    from monarch_jupyter.engines.ssh import SSHEngine
+    from monarch_jupyter.jobs.engines import engine_for
+    from monarch_jupyter.jobs.engines.base import OtherEngine
+    from monarch_jupyter.jobs.engines.local import LocalEngine
+    from monarch_jupyter.jobs.engines.slurm import SlurmEngine
+    from monarch_jupyter.jobs.engines.ssh import SSHEngine
 
     class ProcessJob(_Job):
         pass
@@ -118,8 +118,8 @@ def test_engine_for_picks_by_class_and_each_says_whether_workers_are_local():
 def test_a_dead_local_pid_fails_a_local_job_but_not_one_of_another_engine():
     """Only an engine whose workers are local (or whose local processes hold the job up)
     judges the PIDs from this machine's /proc."""
-    from monarch_jupyter.engines.base import OtherEngine
-    from monarch_jupyter.engines.local import LocalEngine
+    from monarch_jupyter.jobs.engines.base import OtherEngine
+    from monarch_jupyter.jobs.engines.local import LocalEngine
 
     job = _Job({"hosts": 1}, {"hosts_0": _Pid(_dead_pid())})
     assert not LocalEngine().is_alive(job)
@@ -129,7 +129,7 @@ def test_a_dead_local_pid_fails_a_local_job_but_not_one_of_another_engine():
 
 
 def test_an_engine_must_say_whether_its_workers_are_local():
-    from monarch_jupyter.engines.base import Engine
+    from monarch_jupyter.jobs.engines.base import Engine
 
     with pytest.raises(TypeError, match="workers_are_local"):
 
@@ -139,8 +139,8 @@ def test_an_engine_must_say_whether_its_workers_are_local():
 
 
 def test_ssh_engine_owns_the_addresses_it_dialled():
-    from monarch_jupyter.engines.ssh import SSHEngine
-    from monarch_jupyter.engines.ssh_checks import ApplyFailed
+    from monarch_jupyter.jobs.engines.ssh import SSHEngine
+    from monarch_jupyter.jobs.engines.ssh_checks import ApplyFailed
 
     job = _Job({"hosts": ["h1", "h2"]}, {})
     job._port = 2345

@@ -8,10 +8,10 @@ import os
 import pytest
 from IPython.core.error import UsageError
 
-from monarch_jupyter import _quiet
-from monarch_jupyter.formatting import created_context_line
-from monarch_jupyter.magics import JobMagics
-from monarch_jupyter.session import JobSession
+from monarch_jupyter.jobs.formatting import created_context_line
+from monarch_jupyter.jobs.magic import JobMagics
+from monarch_jupyter.jobs.session import JobSession
+from monarch_jupyter.runtime import chatter as _quiet
 
 
 class InlineLoop:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter.contexts import Layout, check_name
 from monarch_jupyter.errors import MonarchJupyterError
+from monarch_jupyter.jobs.contexts import Layout, check_name
 
 MONARCH_CLI = str(Path(sys.executable).with_name("monarch"))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monarch_jupyter.status import NOT_RUNNING, RUNNING, JobStatus
+from monarch_jupyter.jobs.status import NOT_RUNNING, RUNNING, JobStatus
 from monarch_jupyter.widgets.job import dashboard_link_html, details_html, job_view
 
 

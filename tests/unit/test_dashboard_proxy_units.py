@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from monarch_jupyter import _procfs
 from monarch_jupyter._server import dashboard as dash
 from monarch_jupyter._server.dashboard_proxy import target_of
+from monarch_jupyter.system import procfs as _procfs
 
 
 @pytest.mark.parametrize(

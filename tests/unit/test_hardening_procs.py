@@ -13,7 +13,6 @@ import time
 import pytest
 
 from harness import poll
-from monarch_jupyter import _procfs
 from monarch_jupyter.errors import MonarchJupyterError
 from monarch_jupyter.remote import args as A
 from monarch_jupyter.remote.host import layout as L
@@ -21,6 +20,7 @@ from monarch_jupyter.remote.host import runs as R
 from monarch_jupyter.remote.host import shell
 from monarch_jupyter.remote.host import spares as S
 from monarch_jupyter.remote.host.capture import CapturedProcess
+from monarch_jupyter.system import procfs as _procfs
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 SLEEPS = ("30.171", "30.172", "30.173", "30.174")  # unique: what the tests look for and reap

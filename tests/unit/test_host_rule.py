@@ -1,6 +1,6 @@
 """The rule of ``remote/host/`` (stated in its ``__init__``): its modules travel to the workers by
 value, so they import only the standard library, ``monarch`` (the actor), each other and the
-stdlib-only leaves ``_procfs``, ``_files``, ``errors`` and ``remote.protocol``."""
+stdlib-only leaves ``system.procfs``, ``system.files``, ``errors`` and ``remote.protocol``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "monarch_jupyter"
 HOST = PACKAGE / "remote" / "host"
 LEAVES = {
-    "monarch_jupyter._procfs",
-    "monarch_jupyter._files",
+    "monarch_jupyter.system.procfs",
+    "monarch_jupyter.system.files",
     "monarch_jupyter.errors",
     "monarch_jupyter.remote.protocol",
 }
@@ -50,10 +50,10 @@ def _imports(name: str) -> list[tuple[int, str]]:
                 target = f"{base}.{node.module}" if node.module else base
             else:
                 target = node.module or ""
-            if not node.module:  # from . import a, b: the modules a and b
-                found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names]
-            else:
-                found.append((node.lineno, target))
+            for alias in node.names:  # from .pkg import a, b: the modules pkg.a and pkg.b where they are
+                sub = f"{target}.{alias.name}"
+                is_sub = not node.module or (target.startswith("monarch_jupyter") and _path_of(sub).exists())
+                found.append((node.lineno, sub if is_sub else target))
     return found
 
 
@@ -84,7 +84,7 @@ def test_every_module_the_actor_needs_is_sent_by_value():
     only through a constant would be pickled by reference, and a worker without
     monarch_jupyter could not import it)."""
     cloudpickle = pytest.importorskip("cloudpickle")
-    from monarch_jupyter import engines
+    from monarch_jupyter.jobs import engines
     from monarch_jupyter.remote.host import actor
 
     before = set(cloudpickle.list_registry_pickle_by_value())

@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from harness import poll
-from monarch_jupyter import _procfs
-from monarch_jupyter._procfs import killpg
 from monarch_jupyter.remote.host import layout as L
 from monarch_jupyter.remote.host import runs as R
 from monarch_jupyter.remote.host import shell
@@ -25,6 +23,8 @@ from monarch_jupyter.remote.host import spares as S
 from monarch_jupyter.remote.host import tail as T
 from monarch_jupyter.remote.host.capture import CapturedProcess
 from monarch_jupyter.remote.protocol import ERR, OUT
+from monarch_jupyter.system import procfs as _procfs
+from monarch_jupyter.system.procfs import killpg
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 

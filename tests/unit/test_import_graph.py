@@ -128,9 +128,10 @@ def describe(component: list[str], edges: Edges) -> str:
 
 def test_the_graph_sees_the_package_and_its_function_level_imports():
     edges = import_graph()
-    assert "monarch_jupyter.magics" in edges and "monarch_jupyter" in edges
-    # load_ipython_extension imports the magics inside a function body
-    assert "monarch_jupyter.magics" in edges["monarch_jupyter"]
+    assert "monarch_jupyter.jobs.magic" in edges and "monarch_jupyter" in edges
+    # load_ipython_extension imports the composition root, and it the magics, inside function bodies
+    assert "monarch_jupyter.extension.load" in edges["monarch_jupyter"]
+    assert "monarch_jupyter.jobs.magic" in edges["monarch_jupyter.extension.load"]
 
 
 def test_a_cycle_is_found_and_named():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from monarch_jupyter.job_args import ArgumentsError, HelpRequested, JobCommand, help_text, parse
+from monarch_jupyter.jobs.args import ArgumentsError, HelpRequested, JobCommand, help_text, parse
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from monarch_jupyter import _quiet, lifecycle
 from monarch_jupyter.errors import MonarchJupyterError
+from monarch_jupyter.jobs import lifecycle
+from monarch_jupyter.runtime import chatter as _quiet
 
 
 class FakeJob:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from monarch_jupyter import _live
+from monarch_jupyter.system import live as _live
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ shell = InteractiveShell.instance()
 before = set(sys.modules)
 shell.run_line_magic("load_ext", "monarch_jupyter")
 magics = shell.magics_manager.magics
-from monarch_jupyter import job_args
+from monarch_jupyter.jobs import args as job_args
 from monarch_jupyter.remote import args
 print(json.dumps({
     "new": sorted(set(sys.modules) - before),
@@ -45,7 +45,7 @@ DEFERRED = (
     "anywidget",
     "urllib.request",  # %job query's HTTP (services/query.py)
     "http.client",
-    "monarch_jupyter.services.query",
+    "monarch_jupyter.jobs.services.query",
     "monarch_jupyter.widgets.job",
     "monarch_jupyter.widgets.run",
     "monarch_jupyter.remote.runner",
@@ -58,7 +58,7 @@ DEFERRED = (
     "monarch_jupyter.remote.stacks",
     "monarch_jupyter.remote.spool",
     "monarch_jupyter.remote.host",
-    "monarch_jupyter.rank_shell",
+    "monarch_jupyter.remote.rank_shell",
     "monarch_jupyter.actors",
 )
 
@@ -100,8 +100,8 @@ def test_the_load_builds_no_parser(loaded: dict[str, list[str]]) -> None:
 def test_the_job_help_lists_every_subcommand() -> None:
     from IPython.core.oinspect import getdoc
 
-    from monarch_jupyter import job_args
-    from monarch_jupyter.magics import JobMagics
+    from monarch_jupyter.jobs import args as job_args
+    from monarch_jupyter.jobs.magic import JobMagics
 
     doc = getdoc(JobMagics.job) or ""  # what %job? shows (IPython's inspector)
     assert doc.startswith("Manage the Monarch job") and job_args.help_text() in doc

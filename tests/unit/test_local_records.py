@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import _live, _local_records, _procfs
-from monarch_jupyter.contexts import Layout
+from monarch_jupyter.jobs import local_records as _local_records
+from monarch_jupyter.jobs.contexts import Layout
+from monarch_jupyter.system import live as _live
+from monarch_jupyter.system import procfs as _procfs
 from test_warmup_units import APPLY_ID, write_cache
 
 

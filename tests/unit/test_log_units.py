@@ -7,7 +7,8 @@ import io
 import logging
 import sys
 
-from monarch_jupyter import _log, _quiet
+from monarch_jupyter.runtime import chatter as _quiet
+from monarch_jupyter.runtime import log as _log
 
 
 def test_the_switch(monkeypatch):

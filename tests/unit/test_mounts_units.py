@@ -8,11 +8,11 @@ import os
 import pytest
 
 from monarch_jupyter.errors import SpecError
-from monarch_jupyter.services import mounts
-from monarch_jupyter.specs.base import LocalSpec
-from monarch_jupyter.specs.local import from_attr
-from monarch_jupyter.specs.mounts import GATHER, MOUNT, Mount, decode, encode, from_field, local_target
-from monarch_jupyter.specs.parse import parse_apply, spec_from_saved
+from monarch_jupyter.jobs.services import mounts
+from monarch_jupyter.jobs.specs.base import LocalSpec
+from monarch_jupyter.jobs.specs.local import from_attr
+from monarch_jupyter.jobs.specs.mounts import GATHER, MOUNT, Mount, decode, encode, from_field, local_target
+from monarch_jupyter.jobs.specs.parse import parse_apply, spec_from_saved
 
 ROOT = "/work/nb"
 
@@ -123,7 +123,7 @@ def test_monarchs_mount_failure_is_one_line() -> None:
 def test_a_users_job_is_saved_when_its_mounts_can_be_said(tmp_path) -> None:
     from monarch.job import ProcessJob
 
-    from monarch_jupyter.resolve import saved_path_for
+    from monarch_jupyter.jobs.resolve import saved_path_for
 
     src = str(tmp_path)
     job = ProcessJob({"hosts": 1})
@@ -172,7 +172,7 @@ class _BusyJob:
 
 
 def test_a_busy_mount_is_unmounted_lazily_and_the_kill_asked_again(monkeypatch) -> None:
-    from monarch_jupyter import lifecycle
+    from monarch_jupyter.jobs import lifecycle
 
     unmounted: list[list[str]] = []
     monkeypatch.setattr(mounts, "here", lambda job, local: ["/m/hosts_0"])
@@ -191,7 +191,7 @@ def test_a_busy_mount_is_unmounted_lazily_and_the_kill_asked_again(monkeypatch) 
 
 
 def test_the_default_mount_folder_is_private_or_refused(monkeypatch, tmp_path) -> None:
-    from monarch_jupyter.specs import mounts as flags
+    from monarch_jupyter.jobs.specs import mounts as flags
 
     monkeypatch.setattr(flags.tempfile, "gettempdir", lambda: str(tmp_path))
     root = mounts.private_root()

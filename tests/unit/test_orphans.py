@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import _orphans
+from monarch_jupyter.system import orphans as _orphans
 
 
 def _sleeper(env_extra: dict[str, str]) -> subprocess.Popen:

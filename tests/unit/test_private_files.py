@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import _files
 from monarch_jupyter.actors.output import Log
-from monarch_jupyter.contexts import Layout
+from monarch_jupyter.jobs.contexts import Layout
 from monarch_jupyter.remote.index import RunEntry
 from monarch_jupyter.remote.spool import Spool
+from monarch_jupyter.system import files as _files
 
 
 @pytest.fixture

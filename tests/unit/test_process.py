@@ -19,7 +19,6 @@ from unittest import mock
 
 import pytest
 
-from monarch_jupyter import _procfs
 from monarch_jupyter.remote.host import capture
 from monarch_jupyter.remote.host import layout as L
 from monarch_jupyter.remote.host import runs as R
@@ -28,6 +27,7 @@ from monarch_jupyter.remote.host.capture import CapturedProcess
 from monarch_jupyter.remote.host.shell import SLOW_RUNS, RunShell, ShellKeeper
 from monarch_jupyter.remote.host.spares import prepare
 from monarch_jupyter.remote.protocol import ERR, OUT, Chunk
+from monarch_jupyter.system import procfs as _procfs
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 _ids = itertools.count()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from monarch_jupyter import _procfs
+from monarch_jupyter.system import procfs as _procfs
 
 # "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
 #  cutime cstime priority nice num_threads itrealvalue starttime …"

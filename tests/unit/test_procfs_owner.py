@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from monarch_jupyter import _procfs
+from monarch_jupyter.system import procfs as _procfs
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")

@@ -10,7 +10,6 @@ import time
 import cloudpickle
 import pytest
 
-from monarch_jupyter import _faults
 from monarch_jupyter.remote import model, protocol
 from monarch_jupyter.remote.drive import (
     FAULT_LOST,
@@ -25,6 +24,7 @@ from monarch_jupyter.remote.drive import (
 from monarch_jupyter.remote.model import Exited, Lost, Output, RankState, Started
 from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
 from monarch_jupyter.remote.spool import Spool, read_log
+from monarch_jupyter.runtime import faults as _faults
 
 MESSAGES = [
     RunSpec("bash", "echo hi", {"A": "1"}, None, "/tmp", "out/$SUBDIR"),

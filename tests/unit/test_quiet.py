@@ -5,7 +5,7 @@ import sys
 
 SCRIPT = r"""
 import os, threading, time
-from monarch_jupyter import _quiet
+from monarch_jupyter.runtime import chatter as _quiet
 
 def other():
     for i in range(5):
@@ -39,7 +39,9 @@ def test_only_the_banner_is_dropped_and_other_threads_are_heard():
 
 
 def test_client_context_banner_is_dropped():
-    done = run("from monarch_jupyter import _quiet\n_quiet.start_client_context()\nprint('ready')")
+    done = run(
+        "from monarch_jupyter.runtime import chatter as _quiet\n_quiet.start_client_context()\nprint('ready')"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ready\n"
     assert "Monarch internal logs" not in done.stderr
@@ -47,7 +49,7 @@ def test_client_context_banner_is_dropped():
 
 CHILD_KEEPS_PIPE = r"""
 import subprocess, sys, time
-from monarch_jupyter import _quiet
+from monarch_jupyter.runtime import chatter as _quiet
 
 with _quiet.quietly():
     child = subprocess.Popen(["sh", "-c", "sleep 0.5; echo child after the window"])

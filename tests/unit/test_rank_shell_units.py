@@ -1,4 +1,4 @@
-"""``%remote shell`` and ``python -m monarch_jupyter.rank_shell``: parsing, commands, checks."""
+"""``%remote shell`` and ``python -m monarch_jupyter.remote.rank_shell``: parsing, commands, checks."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from monarch_jupyter import rank_shell
 from monarch_jupyter._server import shell as server_shell
-from monarch_jupyter.magic_parser import ArgumentsError
-from monarch_jupyter.rank_shell import ShellError, ShellTarget
-from monarch_jupyter.remote import verbs
+from monarch_jupyter.remote import rank_shell, verbs
+from monarch_jupyter.remote.rank_shell import ShellError, ShellTarget
+from monarch_jupyter.text.parser import ArgumentsError
 
 
 def test_parse_args_defaults_and_flags() -> None:
@@ -55,7 +54,7 @@ def test_command_round_trips_through_the_parser() -> None:
 
 def test_command_line_quotes_the_folder() -> None:
     line = rank_shell.command_line(ShellTarget("default", 1), "/tmp/my notebooks", python="/py")
-    assert line.startswith("cd '/tmp/my notebooks' && /py -m monarch_jupyter.rank_shell")
+    assert line.startswith("cd '/tmp/my notebooks' && /py -m monarch_jupyter.remote.rank_shell")
     words = shlex.split(line)
     assert words[:4] == ["cd", "/tmp/my notebooks", "&&", "/py"]
 
@@ -92,7 +91,7 @@ def test_bundle_has_the_payload_and_the_command_as_text() -> None:
     assert payload["created"] == 5.0 and len(payload["id"]) == 32
     assert bundle["text/plain"] == (
         "a shell on rank 1 (hosts=1): run in a terminal\n"
-        "  cd /nb && /py -m monarch_jupyter.rank_shell --rank 1 --context default"
+        "  cd /nb && /py -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
     )
     assert payload["command"] == bundle["text/plain"].split("\n")[1].strip()
 

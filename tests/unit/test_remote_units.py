@@ -9,7 +9,6 @@ import re
 import pytest
 
 from monarch_jupyter.errors import MonarchJupyterError
-from monarch_jupyter.magic_parser import ArgumentsError, HelpRequested, MagicParser
 from monarch_jupyter.remote.args import (
     PARSERS,
     VERBS,
@@ -34,6 +33,7 @@ from monarch_jupyter.remote.model import (
 )
 from monarch_jupyter.remote.render import TextRenderer, group_text
 from monarch_jupyter.remote.results import RemoteResults
+from monarch_jupyter.text.parser import ArgumentsError, HelpRequested, MagicParser
 
 
 # ── args ──
@@ -922,7 +922,7 @@ def test_the_payload_properties_are_the_schemas():
 def test_the_time_formats():
     import datetime as dt
 
-    from monarch_jupyter import _timefmt
+    from monarch_jupyter.text import timefmt as _timefmt
 
     ts = dt.datetime(2026, 12, 1, 13, 3, 22, tzinfo=dt.timezone.utc).timestamp()
     assert _timefmt.utc_iso(ts) == "2026-12-01T13:03:22Z" and _timefmt.utc_stamp(ts) == "20261201-130322"
@@ -1033,9 +1033,9 @@ def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
 def test_call_all_asks_every_mesh_once_per_host_with_the_warm_actors(tmp_path):
     from types import SimpleNamespace
 
-    from monarch_jupyter._loop import EventLoopThread
     from monarch_jupyter.remote import runner as R
     from monarch_jupyter.remote.errors import RemoteError
+    from monarch_jupyter.runtime.loop import EventLoopThread
 
     calls = []
 
@@ -1113,8 +1113,8 @@ def test_warm_actors_are_spawned_once_when_a_grid_request_and_a_cell_ask_togethe
     import time
     from types import SimpleNamespace
 
-    from monarch_jupyter._loop import EventLoopThread
     from monarch_jupyter.remote import runner as R
+    from monarch_jupyter.runtime.loop import EventLoopThread
 
     class Answers:
         def values(self):

@@ -112,7 +112,7 @@ def test_an_entry_saved_into_a_folder_that_is_gone_makes_it_private(tmp_path):
 def test_write_atomic_skips_a_dead_writers_temporary_file_and_leaves_none(tmp_path):
     import os
 
-    from monarch_jupyter import _files
+    from monarch_jupyter.system import files as _files
 
     target = tmp_path / "entry.json"
     count = next(_files._TMP_COUNT) + 1

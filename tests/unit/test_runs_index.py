@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from monarch_jupyter.magic_parser import ArgumentsError as ArgsError
 from monarch_jupyter.remote import index as R
 from monarch_jupyter.remote import verbs as V  # also defines the verbs parse_line knows
 from monarch_jupyter.remote.args import RemoteVerb, parse_cell, parse_line
 from monarch_jupyter.remote.errors import RunsError
+from monarch_jupyter.text.parser import ArgumentsError as ArgsError
 
 
 def entry(

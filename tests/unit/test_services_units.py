@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from monarch_jupyter import _procfs
 from monarch_jupyter.errors import SpecError
-from monarch_jupyter.services import is_loopback
-from monarch_jupyter.specs.base import LocalSpec
-from monarch_jupyter.specs.local import split_services
-from monarch_jupyter.specs.parse import parse_apply, spec_from_saved
+from monarch_jupyter.jobs.services import is_loopback
+from monarch_jupyter.jobs.specs.base import LocalSpec
+from monarch_jupyter.jobs.specs.local import split_services
+from monarch_jupyter.jobs.specs.parse import parse_apply, spec_from_saved
+from monarch_jupyter.system import procfs as _procfs
 
 
 @pytest.mark.parametrize(
@@ -87,8 +87,8 @@ def test_is_loopback(addr: str, loopback: bool) -> None:
 BANNER_SCRIPT = r"""
 import os, sys
 from pathlib import Path
-from monarch_jupyter import _quiet
-from monarch_jupyter.services import banners
+from monarch_jupyter.runtime import chatter as _quiet
+from monarch_jupyter.jobs.services import banners
 log = Path(sys.argv[1])
 with _quiet.quietly(log), banners.to_log(log):
     os.write(1, b"Mesh admin server listening on http://localhost:1\n  - Root node:     curl x\n")
@@ -116,7 +116,7 @@ def test_service_banners_go_to_the_log_and_nothing_else(tmp_path) -> None:
 
 
 def test_query_parsing_keeps_the_sql_as_typed() -> None:
-    from monarch_jupyter import job_args
+    from monarch_jupyter.jobs import args as job_args
 
     command = job_args.parse("query --pandas SELECT 'a  b' AS \"x\" FROM actors")
     assert (command.command, command.sql, command.pandas, command.tables) == (
@@ -139,7 +139,7 @@ def test_query_parsing_keeps_the_sql_as_typed() -> None:
 def test_table_view_bounds_rows_and_cells_and_keeps_order() -> None:
     import pyarrow as pa
 
-    from monarch_jupyter.services.table_view import MAX_ROWS, QueryResult, first_line, tables_text
+    from monarch_jupyter.jobs.services.table_view import MAX_ROWS, QueryResult, first_line, tables_text
 
     table = pa.table({"zeta": list(range(120)), "alpha": ["x" * 200] + ["<b>"] * 119})
     view = QueryResult(table, "SELECT", 0.0042)
@@ -172,6 +172,6 @@ def test_table_view_bounds_rows_and_cells_and_keeps_order() -> None:
     ],
 )
 def test_query_completion_candidates(line: str, expected: list[str]) -> None:
-    from monarch_jupyter.services.complete import candidates
+    from monarch_jupyter.jobs.services.complete import candidates
 
     assert candidates(line, ["actors", "actor_nodes", "meshes"]) == expected

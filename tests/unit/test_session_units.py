@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fake_jobs import LOG, FakeJob
-from monarch_jupyter import _quiet
 from monarch_jupyter.errors import MonarchJupyterError
-from monarch_jupyter.session import JobSession
-from monarch_jupyter.specs.base import VariableSpec
-from monarch_jupyter.status import RUNNING
+from monarch_jupyter.jobs.session import JobSession
+from monarch_jupyter.jobs.specs.base import VariableSpec
+from monarch_jupyter.jobs.status import RUNNING
+from monarch_jupyter.runtime import chatter as _quiet
 
 
 class InlineLoop:
@@ -84,8 +84,8 @@ def test_a_vanished_cache_keeps_a_live_job_attached_and_killable(session, tmp_pa
 def test_the_attachment_check_rereads_only_what_changed(session, tmp_path, monkeypatch):
     """Every %%remote run checks the attachment: while nothing moved, that is a
     fingerprint of two stats, not a readlink + resolve + stamp; any move is seen."""
-    from monarch_jupyter.contexts import Layout
-    from monarch_jupyter.store import JobStore
+    from monarch_jupyter.jobs.contexts import Layout
+    from monarch_jupyter.jobs.store import JobStore
 
     apply(session, FakeJob("a"))
     reads = []

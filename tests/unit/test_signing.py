@@ -8,8 +8,9 @@ import stat
 
 import pytest
 
-from monarch_jupyter import _signing, cache
 from monarch_jupyter.errors import CacheError
+from monarch_jupyter.jobs import cache
+from monarch_jupyter.jobs import signing as _signing
 
 
 @pytest.fixture(autouse=True)

@@ -4,9 +4,9 @@ import sys
 import pytest
 
 from monarch_jupyter.errors import SpecError
-from monarch_jupyter.specs.base import LocalSpec, ModuleSpec, VariableSpec, import_attr, local_attr
-from monarch_jupyter.specs.local import MAX_LOCAL_WORKERS_VAR, parse_local_attr, parse_meshes
-from monarch_jupyter.specs.parse import parse_apply, spec_from_saved
+from monarch_jupyter.jobs.specs.base import LocalSpec, ModuleSpec, VariableSpec, import_attr, local_attr
+from monarch_jupyter.jobs.specs.local import MAX_LOCAL_WORKERS_VAR, parse_local_attr, parse_meshes
+from monarch_jupyter.jobs.specs.parse import parse_apply, spec_from_saved
 
 
 def test_bare_apply_means_saved_spec():
@@ -158,7 +158,7 @@ def test_local_total_is_bounded_and_the_bound_can_be_raised(monkeypatch):
 # ── one mesh-name rule for --local and --ssh ──────────────────────────────
 @pytest.mark.parametrize("name", ["hosts", "my_hosts", "data_loaders_2", "x", "box_x1"])
 def test_local_and_ssh_accept_the_same_mesh_names(name):
-    from monarch_jupyter.specs.ssh import SSHSpec
+    from monarch_jupyter.jobs.specs.ssh import SSHSpec
 
     local = parse_apply(f"--local {name}=2")
     assert local.meshes == ((name, 2),) and spec_from_saved(local.path) == local
@@ -212,7 +212,7 @@ def test_a_pickled_slurm_job_still_unpickles():
     path (protocol 4, as cache.dump_job writes) loads into our class."""
     import pickle
 
-    from monarch_jupyter.slurm import SlurmJob
+    from monarch_jupyter.jobs.engines.slurm_job import SlurmJob
 
     job = SlurmJob({"hosts": 1}, python_exe="/usr/bin/python3", exclusive=False)
     data = pickle.dumps(job, protocol=4)

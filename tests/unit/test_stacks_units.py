@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from monarch_jupyter.magic_parser import ArgumentsError
-from monarch_jupyter.rank_sets import rank_set
 from monarch_jupyter.remote import stacks, verbs
 from monarch_jupyter.remote.args import RemoteVerb, help_text, parse_line
 from monarch_jupyter.remote.host import dumps
 from monarch_jupyter.remote.host.layout import MARKER, META, RUNS_DIR_ENV
+from monarch_jupyter.text.parser import ArgumentsError
+from monarch_jupyter.text.rank_sets import rank_set
 
 
 def dump(pid: int, tid: str, state: str, frames: list[str]) -> dict:

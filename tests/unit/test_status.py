@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from monarch_jupyter.contexts import Layout
-from monarch_jupyter.status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, StatusBoard, describe
+from monarch_jupyter.jobs.contexts import Layout
+from monarch_jupyter.jobs.status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, StatusBoard, describe
 
 
 class Job:
@@ -53,7 +53,7 @@ def test_a_broken_view_is_reported_once_and_others_still_hear(tmp_path, caplog):
     board.add_listener(broken)
     unsubscribe = board.add_listener(heard.append)
     status = describe("default", None, None, state_path=tmp_path / "none", root=tmp_path, spec=None)
-    with caplog.at_level(logging.WARNING, logger="monarch_jupyter.status"):
+    with caplog.at_level(logging.WARNING, logger="monarch_jupyter.jobs.status"):
         board.publish(layout, status)
     assert heard == [status]
     assert [r.getMessage().rsplit("] ", 1)[-1] for r in caplog.records] == [
@@ -76,7 +76,7 @@ def test_an_unwritable_status_file_does_not_stop_the_lifecycle(tmp_path, caplog)
     board = StatusBoard()
     board.add_listener(heard.append)
     status = describe("default", None, None, state_path=tmp_path / "none", root=tmp_path, spec=None)
-    with caplog.at_level(logging.WARNING, logger="monarch_jupyter.status"):
+    with caplog.at_level(logging.WARNING, logger="monarch_jupyter.jobs.status"):
         board.publish(layout, status)
     assert heard == [status]
     assert "could not write status.json" in caplog.text
@@ -90,10 +90,10 @@ def test_plain_data_and_views_import_neither_session_monarch_nor_ipython():
 
     probe = (
         "import sys\n"
-        "import monarch_jupyter.formatting, monarch_jupyter.status, monarch_jupyter.specs.parse\n"
-        "import monarch_jupyter.engines\n"
+        "import monarch_jupyter.jobs.formatting, monarch_jupyter.jobs.status, monarch_jupyter.jobs.specs.parse\n"
+        "import monarch_jupyter.jobs.engines\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('monarch', 'IPython', 'ipywidgets')\n"
-        "      or m == 'monarch_jupyter.session'))\n"
+        "      or m == 'monarch_jupyter.jobs.session'))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -1,5 +1,5 @@
-from monarch_jupyter.contexts import Layout
-from monarch_jupyter.store import JobStore
+from monarch_jupyter.jobs.contexts import Layout
+from monarch_jupyter.jobs.store import JobStore
 
 
 def test_store_saves_loads_and_stamps_a_context(tmp_path):
@@ -21,7 +21,7 @@ def test_store_saves_loads_and_stamps_a_context(tmp_path):
 
 def test_fingerprint_moves_with_the_context_and_its_cache(tmp_path):
     from fake_jobs import FakeJob
-    from monarch_jupyter.store import fingerprint
+    from monarch_jupyter.jobs.store import fingerprint
 
     layout = Layout(tmp_path)
     store = JobStore(layout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monarch_jupyter.termtext import terminal_text
+from monarch_jupyter.text.terminal import terminal_text
 
 
 @pytest.mark.parametrize(

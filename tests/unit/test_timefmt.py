@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from monarch_jupyter import _timefmt
+from monarch_jupyter.text import timefmt as _timefmt
 
 TS = 1796130202.123456  # 2026-12-01 13:03:22.123456 UTC
 

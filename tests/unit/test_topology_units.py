@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monarch_jupyter.services import admin, topology
+from monarch_jupyter.jobs.services import admin, topology
 
 
 def rows(processed: int = 5, queue: int = 0, busy: float | None = None) -> list[dict]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from monarch_jupyter.magic_parser import ArgumentsError
 from monarch_jupyter.remote.args import parse_cell, parse_line
+from monarch_jupyter.text.parser import ArgumentsError
 
 
 def test_the_flag():

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import _local_records, _signing, _warmup
-from monarch_jupyter.contexts import Layout
 from monarch_jupyter.errors import CacheError
-from monarch_jupyter.status import NO_JOB, RUNNING, JobStatus
+from monarch_jupyter.jobs import local_records as _local_records
+from monarch_jupyter.jobs import signing as _signing
+from monarch_jupyter.jobs import warmup as _warmup
+from monarch_jupyter.jobs.contexts import Layout
+from monarch_jupyter.jobs.status import NO_JOB, RUNNING, JobStatus
 
 APPLY_ID = "0123abcd-0000-0000-0000-000000000000"
 
@@ -270,7 +272,7 @@ def test_status_json_is_read_without_following_links_or_reading_huge_files(tmp_p
 
 
 def test_a_context_switch_waits_for_the_background_attach_first(tmp_path):
-    from monarch_jupyter.session import JobSession
+    from monarch_jupyter.jobs.session import JobSession
 
     session = JobSession(loop=object(), cwd=lambda: str(tmp_path))
     Layout(tmp_path).ensure()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter import formatting
 from monarch_jupyter.errors import NoJobError
-from monarch_jupyter.session import JobSession
-from monarch_jupyter.status import NO_JOB, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
+from monarch_jupyter.jobs import formatting
+from monarch_jupyter.jobs.session import JobSession
+from monarch_jupyter.jobs.status import NO_JOB, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
 from monarch_jupyter.widgets.job import JobWidget, details_html, header_html, job_view
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -212,7 +212,7 @@ def test_real_session_publishes_to_the_widget(tmp_path):
 
 
 def test_topology_is_sampled_only_while_watched(tmp_path):
-    from monarch_jupyter.services import topology
+    from monarch_jupyter.jobs.services import topology
 
     calls = []
 

@@ -20,7 +20,7 @@ const payload = {
   rank: 1,
   mesh: null,
   point: 'hosts=1',
-  command: 'cd /nb && python -m monarch_jupyter.rank_shell --rank 1',
+  command: 'cd /nb && python -m monarch_jupyter.remote.rank_shell --rank 1',
   created: 1000,
   id: 'abc'
 };

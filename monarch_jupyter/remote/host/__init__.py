@@ -7,7 +7,7 @@ only
 - the standard library,
 - ``monarch`` (only :mod:`.actor`, the one module that is a Monarch actor),
 - each other (``monarch_jupyter.remote.host.*``),
-- the stdlib-only leaves ``monarch_jupyter._procfs``, ``monarch_jupyter._files`` (which imports
+- the stdlib-only leaves ``monarch_jupyter.system.procfs``, ``monarch_jupyter.system.files`` (which imports
   ``monarch_jupyter.errors``, stdlib-only too) and ``monarch_jupyter.remote.protocol`` (the
   messages both sides share, stdlib-only).
 

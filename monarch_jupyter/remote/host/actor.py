@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from monarch.actor import Actor, context, endpoint
 
-from ... import _procfs
+from ...system import procfs as _procfs
 from ..protocol import (
     OUT,
     Chunk,

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from ... import _procfs
+from ...system import procfs as _procfs
 from ..protocol import Chunk
 from .layout import write_status
 from .tail import BATCH_BYTES, FLUSH_EVERY, HEARTBEAT, LAST_BYTES, Tail

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ... import _procfs
+from ...system import procfs as _procfs
 from .layout import META, check_run_id, read_json, read_status, runs_root
 from .runs import leader_alive, marked_pids
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..._files import read_small
+from ...system.files import read_small
 from ..protocol import ERR, OUT
 
 MARKER = "MONARCH_JUPYTER_RUN"

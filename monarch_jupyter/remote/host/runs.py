@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from ... import _procfs
-from ..._files import read_small
+from ...system import procfs as _procfs
+from ...system.files import read_small
 from ..protocol import ERR, OUT
 from .layout import (
     ESCAPED,

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..._files import read_fd
+from ...system.files import read_fd
 from ..protocol import ERR, OUT
 from .dumps import rank_folders
 

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ... import _procfs
+from ...system import procfs as _procfs
 from ..protocol import ERR, OUT
 from .capture import CapturedProcess
 from .layout import MARKER, STATUS

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..._procfs import POLL
+from ...system.procfs import POLL
 from ..protocol import ERR, OUT, Chunk
 from ..protocol import FLUSH_EVERY as FLUSH_EVERY  # at most one batch this often …
 

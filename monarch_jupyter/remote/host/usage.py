@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import Any
 
-from ... import _procfs
+from ...system import procfs as _procfs
 from .dumps import rank_folders
 from .runs import leader_alive
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import MonarchJupyterError
-from ...magic_parser import ArgumentsError
+from ...text.parser import ArgumentsError
 from ..args import dims, flat_ranks
 from ..errors import RunsError
 from ..protocol import ERR, OUT
@@ -21,7 +21,7 @@ from .registry import Cell, arg, verb
 from .runs import USAGE_INTERVAL, first_line, run_entries, running_entries
 
 if TYPE_CHECKING:  # imported where used: these verbs are declared at %load_ext
-    from ...session import JobSession
+    from ...jobs.session import JobSession
     from .. import grep as grep_text
     from .. import stacks as stack_text
     from ..index import RunEntry
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # imported where used: these verbs are declared at %load_ext
 
 def _flat_rank(text: str) -> int:
     """``--rank`` of ``%remote shell`` (:func:`...rank_shell.flat_rank`, imported when parsed)."""
-    from ... import rank_shell
+    from .. import rank_shell
 
     return rank_shell.flat_rank(text)
 
@@ -58,7 +58,7 @@ def stacks(
     native: bool,
     actors: bool = False,
 ) -> None:
-    from ... import actor_procs
+    from ...system import actor_procs
     from .. import index
     from .. import stacks as stack_text
 
@@ -140,7 +140,7 @@ def actor_stacks(
     """``(the live actor procs' answers, how many known procs are gone)``: each host dumps its
     worker's children among the procs; those of the kernel's own host mesh (``this_host()``)
     are dumped from here. Procs no host has (after every host answered) are forgotten."""
-    from ... import actor_procs
+    from ...system import actor_procs
     from .. import stacks as stack_text
     from ..host import dumps
 
@@ -244,7 +244,7 @@ def grep(
 
 @verb("debug", "ranks waiting at a breakpoint (from any kernel)")
 def debug(cell: Cell) -> None:
-    from ... import breakpoints
+    from ...jobs import breakpoints
 
     cell.write(breakpoints.waiting_text(breakpoints.folder_of(cell.session)))
 
@@ -257,7 +257,7 @@ def debug(cell: Cell) -> None:
 )
 def shell(cell: Cell, rank: int, mesh: str | None) -> None:
     """JupyterLab opens the terminal from the displayed payload; elsewhere its text is the command."""
-    from ... import rank_shell
+    from .. import rank_shell
 
     job, _, folder, context = cell.session.running()
     target = rank_shell.ShellTarget(context, rank, mesh)

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...magic_parser import MagicParser
+from ...text.parser import MagicParser
 from .. import args
 
 if TYPE_CHECKING:
-    from ...session import JobSession
+    from ...jobs.session import JobSession
     from ..drive import RunHandle
     from ..model import Event, Observer, RunState
     from ..render import TextRenderer

@@ -10,14 +10,14 @@ import queue
 import time
 from typing import TYPE_CHECKING
 
-from ... import _timefmt
 from ...errors import MonarchJupyterError
-from ...magic_parser import ArgumentsError
+from ...text import timefmt as _timefmt
+from ...text.parser import ArgumentsError
 from ..errors import RemoteError, RunsError
 from .registry import Cell, arg, verb
 
 if TYPE_CHECKING:  # imported where used: these verbs are declared at %load_ext
-    from ...session import JobSession
+    from ...jobs.session import JobSession
     from ..drive import Plan
     from ..host.runs import RunOnHost
     from ..index import RunEntry

@@ -1,0 +1,100 @@
+"""``%load_ext monarch_jupyter``: the one place that wires the session, the magics, the views and
+their hooks together. The job side and ``%%remote`` do not import the views, nor ``%job`` the runs:
+each gets what it needs from here, so no package imports the one that imports it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..jobs.magic import JobHooks
+from ..jobs.session import JobSession
+from ..jobs.status import JobStatus
+
+
+def load(ipython: Any, session: JobSession) -> None:
+    """Register the magics on ``ipython`` for ``session`` and re-attach to the context's job in the
+    background; print what a user must know at once (an unsafe Monarch log, leftovers reaped,
+    runs a previous kernel left running)."""
+    from ..runtime.monarch_log import secure
+
+    unsafe = secure()  # before Monarch loads and opens its own log (see runtime/monarch_log.py)
+    if unsafe:
+        print(unsafe)
+    from ..jobs.magic import JobMagics
+    from ..jobs.warmup import begin
+    from ..remote.magic import register as register_remote
+    from ..runtime.chatter import install
+    from ..runtime.log import from_env
+
+    from_env()  # %env MONARCH_JUPYTER_DEBUG=1 before %load_ext: every record shows (runtime/log.py)
+    install()
+    ipython.register_magics(JobMagics(ipython, session, job_hooks(ipython)))
+    register_remote(ipython, session)
+    from ..jobs.services.complete import register as register_completion
+
+    register_completion(ipython, session)  # %job query's table names
+    from .completion import install as install_completion
+
+    install_completion(ipython, session)  # Tab on %job, %%remote, %remote (completion.py)
+    from ..system.orphans import reap_leftovers, reaped_line
+
+    leftovers = reaped_line(reap_leftovers(session.layout.dir))  # workers of an apply that never completed
+    if leftovers:
+        print(f"monarch_jupyter: {leftovers}")
+    print(begin(session, ipython))  # a cached job attaches in the background (see job/warmup.py)
+    note = runs_note(session)  # the runs a previous kernel left running (no Monarch import)
+    if note:
+        print(note)
+
+
+def job_hooks(ipython: Any) -> JobHooks:
+    """``%job``'s view and runs hooks for ``ipython``."""
+
+    def show_status(session: JobSession, status: JobStatus) -> bool:
+        from ..widgets import in_widget_kernel
+
+        if not in_widget_kernel(ipython):
+            return False
+        from IPython.display import display
+
+        from ..jobs import formatting
+        from ..widgets.job import JobWidget
+
+        # One output: the live widget plus text/plain and text/html fallbacks
+        # (the same as StatusView's) for nbconvert, nbval and saved notebooks.
+        # The fallbacks are a snapshot, like any output: re-sending them on
+        # every status change would put update messages in other cells' IOPub
+        # and make the saved text differ from what nbval sees.
+        display(JobWidget(session, status, sample=_sample_topology))
+        # nbconvert picks the widget's view over its text/html and shows nothing offline:
+        # this HTML-only output is the export's copy (the labextension hides it by the widget)
+        display(formatting.static_bundle(status), raw=True)
+        return True
+
+    return JobHooks(show_status=show_status, stop_runs=stop_runs, runs_note=runs_note)
+
+
+def stop_runs(session: JobSession) -> str | None:
+    """Stop the context's ``%%remote`` runs before its job is killed, not left running unseen."""
+    from ..remote import verbs
+
+    if not verbs.has_records(session):  # no run recorded: no runner (its imports) needed
+        return None
+    from ..remote.runner import runner_for
+
+    return verbs.stop_for_kill(session, runner_for(session))
+
+
+def runs_note(session: JobSession) -> str | None:
+    """One line about the context's ``%%remote`` runs still running (``%remote runs`` has the rest)."""
+    from ..remote import verbs
+
+    return verbs.restart_note(session)
+
+
+def _sample_topology(urls: dict[str, str | None], previous: Any) -> Any:
+    """The widget's topology sampler: ``services.admin.sample`` (urllib's HTTP stack), imported
+    when a view first samples, not by ``%job``."""
+    from ..jobs.services.admin import sample
+
+    return sample(urls, previous)
