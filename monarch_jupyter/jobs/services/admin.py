@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ...errors import MonarchJupyterError
-from . import topology
+from . import local_http, topology
 
 TIMEOUT = 5.0  # seconds per request: the admin is on loopback
 MAX_BYTES = 4 << 20  # one node's JSON
@@ -45,25 +45,19 @@ def admin_url(urls: dict[str, str | None]) -> str:
     return url.rstrip("/")
 
 
-def _opener() -> urllib.request.OpenerDirector:
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
-
-
 def get_node(url: str, ref: str, timeout: float = TIMEOUT) -> dict[str, Any]:
     """One node's JSON (``{"identity", "properties", "children", "parent", "as_of"}``)."""
     target = f"{url}/v1/{urllib.parse.quote(ref, safe='')}"
     try:
-        with _opener().open(target, timeout=timeout) as response:
-            body = response.read(MAX_BYTES + 1)
+        _, body = local_http.fetch(target, timeout, MAX_BYTES)
     except urllib.error.HTTPError as error:
         raise TopologyError(f"the mesh admin answered {error.code} for {ref}") from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
+    except local_http.Unanswered as reason:
         raise TopologyError(
             f"the mesh admin at {url} did not answer ({reason}); %job shows the job"
         ) from None
-    if len(body) > MAX_BYTES:
-        raise TopologyError(f"the mesh admin's answer for {ref} is over {MAX_BYTES >> 20} MiB")
+    except local_http.TooLarge:
+        raise TopologyError(f"the mesh admin's answer for {ref} is over {MAX_BYTES >> 20} MiB") from None
     try:
         node = json.loads(body)
     except ValueError:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import MonarchJupyterError
 from ...runtime import introspect as _introspect
+from . import local_http
 from .table_view import QueryResult, first_line
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -51,20 +52,18 @@ def fetch(url: str, sql: str, timeout: float = TIMEOUT) -> Any:
         headers={"Content-Type": "application/json", "Accept": ARROW_STREAM},
         method="POST",
     )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
     try:
-        with opener.open(request, timeout=timeout) as response:
-            kind = response.headers.get("Content-Type", "")
-            body = response.read(MAX_BYTES + 1)
+        kind, body = local_http.fetch(request, timeout, MAX_BYTES)
     except urllib.error.HTTPError as error:
         raise QueryError(_server_error(error)) from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
+    except local_http.Unanswered as reason:
         raise QueryError(
             f"the telemetry store at {url} did not answer ({reason}); %job shows the job"
         ) from None
-    if len(body) > MAX_BYTES:
-        raise QueryError(f"the answer is over {MAX_BYTES >> 20} MiB: add a LIMIT or select fewer columns")
+    except local_http.TooLarge:
+        raise QueryError(
+            f"the answer is over {MAX_BYTES >> 20} MiB: add a LIMIT or select fewer columns"
+        ) from None
     if not kind.startswith(ARROW_STREAM):
         raise QueryError(f"the telemetry store answered {kind or 'no content type'}, not Arrow")
     return pyarrow.ipc.open_stream(body).read_all()
