@@ -45,7 +45,13 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 echo "setup: installing monarch_jupyter and test tools into .venv (first time: a few minutes)"
-if ! .venv/bin/python -m pip install --disable-pip-version-check ".[server,test]" >.venv/pip-install.log 2>&1; then
+# the development tools are PEP 735 dependency groups (pyproject.toml), which pip reads from 25.1 on
+if ! .venv/bin/python -m pip install --disable-pip-version-check --quiet "pip>=25.1" >.venv/pip-upgrade.log 2>&1; then
+  tail -20 .venv/pip-upgrade.log >&2
+  echo "setup: upgrading pip failed (full log: .venv/pip-upgrade.log)" >&2
+  exit 1
+fi
+if ! .venv/bin/python -m pip install --disable-pip-version-check --group dev ".[server]" >.venv/pip-install.log 2>&1; then
   grep -v "^WARNING: Location .* is ignored" .venv/pip-install.log | tail -40 >&2
   echo "setup: pip install failed (full log: .venv/pip-install.log)" >&2
   exit 1

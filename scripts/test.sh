@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up, then run the whole test suite: the labextension's lint and TypeScript tests, ruff
-# (lint + format check) over the Python tree, mypy and the import contracts over the package, then
+# (lint + format check) over the Python tree, mypy and the import contracts over the package, the
+# docs site (Sphinx, warnings as errors), then
 # tests/unit, tests/integration (real kernels and workers, sshd and Slurm, browser tests in
 # Debian's Chromium) and the notebooks under nbval. Extra arguments go to pytest; the quick set
 # alone is `.venv/bin/python -m pytest -m "not kernel and not daemon and not browser" tests`.
@@ -32,6 +33,12 @@ fi
 echo "test: import contracts (lint-imports: no cycles, remote's layers, host side; config in pyproject.toml)"
 if ! .venv/bin/lint-imports; then
   echo "test: FAILED: an import breaks a contract in pyproject.toml [tool.importlinter] (see above)" >&2
+  exit 1
+fi
+
+echo "test: docs (sphinx-build -W -n: a broken reference, link, anchor or include fails; config in docs/conf.py)"
+if ! .venv/bin/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html; then
+  echo "test: FAILED: the docs do not build cleanly (see above)" >&2
   exit 1
 fi
 

@@ -23,6 +23,15 @@ from .shell import ShellHandler
 API_NAMESPACE = "monarch-jupyter"
 
 
+def __getattr__(name: str) -> Any:
+    # `jupyter server extension list` shows an extension's __version__: the package's one version
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("monarch_jupyter")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "monarch_jupyter._server"}]
 

@@ -103,16 +103,17 @@ def built(tmp_path_factory) -> dict[str, Path]:
     return {"wheel": wheel, "sdist": sdist}
 
 
-def test_the_build_backend_is_in_the_test_extra():
+def test_the_build_backend_is_in_the_test_group():
     """`pip wheel --no-build-isolation` (above, and offline builds) needs the build-system's
-    requirements installed: the `test` extra carries the same ones."""
-    text = (ROOT / "pyproject.toml").read_text()
-    requires = re.search(r"(?m)^requires = \[(.*)\]$", text)
-    assert requires, "[build-system] requires must stay on one line"
-    test_extra = text[text.index("test = [") :]
-    test_extra = test_extra[: test_extra.index("\n]")]
-    for requirement in re.findall(r'"([^"]+)"', requires.group(1)):
-        assert f'"{requirement}"' in test_extra, f"{requirement} is missing from the test extra"
+    requirements installed: the `test` dependency group carries the same ones, and the package's
+    own metadata carries no development tool (they are groups, not extras)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    group = project["dependency-groups"]["test"]
+    for requirement in project["build-system"]["requires"]:
+        assert requirement in group, f"{requirement} is missing from the test group"
+    assert set(project["project"]["optional-dependencies"]) == {"server"}
 
 
 def test_the_wheel_ships_what_an_install_needs_and_nothing_else(built):
@@ -158,10 +159,17 @@ def test_the_wheel_ships_what_an_install_needs_and_nothing_else(built):
     }
     for classifier in (
         "Framework :: Jupyter :: JupyterLab :: Extensions :: Prebuilt",
-        "License :: OSI Approved :: BSD License",
         "Operating System :: POSIX :: Linux",
     ):
         assert f"Classifier: {classifier}\n" in metadata, classifier
+    # PEP 639: the licence as an SPDX expression and its file, no licence classifier beside them
+    assert "License-Expression: BSD-3-Clause\n" in metadata and "License-File: LICENSE\n" in metadata
+    assert "Classifier: License ::" not in metadata
+    assert (
+        "Author: The monarch_jupyter contributors" in metadata
+        or "The monarch_jupyter contributors" in metadata
+    )
+    assert "Project-URL: " in metadata
 
 
 def test_the_sdist_carries_the_sources_and_the_prebuilt_labextension(built):
@@ -268,6 +276,8 @@ def test_the_wheel_in_a_server_venv_without_monarch(built, tmp_path, tag):
     server = run(str(venv / "bin/jupyter"), "server", "extension", "list")
     assert re.search(r"monarch_jupyter\._server\s+\S*enabled", server), server
     assert re.search(r"monarch_jupyter\._server\s+\S*OK", server), server  # imported without Monarch
+    version = json.loads((ROOT / "labextension/package.json").read_text())["version"]
+    assert re.search(rf"monarch_jupyter\._server {re.escape(version)}\s", server), server  # its version shown
     listed = run(
         str(venv / "bin/python"),
         "-c",
