@@ -1,8 +1,7 @@
-"""``{magic-help} job|remote`` and ``{settings-table}``: reference text written from the code.
+"""``{magic-help} job|remote``: the magics' reference, written from the code.
 
-The magics' help comes from the same argparse definitions that parse their lines (what ``%job?``
-and ``%%remote?`` show), and the server settings from the traitlets ``Configurable``, so the
-reference cannot say anything the code does not do.
+The help comes from the same argparse definitions that parse the magics' lines (what ``%job?``
+and ``%%remote?`` show), so the reference cannot say anything the code does not do.
 """
 
 from __future__ import annotations
@@ -35,38 +34,6 @@ class MagicHelp(SphinxDirective):
         return [block]
 
 
-class SettingsTable(SphinxDirective):
-    """Every ``c.MonarchJupyter.*`` setting: name, type, default, help."""
-
-    def run(self) -> list[nodes.Node]:
-        from monarch_jupyter._server.config import MonarchJupyter
-
-        table = nodes.table()
-        group = nodes.tgroup(cols=4)
-        table += group
-        for width in (25, 10, 15, 50):
-            group += nodes.colspec(colwidth=width)
-        head = nodes.thead()
-        group += head
-        head += _row(["setting", "type", "default", "what it does"])
-        body = nodes.tbody()
-        group += body
-        for name, trait in sorted(MonarchJupyter.class_traits(config=True).items()):
-            default = trait.default_value_repr()
-            body += _row([f"c.MonarchJupyter.{name}", type(trait).__name__, default, trait.help])
-        return [table]
-
-
-def _row(cells: list[str]) -> nodes.row:
-    row = nodes.row()
-    for text in cells:
-        entry = nodes.entry()
-        entry += nodes.paragraph(text=text)
-        row += entry
-    return row
-
-
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("magic-help", MagicHelp)
-    app.add_directive("settings-table", SettingsTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

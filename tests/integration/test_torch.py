@@ -79,8 +79,8 @@ def test_a_gloo_all_reduce_across_2_hosts_by_2_procs(shared):
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch runs this test)")
 def test_the_readme_ddp_example_runs(shared):
-    """README's DDP example, as written there, on 2 hosts x 2 procs."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """The `%%remote` guide's DDP example, as written there, on 2 hosts x 2 procs."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "remote.md").read_text()
     start = readme.index("%%remote python --torch --per-host gpus=2\n")
     cell = readme[start : readme.index("```", start)]
     result = shared.ok(cell, timeout=180)

@@ -1,4 +1,4 @@
-"""README's Settings tables list every MONARCH_JUPYTER_* variable the package's code names and
+"""The settings page's tables (docs/reference/settings.md) list every MONARCH_JUPYTER_* variable the package's code names and
 every configurable trait of the server extension."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ NAME = re.compile(r"MONARCH_JUPYTER_[A-Z0-9_]*[A-Z0-9]")
 
 
 def _section(title: str) -> str:
-    text = (REPO / "README.md").read_text()
-    start = text.index(f"\n## {title}\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    text = (REPO / "docs" / "reference" / "settings.md").read_text()
+    assert text.startswith(f"# {title}\n")
+    return text
 
 
 def test_every_variable_the_code_names_is_in_the_table():
@@ -27,8 +26,8 @@ def test_every_variable_the_code_names_is_in_the_table():
     }
     assert len(code) >= 7, code
     rows = set(re.findall(r"^\| `(MONARCH_JUPYTER_[A-Z0-9_]+)` \|", _section("Settings"), re.M))
-    assert code - rows == set(), f"add these to README's Settings table: {sorted(code - rows)}"
-    assert rows - code == set(), f"README lists variables the code no longer names: {sorted(rows - code)}"
+    assert code - rows == set(), f"add these to docs/reference/settings.md: {sorted(code - rows)}"
+    assert rows - code == set(), f"docs/reference/settings.md lists variables the code no longer names: {sorted(rows - code)}"
 
 
 def test_every_server_setting_is_in_the_table():
