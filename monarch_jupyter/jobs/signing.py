@@ -12,7 +12,6 @@ is never unpickled; ``%job trust`` signs it deliberately (e.g. after
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import os
@@ -41,14 +40,10 @@ def sig_path(path: str | os.PathLike[str]) -> Path:
 
 
 def _private_folder(folder: Path) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise CacheError(f"{_files.shown(folder)} is not a folder of yours: remove it to sign job caches")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(folder, 0o700)
+    try:
+        _files.own_private_dir(folder)
+    except _files.NotYoursError as error:
+        raise CacheError(f"{error}: remove it to sign job caches") from None
 
 
 def _key() -> bytes:

@@ -214,6 +214,29 @@ def private_dir(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+class NotYoursError(UnsafeFileError):
+    """A folder that should be this user's private one is a link, not a folder, or another user's."""
+
+
+def own_private_dir(folder: str | os.PathLike[str], refuse_shared: bool = False) -> Path:
+    """``folder`` (and its missing parents) made, checked to be a real folder of this user, and
+    tightened to 0700. Raises :class:`NotYoursError` for a link, a non-folder or another user's
+    folder (someone may have made it first in a shared place such as ``/tmp``); with
+    ``refuse_shared``, also for one of ours that group or others can write (it may hold their files)."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, PRIVATE_DIR)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise NotYoursError(f"{shown(folder)} is not a folder of yours")
+    if refuse_shared and info.st_mode & 0o022:
+        raise NotYoursError(f"{shown(folder)} can be written by others")
+    if stat.S_IMODE(info.st_mode) != PRIVATE_DIR:
+        os.chmod(folder, PRIVATE_DIR)
+    return folder
+
+
 def private_opener(path: str | os.PathLike[str], flags: int) -> int:
     """An ``opener`` for :func:`open`: a new file is 0600 whatever the umask, an existing one of
     ours is made 0600, a symlink in the last component is refused (ELOOP)."""

@@ -63,15 +63,10 @@ def _ours(pid: int, ticks: int | None) -> bool:
 
 def _ensure_dir() -> Path:
     folder = live_dir()
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise OSError(f"{folder} is not a folder of yours")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(folder, 0o700)
-    return folder
+    try:
+        return _files.own_private_dir(folder)
+    except _files.NotYoursError as error:
+        raise OSError(str(error)) from None
 
 
 def record(folder: str, context: str, apply_id: str | None, pids: dict[str, int]) -> None:

@@ -275,7 +275,9 @@ def test_the_wheel_in_a_server_venv_without_monarch(built, tmp_path, tag):
     assert "(python, monarch_jupyter)" in labext[0], labext  # read from install.json
     server = run(str(venv / "bin/jupyter"), "server", "extension", "list")
     assert re.search(r"monarch_jupyter\._server\s+\S*enabled", server), server
-    assert re.search(r"monarch_jupyter\._server\s+[0-9.]+\s+\S*OK", server), server  # imported without Monarch
+    assert re.search(r"monarch_jupyter\._server\s+[0-9.]+\s+\S*OK", server), (
+        server
+    )  # imported without Monarch
     version = json.loads((ROOT / "labextension/package.json").read_text())["version"]
     assert re.search(rf"monarch_jupyter\._server {re.escape(version)}\s", server), server  # its version shown
     listed = run(

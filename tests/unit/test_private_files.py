@@ -83,3 +83,22 @@ def test_a_file_that_was_readable_is_made_private_when_reopened(tmp_path, loose_
     with open(path, "a", opener=_files.private_opener) as f:
         f.write("more")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_own_private_dir_makes_checks_and_tightens(tmp_path):
+    made = _files.own_private_dir(tmp_path / "a" / "b")
+    assert made.is_dir() and stat.S_IMODE(made.stat().st_mode) == 0o700
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    os.chmod(loose, 0o755)
+    _files.own_private_dir(loose)
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o700
+    os.chmod(loose, 0o777)
+    with pytest.raises(_files.NotYoursError, match="can be written by others"):
+        _files.own_private_dir(loose, refuse_shared=True)
+    (tmp_path / "link").symlink_to(loose)
+    (tmp_path / "file").write_text("")
+    for planted in ("link", "file"):
+        with pytest.raises(_files.NotYoursError, match="not a folder of yours"):
+            _files.own_private_dir(tmp_path / planted)
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o777  # a refused folder is left as it was

@@ -27,7 +27,9 @@ def test_every_variable_the_code_names_is_in_the_table():
     assert len(code) >= 7, code
     rows = set(re.findall(r"^\| `(MONARCH_JUPYTER_[A-Z0-9_]+)` \|", _section("Settings"), re.M))
     assert code - rows == set(), f"add these to docs/reference/settings.md: {sorted(code - rows)}"
-    assert rows - code == set(), f"docs/reference/settings.md lists variables the code no longer names: {sorted(rows - code)}"
+    assert rows - code == set(), (
+        f"docs/reference/settings.md lists variables the code no longer names: {sorted(rows - code)}"
+    )
 
 
 def test_every_server_setting_is_in_the_table():

@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import stat
 import subprocess
 from typing import Any
 
 from ...errors import MonarchJupyterError, SpecError
 from ...runtime import introspect as _introspect
+from ...system import files as _files
 from ..specs.mounts import GATHER, MOUNT, SUBDIR, Mount, check_local, local_target, mounts_root
 
 FUSE_DEVICE = "/dev/fuse"
@@ -81,14 +81,13 @@ def private_root() -> str:
     this user that others cannot write (another user could make it first in the shared temp folder)."""
     root = mounts_root()
     parent = os.path.dirname(root)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(parent, 0o700)
-    info = os.lstat(parent)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+    try:
+        _files.own_private_dir(parent, refuse_shared=True)
+    except _files.NotYoursError:
         raise SpecError(
             f"{parent} is not a private folder of yours (a link, or another user's): remove it, "
             "or give each --mount its DST (--mount SRC:DST)"
-        )
+        ) from None
     with contextlib.suppress(FileExistsError):
         os.mkdir(root, 0o700)
     return root
