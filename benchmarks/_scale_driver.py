@@ -143,7 +143,10 @@ class SimRunner(RemoteRunner):
 
 def install(ipython: Any, folder: str) -> None:
     """Put a :class:`SimRunner` under this kernel's ``%%remote``."""
-    magics = ipython.magics_manager.registry["RemoteMagics"]
+    from monarch_jupyter.remote.magic import current
+
+    magics = current()
+    assert magics is not None, "%load_ext monarch_jupyter first"
     magics.runner = SimRunner(magics.session, Path(folder))
 
 

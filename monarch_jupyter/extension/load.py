@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jobs.magic import JobHooks
 from ..jobs.session import JobSession
 from ..jobs.status import JobStatus
+from ..jobs.verbs.registry import JobHooks
 
 
 def load(ipython: Any, session: JobSession) -> None:
@@ -29,7 +29,8 @@ def load(ipython: Any, session: JobSession) -> None:
     from_env()  # %env MONARCH_JUPYTER_DEBUG=1 before %load_ext: every record shows (runtime/log.py)
     install()
     ipython.register_magics(JobMagics(ipython, session, job_hooks(ipython)))
-    register_remote(ipython, session)
+    remote = register_remote(ipython, session)
+    _plug_in_views(ipython, remote)
     from ..jobs.services.complete import register as register_completion
 
     register_completion(ipython, session)  # %job query's table names
@@ -45,6 +46,18 @@ def load(ipython: Any, session: JobSession) -> None:
     note = runs_note(session)  # the runs a previous kernel left running (no Monarch import)
     if note:
         print(note)
+
+
+def _plug_in_views(ipython: Any, remote: Any) -> None:
+    """In a kernel with widgets, every ``%%remote`` run of ``remote`` shows the live rank grid;
+    the widgets' and a run's modules are imported in the background once the loading cell ends."""
+    from ..widgets import in_widget_kernel, install_run_grid, preload  # cheap: no ipywidgets import
+
+    if in_widget_kernel(ipython):
+        from ..remote.magic import RUN_MODULES
+
+        install_run_grid(remote)
+        preload(ipython, also=RUN_MODULES)
 
 
 def job_hooks(ipython: Any) -> JobHooks:

@@ -18,7 +18,7 @@ nothing here imports IPython except :mod:`.magic` (and :func:`last_run`, when ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import RemoteError
 
@@ -29,14 +29,13 @@ if TYPE_CHECKING:
 #: event of every run (after :meth:`~.model.RunState.apply`), e.g. a live widget.
 observers: list[Observer] = []
 
+#: The ``%%remote`` magics registered in this process (set by :func:`.magic.register`), or None.
+registered: Any = None
+
 
 def last_run() -> RunState | None:
     """The :class:`~.model.RunState` of the latest ``%%remote`` run in this kernel, or None."""
-    from IPython import get_ipython  # only in IPython can there have been a run
-
-    shell = get_ipython()
-    magics = shell.magics_manager.registry.get("RemoteMagics") if shell is not None else None
-    return getattr(magics, "last", None)
+    return getattr(registered, "last", None)
 
 
 __all__ = ["RemoteError", "last_run", "observers"]

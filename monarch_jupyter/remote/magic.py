@@ -91,6 +91,9 @@ class RemoteMagics(Magics):
         self.last: RunState | None = None  # the latest run started here (monarch_jupyter.remote.last_run)
         self._followers: list[BackgroundFollow] = []  # detached runs' live grids
         self._grid_lock = threading.Lock()  # one grid request to the hosts at a time
+        #: makes a detached run's live grid (``widgets.run.RunWidget``), plugged in by the composition
+        #: root in a kernel with widgets; None (terminal IPython): the run's lines say it all
+        self.detached_view: Callable[..., Any] | None = None
 
     @property
     def runner(self) -> RemoteRunner:
@@ -205,12 +208,9 @@ class RemoteMagics(Magics):
     def _follow_detached(self, state: RunState, plan: Plan) -> None:
         """In a kernel with widgets: the detached run's live grid in this cell, fed between
         cells on the kernel's event loop (:mod:`.follow`) while the kernel lives."""
-        from ..widgets import in_widget_kernel  # imported here for start-up cost: ipywidgets
-
         kernel_loop = getattr(getattr(self.shell, "kernel", None), "io_loop", None)
-        if kernel_loop is None or not in_widget_kernel(self.shell):
+        if kernel_loop is None or self.detached_view is None:
             return  # no kernel (terminal IPython) or no widgets: the lines above say it all
-        from ..widgets.run import RunWidget
         from . import index
         from .drive import RunHandle
         from .follow import BackgroundFollow, BoundedSink
@@ -227,7 +227,7 @@ class RemoteMagics(Magics):
             except MonarchJupyterError as error:
                 print(f"%remote stop {run_id}: {error}", file=sys.stderr)
 
-        widget = RunWidget(
+        widget = self.detached_view(
             state,
             title=f"%%remote --detach {state.target} · run {run_id}",
             on_stop=stop_run,
@@ -449,13 +449,15 @@ def _run_state(
 RUN_MODULES = tuple(f"{__package__}.{name}" for name in ("runner", "render", "quiet"))
 
 
-def register(ipython: InteractiveShell, session: JobSession) -> None:
-    """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by load_ipython_extension);
-    in a kernel, every run also shows the live rank grid (widgets/run.py)."""
-    ipython.register_magics(RemoteMagics(ipython, session))
-    from ..widgets import in_widget_kernel, install_run_grid, preload  # imported here for start-up cost
+def register(ipython: InteractiveShell, session: JobSession) -> RemoteMagics:
+    """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by the composition root, which
+    plugs the live views in); the instance :func:`~monarch_jupyter.remote.last_run` asks."""
+    magics = RemoteMagics(ipython, session)
+    ipython.register_magics(magics)
+    remote_package.registered = magics
+    return magics
 
-    if in_widget_kernel(ipython):
-        install_run_grid(ipython)
-        # the widgets' and a run's imports, in the background once the loading cell ends
-        preload(ipython, also=RUN_MODULES)
+
+def current() -> RemoteMagics | None:
+    """The magics registered last in this process (the kernel's), or None before ``%load_ext``."""
+    return remote_package.registered

@@ -115,9 +115,9 @@ def _display_bundle(bundle: dict[str, object], display_id: str, update: bool) ->
     display(bundle, raw=True, display_id=display_id, update=update)
 
 
-def install_run_grid(ipython: Any) -> None:  # IPython's InteractiveShell
-    """Show the live grid for every ``%%remote`` run in this kernel (idempotent; cheap)."""
-    magics = ipython.magics_manager.registry.get("RemoteMagics")
+def install_run_grid(magics: Any) -> None:  # remote.magic.RemoteMagics
+    """Show the live grid for every ``%%remote`` run of ``magics`` (idempotent; cheap), and for a
+    detached run the grid that follows it between cells."""
     observers = getattr(magics, "observers", None)
     if observers is not None and not any(isinstance(o, RemoteRunObserver) for o in observers):
         # the grid's Stacks button and resources ask the hosts through the magic (its runner)
@@ -125,6 +125,13 @@ def install_run_grid(ipython: Any) -> None:  # IPython's InteractiveShell
             k: getattr(magics, f"grid_{k}") for k in ("stacks", "usage") if hasattr(magics, f"grid_{k}")
         }
         observers.append(RemoteRunObserver(**requests))
+    magics.detached_view = _detached_grid
+
+
+def _detached_grid(state: RunState, **options: Any) -> RunWidget:
+    from .run import RunWidget
+
+    return RunWidget(state, **options)
 
 
 #: Seconds after the loading cell ends before the widget modules are imported in the background.

@@ -8,20 +8,20 @@ from monarch_jupyter.jobs.args import ArgumentsError, HelpRequested, JobCommand,
 @pytest.mark.parametrize(
     "line, command",
     [
-        ("", JobCommand("status")),
-        ("status exp", JobCommand("status", context="exp")),
-        ("kill", JobCommand("kill")),
-        ("kill exp", JobCommand("kill", context="exp")),
-        ("reconnect", JobCommand("reconnect")),
-        ("context", JobCommand("context ls")),
-        ("context use exp", JobCommand("context use", name="exp")),
-        ("context rm 'my ctx'", JobCommand("context rm", name="my ctx")),
+        ("", JobCommand("status", {"context": None})),
+        ("status exp", JobCommand("status", {"context": "exp"})),
+        ("kill", JobCommand("kill", {"context": None})),
+        ("kill exp", JobCommand("kill", {"context": "exp"})),
+        ("reconnect", JobCommand("reconnect", {})),
+        ("context", JobCommand("context ls", {})),
+        ("context use exp", JobCommand("context use", {"name": "exp"})),
+        ("context rm 'my ctx'", JobCommand("context rm", {"name": "my ctx"})),
         # the spec is kept as typed, for specs.parse_apply
         (
             "apply  --local trainers=4, loaders=1 ",
-            JobCommand("apply", spec_text="--local trainers=4, loaders=1"),
+            JobCommand("apply", {"spec_text": "--local trainers=4, loaders=1"}),
         ),
-        ("apply", JobCommand("apply")),
+        ("apply", JobCommand("apply", {"spec_text": ""})),
     ],
 )
 def test_parse(line, command):
@@ -76,4 +76,4 @@ def test_help_comes_from_the_parsers():
 
 def test_a_bare_job_is_the_status_command_as_parsed():
     """``%job`` takes a path without argparse; it must mean what ``%job status`` parses to."""
-    assert parse("") == parse("   ") == parse("status") == JobCommand("status")
+    assert parse("") == parse("   ") == parse("status") == JobCommand("status", {"context": None})

@@ -119,13 +119,14 @@ def test_query_parsing_keeps_the_sql_as_typed() -> None:
     from monarch_jupyter.jobs import args as job_args
 
     command = job_args.parse("query --pandas SELECT 'a  b' AS \"x\" FROM actors")
-    assert (command.command, command.sql, command.pandas, command.tables) == (
+    options = command.options
+    assert (command.command, options["sql"], options["pandas"], options["tables"]) == (
         "query",
         "SELECT 'a  b' AS \"x\" FROM actors",
         True,
         False,
     )
-    assert job_args.parse("query --tables").tables
+    assert job_args.parse("query --tables").options["tables"]
     for bad, message in [
         ("query", "give the SQL"),
         ("query --tables SELECT 1", "takes no SQL"),
