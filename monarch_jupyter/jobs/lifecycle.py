@@ -27,8 +27,9 @@ from ..runtime import introspect as _introspect
 from ..runtime import log as _log
 from ..system import orphans as _orphans
 from . import services
-from .engines import engine_for
-from .services import banners, mounts, sidecar
+from .engines import Engine, engine_for
+from .services import banners, features
+from .services.features import FEATURES
 
 Call = Callable[..., Any]
 _debug = _log.get(__name__).debug
@@ -75,39 +76,44 @@ def connect(job: Any) -> Any:
     _debug("attach: %s with %s, before_connect", type(job).__name__, type(engine).__name__)
     engine.before_connect(job)  # e.g. an unpickled SSHJob's transport
     _quiet.start_client_context()
-    sidecar.start(job)  # the telemetry store lives on in its own session
+    for feature in FEATURES:
+        feature.before_state(job, applying=False)
     # cached_path=None keeps Monarch off our cache file; a re-attach starts the admin again:
     # its banner is not the cell's.
     with _quiet.quietly() if services.configured(job) else contextlib.nullcontext(), banners.to_log(None):
         state = job.state(cached_path=None)
-    services.started(job)
+    for feature in FEATURES:
+        feature.after_state(job)
     _debug("attach: connected; after_connect")
     engine.after_connect(job)
     return state
 
 
-def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None = None) -> Any:
+def start(
+    job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None = None, engine: Engine | None = None
+) -> Any:
     """Apply ``job`` and connect to it; on failure reap what it started and raise StartFailed.
 
     ``guard`` (a context manager with an ``abandoned`` event, see ``_orphans.ApplyGuard``)
     records the workers as they start; once the kernel gave up on the apply, whatever
     started is killed and ``ApplyAbandoned`` is raised. ``log``: where an engine's
-    processes write (SSH clients), see :mod:`.engines`.
+    processes write (SSH clients), see :mod:`.engines`. ``engine``: the job's, when the caller
+    resolved it already (once per apply).
     """
-    engine = engine_for(job)
+    engine = engine or engine_for(job)
     _debug("start: %s with %s (output, state, after_start)", type(job).__name__, type(engine).__name__)
-    refusal = services.start_refusal(job) or mounts.start_refusal(job, engine.workers_are_local)
+    refusal = features.refusal(job, engine.workers_are_local)
     if refusal is not None:
         raise StartFailed(refusal, None)
     _quiet.start_client_context()
     try:
         with engine.output(job, log) or _quiet.quietly(log), guard or contextlib.nullcontext():
-            if sidecar.needs_sidecar(job):
-                job.apply()  # the apply id first: the sidecar is keyed by it
-                sidecar.start(job)
+            for feature in FEATURES:
+                feature.before_state(job, applying=True)
             with banners.to_log(log):
                 state = job.state(cached_path=None)
-            services.started(job)
+            for feature in FEATURES:
+                feature.after_state(job)
         if guard is not None and guard.abandoned.is_set():
             raise _orphans.ApplyAbandoned("the apply was interrupted")
         engine.after_start(job, log)  # wait until the workers are really up (SSH)
@@ -121,7 +127,9 @@ def start(job: Any, guard: _orphans.ApplyGuard | None = None, log: Path | None =
         cleanup = kill_error(job)
         if guard is not None:
             guard.done()
-        line = engine.explain(job, error, log) or mounts.explain(error) or f"{type(error).__name__}: {error}"
+        line = (
+            engine.explain(job, error, log) or features.explain(error) or f"{type(error).__name__}: {error}"
+        )
         _debug("start failed: %s; cleanup: %s", line, cleanup)
         raise StartFailed(line, cleanup) from None
 
@@ -131,21 +139,22 @@ def kill(job: Any) -> None:
 
     Monarch unmounts a job's mounts first and gives up on a busy one (a shell whose folder is in
     it), leaving workers and mounts up; those on this machine are then unmounted lazily (freed as
-    the workers go) and the kill is asked again, so no mount is left behind. The lock record and
-    log Monarch's exited sidecar leaves in /tmp are removed."""
+    the workers go) and the kill is asked again, so no mount is left behind (each feature's
+    ``unblock_kill``). Then each feature's ``after_kill`` (the sidecar's files in /tmp)."""
     apply_id = getattr(job, "apply_id", None)  # read first: the kill may clear it
     with _quiet.quietly():
         try:
             job.kill()
         except Exception as error:
-            busy = mounts.here(job, engine_for(job).workers_are_local) if mounts.explain(error) else []
-            if not mounts.unmount_lazily(busy):
+            local = engine_for(job).workers_are_local
+            if not any([feature.unblock_kill(job, local, error) for feature in FEATURES]):
                 raise
-            _debug("kill: unmounted %s lazily (busy), killing again", busy)
+            _debug("kill: a feature freed what held the kill (%s), killing again", error)
             job.kill()
         if isinstance(apply_id, str) and apply_id:
-            with contextlib.suppress(Exception):  # housekeeping: never fails a kill that worked
-                _introspect.remove_sidecar_files(apply_id)
+            for feature in FEATURES:
+                with contextlib.suppress(Exception):  # housekeeping: never fails a kill that worked
+                    feature.after_kill(apply_id)
 
 
 def kill_error(job: Any) -> str | None:
@@ -153,9 +162,7 @@ def kill_error(job: Any) -> str | None:
     try:
         kill(job)
     except Exception as error:
-        return (
-            mounts.explain(error) or f"{type(error).__name__}: {error}"
-        )  # the sidecar's traceback: one line
+        return features.explain(error) or f"{type(error).__name__}: {error}"  # e.g. the sidecar's traceback
     return None
 
 
@@ -184,6 +191,7 @@ def replace(
     commit: Callable[[Any], None],
     guard: _orphans.ApplyGuard | None = None,
     log: Path | None = None,
+    engine: Engine | None = None,
 ) -> Replaced:
     """Start ``new``, ``commit`` it, then kill ``old``; in that order, and only so far as each step worked.
 
@@ -192,7 +200,7 @@ def replace(
     - killing ``old`` fails: ``new`` stays (it is committed); the failure is returned.
     """
     try:
-        state = call(start, new, guard, log)
+        state = call(start, new, guard, log, engine)
     except StartFailed as failure:
         extra = f" (reaping what it started also failed: {failure.cleanup})" if failure.cleanup else ""
         raise MonarchJupyterError(

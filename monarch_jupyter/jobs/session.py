@@ -315,7 +315,7 @@ class JobSession:
         guard = _orphans.ApplyGuard(self.layout.context_dir(name), job)
         try:
             done = lifecycle.replace(
-                job, old, label=label, call=self.loop.call, commit=commit, guard=guard, log=log
+                job, old, label=label, call=self.loop.call, commit=commit, guard=guard, log=log, engine=engine
             )
         except KeyboardInterrupt:
             guard.abandoned.set()  # the loop's worker stops spawning and kills what it started

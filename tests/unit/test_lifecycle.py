@@ -130,3 +130,64 @@ def test_reusable_needs_a_live_job_that_can_run_the_spec():
             raise AttributeError("'SSHJob' object has no attribute '_transport'")
 
     assert not lifecycle.reusable(OtherVersion("e", log, running=True), spec)
+
+
+class RecordingFeature(lifecycle.features.Feature):
+    """A service that logs its steps; ``frees`` says whether it can unblock a failed kill."""
+
+    def __init__(self, log, refuse=None, frees=False):
+        self.log, self.refuse, self.frees = log, refuse, frees
+
+    def refusal(self, job, workers_local):
+        return self.refuse
+
+    def before_state(self, job, applying):
+        self.log.append(("before_state", job.name, applying))
+
+    def after_state(self, job):
+        self.log.append(("after_state", job.name))
+
+    def unblock_kill(self, job, workers_local, error):
+        self.log.append(("unblock", str(error)))
+        if self.frees:
+            job.kill_fails = None
+        return self.frees
+
+    def after_kill(self, apply_id):
+        self.log.append(("after_kill", apply_id))
+        raise RuntimeError("housekeeping never fails a kill")
+
+
+def test_every_feature_sees_each_step_of_a_start_and_a_kill(monkeypatch):
+    log = []
+    monkeypatch.setattr(lifecycle, "FEATURES", (RecordingFeature(log, frees=True),))
+    job = FakeJob("new", log, kill_fails=RuntimeError("mount busy"))
+    assert lifecycle.start(job) == "state-new"
+    lifecycle.kill(job)
+    assert log == [
+        ("before_state", "new", True),
+        ("start", "new"),
+        ("after_state", "new"),
+        ("kill", "new"),
+        ("unblock", "mount busy"),
+        ("kill", "new"),  # asked again once a feature freed what held it
+        ("after_kill", "id-new"),
+    ]
+
+
+def test_a_kill_no_feature_can_unblock_raises(monkeypatch):
+    log = []
+    monkeypatch.setattr(lifecycle, "FEATURES", (RecordingFeature(log),))
+    with pytest.raises(RuntimeError, match="stuck"):
+        lifecycle.kill(FakeJob("old", log, running=True, kill_fails=RuntimeError("stuck")))
+    assert log == [("kill", "old"), ("unblock", "stuck")]
+
+
+def test_a_feature_refusal_starts_nothing(monkeypatch):
+    log = []
+    monkeypatch.setattr(
+        lifecycle.features, "FEATURES", (RecordingFeature(log, refuse="one admin per process"),)
+    )
+    with pytest.raises(lifecycle.StartFailed, match="one admin per process"):
+        lifecycle.start(FakeJob("new", log))
+    assert log == []
