@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 STOP_WAIT = 2.5  # after a stop request, ranks get this long to report their exit
 PID_CHECK = 0.25  # seconds between looks at the local workers' processes
+REPORT_EVERY = 1.0  # seconds between silence lines (the ranks that fell silent meanwhile share one)
 PROBE_EVERY = 5.0  # seconds between probes of a silent rank's actor
 PROBE_WAIT = 30.0  # a probe not answered by then is dropped (no answer is no evidence)
 WAIT = 0.05  # longest wait for a message before the checks run again
@@ -63,6 +64,7 @@ class Plan:
     local_pids: dict[int, int | None] = field(default_factory=dict)  # rank index → worker pid
     where: Where | None = None  # None: ask the session
     apply_id: str | None = None  # the allocation the ranks run in
+    proc_pids: dict[int, int] = field(default_factory=dict)  # rank index → its actor's proc pid (local)
 
 
 class Sink(Protocol):
@@ -135,9 +137,10 @@ class Drive:
         self.deadline: float | None = None
         self.faults_before = _faults.count
         self.last_pid_check = 0.0
-        self.workers: dict[int, str] = {}  # rank index → its local worker's state at the last look
+        self.workers: dict[int, tuple[str, int | None]] = {}  # rank index → (state, pid) at the last look
         self.probe: asyncio.Task[dict[int, str]] | None = None  # rank index → why its probe failed
         self.last_probe = 0.0
+        self.last_report = 0.0
         self._pending: Any = None  # the asyncio future of the next message
 
     async def run(self) -> None:
@@ -278,21 +281,30 @@ class Drive:
         if self.probe is None and now - self.last_probe >= PROBE_EVERY:
             self.last_probe = now
             self.probe = asyncio.ensure_future(self._probe(sorted(silent)))
-        self._report_silent(self.watch.due(now))
+        if now - self.last_report >= REPORT_EVERY:  # ranks falling silent together: one line
+            self.last_report = now
+            self._report_silent(self.watch.due(now))
 
-    def _worker_state(self, index: int) -> str:
-        """What this machine's /proc says of the rank's local worker (UNKNOWN: not local)."""
-        pid = self.plan.local_pids.get(index)
-        if pid is None:
-            return liveness.UNKNOWN
-        if not _procfs.alive(pid):
-            return liveness.GONE
-        return liveness.STOPPED if _procfs.stopped(pid) else liveness.ALIVE
+    def _worker_state(self, index: int) -> tuple[str, int | None]:
+        """What this machine's /proc says of the rank's local worker and of its actor's proc,
+        and the pid that says it (UNKNOWN: not local)."""
+        state, seen = liveness.UNKNOWN, None
+        for pid in (self.plan.local_pids.get(index), self.plan.proc_pids.get(index)):
+            if pid is None:
+                continue
+            if not _procfs.alive(pid):
+                return liveness.GONE, pid
+            if _procfs.stopped(pid):
+                state, seen = liveness.STOPPED, pid
+            elif state == liveness.UNKNOWN:
+                state, seen = liveness.ALIVE, pid
+        return state, seen
 
     def _evidence(self, index: int, failed: dict[int, str]) -> liveness.Evidence:
+        worker, pid = self.workers.get(index, (liveness.UNKNOWN, None))
         return liveness.Evidence(
-            self.workers.get(index, liveness.UNKNOWN),
-            self.plan.local_pids.get(index),
+            worker,
+            pid,
             failed.get(index),
             self.probe is not None,
         )

@@ -118,12 +118,12 @@ class _Actors:
         return _Call(self.outcomes[self.point["hosts"]])
 
 
-def _drive(tmp_path, outcomes, pids=None):
+def _drive(tmp_path, outcomes, pids=None, procs=None):
     ranks = [
         RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(len(outcomes))
     ]
     targets = [Target("hosts", _Actors(outcomes), {i: i for i in range(len(outcomes))})]
-    plan = Plan(ranks, targets, "mesh hosts", dict(pids or {}))
+    plan = Plan(ranks, targets, "mesh hosts", dict(pids or {}), proc_pids=dict(procs or {}))
     drive = Drive(
         "run",
         plan,
@@ -214,3 +214,34 @@ def test_the_text_view_writes_the_silence_line_once():
     text = renderer.flush(10.0, force=True)
     assert text == "hosts=7 silent for 12 s (worker alive)\n"
     assert renderer.flush(20.0, force=True) == ""
+
+
+def test_a_local_rank_whose_proc_died_is_lost_though_its_host_worker_runs(tmp_path, monkeypatch):
+    """The rank's actor runs in a proc of its own under the host's worker: that proc's death
+    is evidence too, and the line names its pid."""
+    gone = {201}
+    monkeypatch.setattr(drive_mod._procfs, "alive", lambda pid: pid not in gone)
+    monkeypatch.setattr(drive_mod._procfs, "stopped", lambda pid: False)
+    monkeypatch.setattr(drive_mod.os, "killpg", lambda pgid, sig: None)
+    drive = _drive(tmp_path, [1, 1], {0: 100, 1: 100}, {0: 200, 1: 201})
+    drive._check_ranks(time.monotonic() + 1.0)
+    assert drive.remaining == {0}
+    lost = [e for e in _events(drive.sink) if isinstance(e, Lost)]
+    assert [(e.index, e.message) for e in lost] == [(1, "worker process 201 died")]
+    drive.spool.close()
+
+
+def test_ranks_falling_silent_within_a_second_share_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(drive_mod._procfs, "alive", lambda pid: True)
+    monkeypatch.setattr(drive_mod._procfs, "stopped", lambda pid: False)
+    monkeypatch.setattr(drive_mod, "PROBE_EVERY", 1e9)
+    drive = _drive(tmp_path, [1, 1, 1], dict.fromkeys(range(3), 100))
+    now = time.monotonic()
+    drive.watch.heard = {0: now - 6.0, 1: now - 5.5, 2: now}
+    drive._check_ranks(now)
+    drive.watch.heard[2] = now - 4.7  # silent past 5 s 0.5 s later: waits for the next line
+    drive._check_ranks(now + 0.5)
+    drive._check_ranks(now + 1.1)
+    lines = [e.line for e in _events(drive.sink) if isinstance(e, Silent)]
+    assert lines == ["hosts=[0-1] silent for 6 s (worker alive)", "hosts=2 silent for 6 s (worker alive)"]
+    drive.spool.close()
