@@ -156,6 +156,8 @@ class Drive:
             error = f"{type(exc).__name__}: {exc}"
             self._abandon()
         finally:
+            if self.probe is not None:
+                self.probe.cancel()
             self._finish(error)
 
     async def _drive(self) -> None:
@@ -184,8 +186,6 @@ class Drive:
             await self._receive(reader)
         if self._pending is not None:
             self._pending.cancel()
-        if self.probe is not None:
-            self.probe.cancel()
 
     def _broadcast(self, port: Any) -> None:
         wire = spec_to_wire(self.spec) if self.spec is not None else None
@@ -266,15 +266,18 @@ class Drive:
         if _faults.count > self.faults_before:
             self.watch.fault = True
         failed = self._probe_results()
-        if now - self.last_pid_check > PID_CHECK:
+        looked = now - self.last_pid_check > PID_CHECK
+        if looked:
             self.last_pid_check = now
-            self.workers = {i: self._worker_state(i) for i in self.remaining}
-        for i in sorted(self.remaining):
-            why = liveness.lost_reason(self._evidence(i, failed))
-            if why is not None:
-                self._lost(i, why)
-                self.remaining.discard(i)
-                self.watch.drop(i)
+            seen: dict[int, tuple[bool, bool]] = {}  # pid → (alive, stopped): ranks share a worker
+            self.workers = {i: self._worker_state(i, seen) for i in self.remaining}
+        if looked or failed:  # the evidence changed only then
+            for i in sorted(self.remaining):
+                why = liveness.lost_reason(self._evidence(i, failed))
+                if why is not None:
+                    self._lost(i, why)
+                    self.remaining.discard(i)
+                    self.watch.drop(i)
         silent = self.watch.silent(now)
         if not silent:
             return
@@ -285,20 +288,27 @@ class Drive:
             self.last_report = now
             self._report_silent(self.watch.due(now))
 
-    def _worker_state(self, index: int) -> tuple[str, int | None]:
+    def _worker_state(self, index: int, seen: dict[int, tuple[bool, bool]]) -> tuple[str, int | None]:
         """What this machine's /proc says of the rank's local worker and of its actor's proc,
-        and the pid that says it (UNKNOWN: not local)."""
-        state, seen = liveness.UNKNOWN, None
+        and the pid that says it (UNKNOWN: not local); ``seen`` keeps each pid's one look."""
+        state, found = liveness.UNKNOWN, None
         for pid in (self.plan.local_pids.get(index), self.plan.proc_pids.get(index)):
             if pid is None:
                 continue
-            if not _procfs.alive(pid):
+            if pid not in seen:
+                fields = _procfs.stat_fields(pid)
+                seen[pid] = (
+                    _procfs.fields_alive(fields),
+                    fields is not None and fields[0] in _procfs.STOPPED_STATES,
+                )
+            alive, stopped = seen[pid]
+            if not alive:
                 return liveness.GONE, pid
-            if _procfs.stopped(pid):
-                state, seen = liveness.STOPPED, pid
+            if stopped:
+                state, found = liveness.STOPPED, pid
             elif state == liveness.UNKNOWN:
-                state, seen = liveness.ALIVE, pid
-        return state, seen
+                state, found = liveness.ALIVE, pid
+        return state, found
 
     def _evidence(self, index: int, failed: dict[int, str]) -> liveness.Evidence:
         worker, pid = self.workers.get(index, (liveness.UNKNOWN, None))

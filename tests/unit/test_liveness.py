@@ -137,6 +137,15 @@ def _drive(tmp_path, outcomes, pids=None, procs=None):
     return drive
 
 
+def _fake_proc(monkeypatch, state_of):
+    """/proc as the drive reads it: each pid's state letter (None: no such process)."""
+    monkeypatch.setattr(
+        drive_mod._procfs,
+        "stat_fields",
+        lambda pid: None if state_of(pid) is None else [state_of(pid), "1", "1"],
+    )
+
+
 def _events(sink):
     out = []
     while not sink.empty():
@@ -148,8 +157,7 @@ def test_a_local_rank_silent_for_minutes_is_reported_not_lost_and_a_dead_worker_
     """Local workers: /proc is the evidence. A silent rank whose worker runs (or is stopped) is
     named with its silence and nothing is killed; the rank whose worker died is lost."""
     states = {100: "alive", 101: "stopped", 102: "alive"}
-    monkeypatch.setattr(drive_mod._procfs, "alive", lambda pid: states[pid] != "gone")
-    monkeypatch.setattr(drive_mod._procfs, "stopped", lambda pid: states[pid] == "stopped")
+    _fake_proc(monkeypatch, lambda pid: {"alive": "S", "stopped": "T"}.get(states[pid]))
     killed = []
     monkeypatch.setattr(drive_mod.os, "killpg", lambda pgid, sig: killed.append(pgid))
     monkeypatch.setattr(drive_mod, "PROBE_EVERY", 1e9)  # no probe: /proc decides here
@@ -220,8 +228,7 @@ def test_a_local_rank_whose_proc_died_is_lost_though_its_host_worker_runs(tmp_pa
     """The rank's actor runs in a proc of its own under the host's worker: that proc's death
     is evidence too, and the line names its pid."""
     gone = {201}
-    monkeypatch.setattr(drive_mod._procfs, "alive", lambda pid: pid not in gone)
-    monkeypatch.setattr(drive_mod._procfs, "stopped", lambda pid: False)
+    _fake_proc(monkeypatch, lambda pid: None if pid in gone else "S")
     monkeypatch.setattr(drive_mod.os, "killpg", lambda pgid, sig: None)
     drive = _drive(tmp_path, [1, 1], {0: 100, 1: 100}, {0: 200, 1: 201})
     drive._check_ranks(time.monotonic() + 1.0)
@@ -232,8 +239,7 @@ def test_a_local_rank_whose_proc_died_is_lost_though_its_host_worker_runs(tmp_pa
 
 
 def test_ranks_falling_silent_within_a_second_share_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(drive_mod._procfs, "alive", lambda pid: True)
-    monkeypatch.setattr(drive_mod._procfs, "stopped", lambda pid: False)
+    _fake_proc(monkeypatch, lambda pid: "R")
     monkeypatch.setattr(drive_mod, "PROBE_EVERY", 1e9)
     drive = _drive(tmp_path, [1, 1, 1], dict.fromkeys(range(3), 100))
     now = time.monotonic()
