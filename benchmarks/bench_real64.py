@@ -231,7 +231,7 @@ def main() -> None:
     hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(opts.hog_seconds)]) for _ in range(opts.hogs)]
     try:
         if hogs:
-            time.sleep(20)  # the load average follows
+            time.sleep(60)  # the 1-minute load average follows
         measure(opts)
     finally:
         for hog in hogs:
@@ -268,7 +268,7 @@ def measure(opts: argparse.Namespace) -> None:
             k, "print(len(_bench.lost)); print(*_bench.lost[:5], sep='\\n'); print(*_bench.silent, sep='\\n')"
         ).stream()
     print(f"load average after: {load()}")
-    lost, *rest = watched.splitlines()
+    lost, *rest = [line for line in watched.splitlines() if line.strip()]
     print(f"ranks lost in all runs: {lost}")
     for line in rest:
         print(f"  {line}")
