@@ -2,7 +2,7 @@
 the kernel's CPU with and without ``--group``.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_real64.py [--per-host 32] [--quiet-after 3]
-        [--reps 3] [--no-fold]
+        [--reps 3] [--no-fold] [--hogs 8 --hog-seconds 900]
 
 Starts a kernel (jupyter_client) in a temporary folder, ``%job apply --local hosts=2`` and
 ``--per-host gpu=N`` (2 × 32 = 64 real ranks, one warm actor each), then measures:
@@ -19,7 +19,9 @@ Starts a kernel (jupyter_client) in a temporary folder, ``%job apply --local hos
 4. **kernel CPU** (unless ``--no-fold``): 64 identical ranks × 100 lines/s for 10 s, the kernel
    process's utime + stime per second of run, with and without ``--group``.
 
-Prints the load average before and after (the machine is shared). Every process started carries
+``--hogs N`` first starts N busy loops (each ends by itself after ``--hog-seconds``, and is killed
+and reaped by PID at the end) to measure on a starved machine. Prints the load average before and
+after (the machine is shared), and every rank lost and every silence line of all the runs. Every process started carries
 the kernel's tag and is reaped at the end, by PID, also on failure.
 """
 
@@ -29,6 +31,7 @@ import argparse
 import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,10 +46,15 @@ from monarch_jupyter import remote as _bench_remote
 class _BenchObserver:
     def __init__(self):
         self.started, self.first = {}, {}
+        self.lost, self.silent = [], []  # every run's Lost messages and Silent lines
 
     def on_event(self, state, event):
         kind = type(event).__name__
-        if kind == "Started":
+        if kind == "Lost":
+            self.lost.append(event.message)
+        elif kind == "Silent":
+            self.silent.append(event.line)
+        elif kind == "Started":
             self.started.setdefault(event.index, _bench_t.time())
         elif kind == "Output":
             self.first.setdefault(event.index, _bench_t.time())
@@ -217,7 +225,24 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--spawn-limit", default="300s", help="Monarch's mesh_proc_spawn_max_idle")
     parser.add_argument("--no-fold", action="store_true", help="skip the kernel CPU measure")
+    parser.add_argument("--hogs", type=int, default=0, help="busy loops to run beside (a starved machine)")
+    parser.add_argument("--hog-seconds", type=float, default=900.0, help="each busy loop ends after this")
     opts = parser.parse_args()
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(opts.hog_seconds)]) for _ in range(opts.hogs)]
+    try:
+        if hogs:
+            time.sleep(60)  # the 1-minute load average follows
+        measure(opts)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait(10)
+
+
+HOG = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass"
+
+
+def measure(opts: argparse.Namespace) -> None:
     print(f"load average before: {load()} ({os.cpu_count()} CPUs)")
     with scratch_kernel("bench-real64-", kill=True) as k:
         ok(k, "%load_ext monarch_jupyter")
@@ -239,7 +264,14 @@ def main() -> None:
         ratio = quiet_flag(k, opts.per_host, opts.quiet_after)
         took, took_cpu = stacks(k, opts.per_host, opts.reps)
         cpu = {} if opts.no_fold else {g: kernel_cpu(k, opts.per_host, g) for g in (False, True)}
+        watched = ok(
+            k, "print(len(_bench.lost)); print(*_bench.lost[:5], sep='\\n'); print(*_bench.silent, sep='\\n')"
+        ).stream()
     print(f"load average after: {load()}")
+    lost, *rest = [line for line in watched.splitlines() if line.strip()]
+    print(f"ranks lost in all runs: {lost}")
+    for line in rest:
+        print(f"  {line}")
     print(
         f"fan-out (median of {opts.reps}): every rank started {started:.2f} s, last rank's first line {first:.2f} s"
     )

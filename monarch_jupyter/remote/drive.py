@@ -4,7 +4,8 @@ A drive opens a Channel, broadcasts the command (or, following a run another ker
 the request to follow it) to the planned ranks and consumes their messages: it spools every
 line to the run's log and hands model events (:mod:`.model`) to the kernel thread through a
 sink. It also enforces ``--timeout``, stops the run on request (:class:`RunHandle`), and
-declares a rank lost when its worker dies or stops answering. The last event is always
+declares a rank lost when its worker is gone (:mod:`.liveness`: never on silence alone; a
+silent rank is reported and left running). The last event is always
 :class:`~.model.Finished`; a run we started has its runs index entry written as it streams and
 when it ends. What a run reaches is a :class:`Plan`, made by :mod:`.runner`.
 """
@@ -26,21 +27,22 @@ from ..runtime import faults as _faults
 from ..runtime import introspect as _introspect
 from ..runtime import log as _log
 from ..system import procfs as _procfs
+from . import liveness
 from . import stacks as stack_text
 from .index import RunEntry, Where
-from .model import Event, Exited, Finished, Lost, Output, RankState, Started, Stopping
+from .model import Event, Exited, Finished, Lost, Output, RankState, Silent, Started, Stopping
 from .protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
+from .quiet import ranks_label
 from .spool import Spool
 
 if TYPE_CHECKING:
     from ..runtime.loop import EventLoopThread
 
-HEARTBEAT_LOST = 5.0  # a running rank silent this long is lost (its actor heartbeats every 0.5 s)
-SILENCE_FACTOR = 3.0  # … or this many times the longest silence a rank of the run came back from
-SILENCE_CAP = 60.0  # … but never longer than this
-FAULT_LOST = 1.5  # … this long once Monarch reported a fault
 STOP_WAIT = 2.5  # after a stop request, ranks get this long to report their exit
 PID_CHECK = 0.25  # seconds between looks at the local workers' processes
+REPORT_EVERY = 1.0  # seconds between silence lines (the ranks that fell silent meanwhile share one)
+PROBE_EVERY = 5.0  # seconds between probes of a silent rank's actor
+PROBE_WAIT = 30.0  # a probe not answered by then is dropped (no answer is no evidence)
 WAIT = 0.05  # longest wait for a message before the checks run again
 STACKS_WAIT = 8.0  # longest the stacks taken at --timeout may take (each dump is bounded too)
 
@@ -62,6 +64,7 @@ class Plan:
     local_pids: dict[int, int | None] = field(default_factory=dict)  # rank index → worker pid
     where: Where | None = None  # None: ask the session
     apply_id: str | None = None  # the allocation the ranks run in
+    proc_pids: dict[int, int] = field(default_factory=dict)  # rank index → its actor's proc pid (local)
 
 
 class Sink(Protocol):
@@ -82,16 +85,6 @@ class RunHandle:
         """Ask the drive to stop every rank (thread-safe, idempotent)."""
         if self.stop_reason is None:
             self.stop_reason = reason
-
-
-def silence_limit(faults_before: int, longest_gap: float = 0.0) -> float:
-    """How long a running rank may stay silent before it is lost: shorter once Monarch reported
-    a fault since ``faults_before`` (the value of ``_faults.count`` when the run started), longer
-    once a rank came back after ``longest_gap`` seconds of silence: on a starved machine live
-    ranks' messages arrive seconds late, and losing one kills its process."""
-    if _faults.count > faults_before:
-        return FAULT_LOST
-    return min(SILENCE_CAP, max(HEARTBEAT_LOST, SILENCE_FACTOR * longest_gap))
 
 
 class _NoSpool:
@@ -137,14 +130,17 @@ class Drive:
         self.pgids: dict[int, int] = {}
         self.outcomes: dict[int, tuple[int | None, str | None]] = {}  # rank index → (returncode, error)
         self.remaining = set(range(len(plan.ranks)))
-        self.heard: dict[int, float] = {}  # rank index → when it was last heard of (monotonic)
-        self.longest_gap = 0.0  # the longest any rank was silent before it was heard again
+        self.watch = liveness.SilenceWatch(self.remaining, time.monotonic())  # when each rank was heard
         self.spool: Spool | _NoSpool = _NoSpool()
         self.entry_saved = entry is None
         self.stop_at: float | None = None
         self.deadline: float | None = None
         self.faults_before = _faults.count
         self.last_pid_check = 0.0
+        self.workers: dict[int, tuple[str, int | None]] = {}  # rank index → (state, pid) at the last look
+        self.probe: asyncio.Task[dict[int, str]] | None = None  # rank index → why its probe failed
+        self.last_probe = 0.0
+        self.last_report = 0.0
         self._pending: Any = None  # the asyncio future of the next message
 
     async def run(self) -> None:
@@ -160,6 +156,8 @@ class Drive:
             error = f"{type(exc).__name__}: {exc}"
             self._abandon()
         finally:
+            if self.probe is not None:
+                self.probe.cancel()
             self._finish(error)
 
     async def _drive(self) -> None:
@@ -170,7 +168,7 @@ class Drive:
         self._broadcast(port)
         start = time.monotonic()
         self._open_spool()  # while the ranks start: off the path of a short command
-        self.heard = dict.fromkeys(self.remaining, start)
+        self.watch = liveness.SilenceWatch(self.remaining, start)
         self.deadline = start + self.timeout if self.timeout else None
         self.faults_before = _faults.count
         self.last_pid_check = start
@@ -179,7 +177,7 @@ class Drive:
             if self._timing_out(now):
                 await self._log_stacks()
                 now = time.monotonic()  # messages waited meanwhile: no rank went silent
-                self.heard.update(dict.fromkeys(self.remaining, now))
+                self.watch.reset(now)
             if not self._keep_going(now):
                 break
             self._check_ranks(now)
@@ -263,19 +261,105 @@ class Drive:
             self.spool.note(line)
 
     def _check_ranks(self, now: float) -> None:
-        """Lose the ranks whose local worker died or that stayed silent too long."""
-        if now - self.last_pid_check > PID_CHECK:
+        """Lose the ranks whose worker is gone (:func:`.liveness.lost_reason`); report the ones
+        silent past the threshold, and probe them, but leave them running."""
+        if _faults.count > self.faults_before:
+            self.watch.fault = True
+        failed = self._probe_results()
+        looked = now - self.last_pid_check > PID_CHECK
+        if looked:
             self.last_pid_check = now
+            seen: dict[int, tuple[bool, bool]] = {}  # pid → (alive, stopped): ranks share a worker
+            self.workers = {i: self._worker_state(i, seen) for i in self.remaining}
+        if looked or failed:  # the evidence changed only then
             for i in sorted(self.remaining):
-                pid = self.plan.local_pids.get(i)
-                if pid is not None and not _procfs.alive(pid):
-                    self._lost(i, f"worker process {pid} died")
+                why = liveness.lost_reason(self._evidence(i, failed))
+                if why is not None:
+                    self._lost(i, why)
                     self.remaining.discard(i)
-        limit = silence_limit(self.faults_before, self.longest_gap)
-        for i in sorted(self.remaining):
-            if now - self.heard[i] > limit:
-                self._lost(i, f"worker stopped answering ({limit:.3g} s)")
-                self.remaining.discard(i)
+                    self.watch.drop(i)
+        silent = self.watch.silent(now)
+        if not silent:
+            return
+        if self.probe is None and now - self.last_probe >= PROBE_EVERY:
+            self.last_probe = now
+            self.probe = asyncio.ensure_future(self._probe(sorted(silent)))
+        if now - self.last_report >= REPORT_EVERY:  # ranks falling silent together: one line
+            self.last_report = now
+            self._report_silent(self.watch.due(now))
+
+    def _worker_state(self, index: int, seen: dict[int, tuple[bool, bool]]) -> tuple[str, int | None]:
+        """What this machine's /proc says of the rank's local worker and of its actor's proc,
+        and the pid that says it (UNKNOWN: not local); ``seen`` keeps each pid's one look."""
+        state, found = liveness.UNKNOWN, None
+        for pid in (self.plan.local_pids.get(index), self.plan.proc_pids.get(index)):
+            if pid is None:
+                continue
+            if pid not in seen:
+                fields = _procfs.stat_fields(pid)
+                seen[pid] = (
+                    _procfs.fields_alive(fields),
+                    fields is not None and fields[0] in _procfs.STOPPED_STATES,
+                )
+            alive, stopped = seen[pid]
+            if not alive:
+                return liveness.GONE, pid
+            if stopped:
+                state, found = liveness.STOPPED, pid
+            elif state == liveness.UNKNOWN:
+                state, found = liveness.ALIVE, pid
+        return state, found
+
+    def _evidence(self, index: int, failed: dict[int, str]) -> liveness.Evidence:
+        worker, pid = self.workers.get(index, (liveness.UNKNOWN, None))
+        return liveness.Evidence(
+            worker,
+            pid,
+            failed.get(index),
+            self.probe is not None,
+        )
+
+    def _report_silent(self, due: dict[int, float]) -> None:
+        """One line per group of ranks alike: ``hosts=[3,7] silent for 12 s (worker alive)``."""
+        groups: dict[str, list[int]] = {}
+        for i in sorted(due):
+            groups.setdefault(liveness.silent_note(self._evidence(i, {})), []).append(i)
+        for note, indices in groups.items():
+            seconds = max(due[i] for i in indices)
+            label = ranks_label(self.plan.ranks[i] for i in indices)
+            line = f"{label} silent for {liveness.silent_for(seconds)} ({note})"
+            self.sink.put(Silent(tuple(indices), seconds, line))
+            self.spool.note(line)
+
+    def _probe_results(self) -> dict[int, str]:
+        """The finished probe's failures (rank index → why), once; {} while none finished."""
+        if self.probe is None or not self.probe.done():
+            return {}
+        probe, self.probe = self.probe, None
+        if probe.cancelled() or probe.exception() is not None:
+            return {}
+        return probe.result()
+
+    async def _probe(self, indices: list[int]) -> dict[int, str]:
+        """Ping each silent rank's own actor: a call that raises (a dead proc: Monarch's
+        supervision) is evidence (:func:`.liveness.probe_failure`); one unanswered within
+        ``PROBE_WAIT`` is not."""
+        where = {i: t for t in self.plan.targets for i in t.indices.values()}
+        chosen = [i for i in indices if i in where]
+
+        async def ping(index: int) -> str | None:
+            actors = where[index].actors
+            if len(where[index].indices) > 1:
+                sizes = dict(actors.sizes)
+                actors = actors.slice(**{d: v for d, v in self.plan.ranks[index].point.items() if d in sizes})
+            try:
+                await asyncio.wait_for(actors.ping.call(), PROBE_WAIT)
+            except Exception as exc:
+                return liveness.probe_failure(type(exc).__name__, str(exc))
+            return None
+
+        answers = await asyncio.gather(*(ping(i) for i in chosen))
+        return {i: why for i, why in zip(chosen, answers, strict=True) if why}
 
     def _lost(self, index: int, why: str) -> None:
         rank = self.plan.ranks[index]
@@ -328,11 +412,9 @@ class Drive:
         index = self.index.get((message.key, message.rank))
         if index is None or index not in self.remaining:
             return
-        now = time.monotonic()
-        gap = now - self.heard[index]
-        if gap > self.longest_gap:
-            self.longest_gap = gap
-        self.heard[index] = now
+        back = self.watch.hear(index, time.monotonic())
+        if back is not None:
+            self.spool.note(f"{self.plan.ranks[index].label}: heard again after {liveness.silent_for(back)}")
         if index not in self.pgids and message.pid:
             self.pgids[index] = message.pid
             self.sink.put(Started(index, message.pid))
@@ -344,6 +426,7 @@ class Drive:
             self.spool.write(index, chunk.stream, chunk.text)
         if isinstance(message, Exit):
             self.remaining.discard(index)
+            self.watch.drop(index)
             if message.error:
                 self.spool.note(f"{self.plan.ranks[index].label}: {message.error}")
             self.outcomes[index] = (message.returncode, message.error)

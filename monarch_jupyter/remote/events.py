@@ -36,10 +36,20 @@ class Exited:
 
 @dataclass(frozen=True)
 class Lost:
-    """The rank's worker died or stopped answering."""
+    """The rank's worker is gone (its process died, or a probe of it failed)."""
 
     index: int
     message: str
+
+
+@dataclass(frozen=True)
+class Silent:
+    """Ranks silent past the threshold whose workers are not known to be gone (nothing is
+    killed): ``line`` says so, e.g. ``hosts=7 silent for 12 s (worker alive)``."""
+
+    indices: tuple[int, ...]
+    seconds: float
+    line: str
 
 
 @dataclass(frozen=True)
@@ -56,4 +66,4 @@ class Finished:
     error: str | None = None
 
 
-Event = Started | Output | Exited | Lost | Stopping | Finished
+Event = Started | Output | Exited | Lost | Silent | Stopping | Finished

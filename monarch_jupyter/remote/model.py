@@ -31,6 +31,7 @@ from .events import Exited as Exited
 from .events import Finished as Finished
 from .events import Lost as Lost
 from .events import Output as Output
+from .events import Silent as Silent
 from .events import Started as Started
 from .events import Stopping as Stopping
 from .lines import LINE_CHARS, TAIL_LINES, Fed, Tail, last_segment, shown
@@ -239,6 +240,7 @@ class RunState:
     clock: Callable[[], float] = time.time  # wall clock, for durations and rank start times
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
     unfinished: list[str] = field(default_factory=list)  # ranks still running when it was stopped
+    silences: list[str] = field(default_factory=list)  # the drive's "silent for" lines, oldest first
     stopped_by: str | None = None  # who stopped it, when a host said (e.g. "%job kill (kernel pid 42)")
     # bumped by every event that may change a rank's status, return code, duration or error
     # (all but a running rank's output): a view of N ranks re-reads them only when it moved
@@ -269,6 +271,8 @@ class RunState:
             fed = self._on_exited(event)
         elif isinstance(event, Lost):
             fed = self._on_lost(event)
+        elif isinstance(event, Silent):
+            self.silences.append(event.line)
         elif isinstance(event, Stopping):
             self.stopping = self.stopping or event.reason
             self.unfinished = self.unfinished or self._running_now()

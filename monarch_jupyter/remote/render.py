@@ -65,7 +65,8 @@ class TextRenderer:
         self.fold = LiveFold(state.ranks) if fold else None  # --group: identical ranks' lines once
         self._now: float | None = None  # the caller's last time (the fold's clock between flushes)
         self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
-        self._notes: list[str] = []  # quiet-rank lines not written yet
+        self._notes: list[str] = []  # quiet-rank and silent-rank lines not written yet
+        self._silences = 0  # how many of the state's silence lines were taken into _notes
         self.live = live
         self.rate = max_rate
         self.burst = float(BURST)
@@ -120,6 +121,10 @@ class TextRenderer:
         note = "" if self.quiet is None or self.state.finished else self.quiet.check(self.state.clock())
         if note and self.live:
             self._notes.append(note)
+        if len(self.state.silences) > self._silences:
+            if self.live:
+                self._notes.extend(line + "\n" for line in self.state.silences[self._silences :])
+            self._silences = len(self.state.silences)
         if not force:  # (finish's 0.0 is not a time)
             self._now = now  # lines fed before the next call arrived about now
         if not self.live or (not force and not self.due(now)):

@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -67,6 +67,7 @@ class _Warm:
     actors: Any  # Monarch ActorMesh of RemoteActor
     sizes: dict[str, int]
     host_dims: tuple[str, ...]
+    proc_pids: list[int] = field(default_factory=list)  # flat rank → its actor's proc pid
 
 
 @dataclass
@@ -228,6 +229,8 @@ class RemoteRunner:
                 host = {d: point[d] for d in warm.host_dims}
                 host_flat = _points(host_sizes).index(host) if host_sizes else 0
                 plan.local_pids[len(plan.ranks)] = pids.get(f"{name}_{host_flat}")
+                if flat < len(warm.proc_pids):
+                    plan.proc_pids[len(plan.ranks)] = warm.proc_pids[flat]
             label = _label(point)
             plan.ranks.append(
                 RankState(label=f"{name}/{label}" if several else label, mesh=name, point=point, rank=flat)
@@ -321,9 +324,9 @@ class RemoteRunner:
         async def spawn() -> _Warm:
             procs = host_mesh.spawn_procs(per_host=dict(per_host) or None, name=f"remote_{name}")
             actors = procs.spawn(ACTOR_NAME, actor.RemoteActor)
-            await actors.ping.call()
+            pids = await actors.ping.call()
             sizes = {k: int(v) for k, v in actors.sizes.items()}
-            return _Warm(procs, actors, sizes, tuple(host_mesh.sizes))
+            return _Warm(procs, actors, sizes, tuple(host_mesh.sizes), [int(p) for p in pids.values()])
 
         _quiet.start_client_context()
         try:

@@ -11,17 +11,9 @@ import cloudpickle
 import pytest
 
 from monarch_jupyter.remote import model, protocol
-from monarch_jupyter.remote.drive import (
-    FAULT_LOST,
-    HEARTBEAT_LOST,
-    SILENCE_CAP,
-    Drive,
-    Plan,
-    RunHandle,
-    Target,
-    silence_limit,
-)
-from monarch_jupyter.remote.model import Exited, Lost, Output, RankState, Started
+from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Target
+from monarch_jupyter.remote.liveness import FAULT_SILENT_AFTER, SILENT_AFTER
+from monarch_jupyter.remote.model import Exited, Output, RankState, Started
 from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
 from monarch_jupyter.remote.spool import Spool, read_log
 from monarch_jupyter.runtime import faults as _faults
@@ -101,7 +93,7 @@ def _events(sink):
 
 def test_the_drive_reads_messages_by_name(tmp_path):
     drive, spool = _drive(tmp_path)
-    drive.heard = heard = {0: 0.0, 1: 0.0}
+    drive.watch.heard = {0: 0.0, 1: 0.0}
     remaining = drive.remaining
     assert remaining == {0, 1}
     drive._handle(Heartbeat("run", "hosts", 1, 77))
@@ -119,7 +111,7 @@ def test_the_drive_reads_messages_by_name(tmp_path):
         Exited(1, 3, 0.5, None),
         Exited(0, None, 0.1, "could not start: boom"),
     ]
-    assert remaining == set() and heard[1] > 0 and heard[0] > 0
+    assert remaining == set() and drive.watch.heard == {}  # ended ranks are watched no more
     spool.close()
     log = read_log(drive.log_path)
     assert log["hosts=1"] == ["a", "bc"] and log["hosts=1:err"] == ["e"]
@@ -143,11 +135,14 @@ def test_a_fault_is_noticed_after_more_than_the_kept_number(monkeypatch):
     assert len(_faults.faults) == _faults.KEEP and _faults.faults[-1][1] == f"proc {_faults.KEEP + 9} died"
     assert _faults.count == _faults.KEEP + 10
 
-    before = _faults.count  # a run starts with 60 faults already recorded in this kernel
-    assert silence_limit(before) == HEARTBEAT_LOST
+    drive = Drive("run", Plan([], [], ""), queue.SimpleQueue(), RunHandle(None), forget=lambda mesh: None)
+    assert drive.faults_before == _faults.count  # a run starts with 60 faults already recorded
+    drive._check_ranks(time.monotonic())
+    assert drive.watch.threshold() == SILENT_AFTER
     _faults.record(_Failure("proc 60 died"))  # the list stays at KEEP entries, the count moves on
     assert len(_faults.faults) == _faults.KEEP
-    assert silence_limit(before) == FAULT_LOST
+    drive._check_ranks(time.monotonic())
+    assert drive.watch.threshold() == FAULT_SILENT_AFTER  # the silent ranks are probed sooner
 
 
 def test_a_fault_whose_report_fails_is_still_recorded(monkeypatch):
@@ -185,44 +180,3 @@ def test_torch_env_is_monarchs_spmd_rule():
         "3",
         "0",
     )
-
-
-def test_the_silence_limit_grows_with_the_longest_silence_a_rank_came_back_from(tmp_path, monkeypatch):
-    """A starved machine delays live ranks' messages by seconds: the limit follows what the run
-    has seen, within a cap, and a reported fault still shortens it."""
-    monkeypatch.setattr(_faults, "count", 0)
-    assert silence_limit(0, 0.4) == HEARTBEAT_LOST  # heartbeats on time: the base limit
-    assert silence_limit(0, 4.0) == 12.0
-    assert silence_limit(0, 1000.0) == SILENCE_CAP
-    monkeypatch.setattr(_faults, "count", 1)
-    assert silence_limit(0, 4.0) == FAULT_LOST
-
-    drive, spool = _drive(tmp_path)
-    now = time.monotonic()
-    drive.heard = {0: now - 4.0, 1: now}
-    drive._handle(Heartbeat("run", "hosts", 0, 5))  # rank 0 back after 4 s of silence
-    assert 4.0 <= drive.longest_gap < 5.0
-    drive.heard[1] = time.monotonic() - 8.0  # 8 s: lost at 5 s, not at 3 × 4 s
-    drive._check_ranks(time.monotonic())
-    assert drive.remaining == {0, 1}
-    drive.heard[1] = time.monotonic() - 13.0
-    drive._check_ranks(time.monotonic())
-    assert drive.remaining == {0}
-    lost = [e for e in _events(drive.sink) if isinstance(e, Lost)]
-    assert [e.index for e in lost] == [1] and "stopped answering (12" in lost[0].message
-    spool.close()
-
-
-def test_a_big_run_spaces_its_ranks_messages_out_in_proportion_up_to_a_cap():
-    from monarch_jupyter.remote.runner import FLUSH_MAX, SPACED_FROM, flush_every
-
-    assert flush_every(2) is None and flush_every(SPACED_FROM) is None  # the actor's 20 ms
-    assert flush_every(1024) == pytest.approx(0.08)
-    assert flush_every(4096) == FLUSH_MAX == 0.25
-    spec = RunSpec("bash", "x", {}, None, None, None, flush_every=flush_every(1024))
-    assert protocol.spec_from_wire(protocol.spec_to_wire(spec)).flush_every == pytest.approx(0.08)
-
-
-def test_a_spec_from_a_kernel_without_flush_every_takes_its_default():
-    wire = protocol.spec_to_wire(RunSpec("bash", "x", {}, None, None, None))[:-1]  # 8 fields
-    assert protocol.spec_from_wire(wire).flush_every is None  # type: ignore[arg-type]
