@@ -37,12 +37,25 @@ LOCK_FILE = ".lock"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class UnreadableCacheError(CacheError):
-    """The cache file is empty, corrupt, truncated or not a job: move it aside to recover."""
+class UnusableCacheError(CacheError):
+    """A cache file this kernel will not use, which ``%job apply SPEC`` and ``%job kill`` move
+    aside (never delete): its folders are yours, the file itself cannot be trusted or read."""
 
 
-class UntrustedCacheError(CacheError):
+class UnreadableCacheError(UnusableCacheError):
+    """The cache file is empty, corrupt, truncated or not a job."""
+
+
+class UntrustedCacheError(UnusableCacheError):
     """The cache file carries no signature of this user's kernels: it was not unpickled."""
+
+
+class ForeignCacheError(UnusableCacheError):
+    """The cache file belongs to another user (in folders of yours): it was not read."""
+
+
+#: What every unusable cache's line ends with: how the notebook gets a job again.
+RECOVER = "`%job apply SPEC` moves it aside and starts a new job; `%job kill` moves it aside"
 
 
 def check_safe(path: Path) -> None:
@@ -59,12 +72,13 @@ def load_job(path: Path) -> Any:
     path = Path(path)
     if path.is_symlink():  # e.g. .monarch/job_state.pkl: check and read what it points to
         path = Path(os.path.realpath(path))
+    _refuse_foreign(path)
     try:
         data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
         check_safe(path)
     except _files.UnsafeFileError as error:
         raise CacheError(str(error)) from None
-    recover = "`%job kill` moves it aside, `%job apply SPEC` moves it aside and starts a new job"
+    recover = RECOVER
     if not data:
         raise UnreadableCacheError(f"{_shown(path)} is empty; it was left as it is. {recover}")
     why = _signing.check(path, data)
@@ -75,7 +89,7 @@ def load_job(path: Path) -> Any:
         raise UntrustedCacheError(
             f"{_shown(path)} was not written by your kernels ({why}; {describe(path)}): "
             "it was not loaded. If it is yours (e.g. `monarch apply` in a terminal), "
-            "`%job trust` accepts it; otherwise remove it"
+            f"`%job trust` accepts it; otherwise {RECOVER}"
         )
     try:
         job = pickle.loads(data)  # checked above: our own, private file
@@ -93,6 +107,24 @@ def load_job(path: Path) -> Any:
     return job
 
 
+def _refuse_foreign(path: Path) -> None:
+    """ForeignCacheError when ``path`` is a regular file of another user in folders that are yours
+    and private (a folder that is not is refused as unsafe by :func:`check_safe`)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(info.st_mode) or info.st_uid == os.getuid():
+        return
+    try:
+        _files.check_trusted(path.parent, what="job cache's folder")
+    except _files.UnsafeFileError:
+        return  # the folders themselves are the problem: check_safe says so
+    raise ForeignCacheError(
+        f"{_shown(path)} belongs to another user ({describe(path)}): it was not read. {RECOVER}"
+    )
+
+
 def describe(path: Path) -> str:
     """Who owns the file at ``path`` and when it was written, for a person deciding to trust it."""
     info = os.stat(path)
@@ -106,8 +138,10 @@ def describe(path: Path) -> str:
 
 
 def trust(path: Path) -> str:
-    """Sign the cache at ``path`` as this user's own after the ownership checks, without
-    unpickling it; returns :func:`describe` of what was signed."""
+    """Sign the cache at ``path`` as this user's own after the ownership checks, once it has
+    proved to unpickle into a Monarch job (the user's deliberate step: it runs the pickle's code);
+    returns :func:`describe` of what was signed. A cache that does not unpickle is left unsigned,
+    as it was: UnreadableCacheError."""
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
@@ -116,6 +150,20 @@ def trust(path: Path) -> str:
         check_safe(path)
     except _files.UnsafeFileError as error:
         raise CacheError(str(error)) from None
+    why: str | None = None if data else "empty"
+    job: Any = None
+    try:
+        job = pickle.loads(data) if data else None  # the user asked for this cache to be trusted
+    except Exception as error:  # pickle can raise almost anything on bad input
+        why = f"{type(error).__name__}: {error}"
+    from monarch.job import JobTrait
+
+    if not isinstance(job, JobTrait):
+        why = why or f"it holds a {type(job).__name__}, not a Monarch job"
+        raise UnreadableCacheError(
+            f"{_shown(path)} does not unpickle into a job ({why}): it was not trusted and nothing "
+            f"changed. {RECOVER}"
+        )
     _signing.sign(path, data)
     return describe(path)
 

@@ -260,7 +260,7 @@ class JobSession:
         attachment = self._check_attachment()
         # Workers of an earlier apply that never completed are reaped first: none is orphaned.
         notes = [_orphans.reaped_line(_orphans.reap_leftovers(self.layout.dir)), *engine_notes]
-        old = self._replaced_job(attachment, name, notes)
+        old = self._replaced_job(attachment, name, notes, bare=spec is None)
         if lifecycle.reusable(old, job):
             if not attachment.connected:
                 self._remember(old, self.loop.call(lifecycle.connect, old))
@@ -284,15 +284,20 @@ class JobSession:
             note="; ".join(filter(None, notes)) or None,
         )
 
-    def _replaced_job(self, attachment: Attachment, name: str, notes: list[str | None]) -> Any:
+    def _replaced_job(self, attachment: Attachment, name: str, notes: list[str | None], bare: bool) -> Any:
         """The job an apply replaces: the connected one, else the cached one (a CacheError is one
-        line and touches nothing). An unreadable cache is moved aside, noted, and counts as none:
-        the notebook can recover from it and the file is kept."""
+        line and touches nothing). A cache this kernel will not use (unreadable, unsigned, another
+        user's) is never unpickled: an apply of a SPEC moves it aside, noted, and it counts as
+        none; a bare apply, which would re-apply through it, says which SPEC to give instead."""
         if attachment.connected:
             return attachment.job
         try:
             return self.store.load()
-        except cache.UnreadableCacheError:
+        except cache.UnusableCacheError as error:
+            if bare:
+                saved = self.store.saved_spec(name)
+                hint = f"%job apply {saved}" if saved else "%job apply --local hosts=2"
+                raise SpecError(f"{error}. Give the spec to apply, e.g. {hint}") from None
             notes.append(self._move_aside(name))
             return None
 
@@ -329,12 +334,25 @@ class JobSession:
         return done
 
     def _move_aside(self, name: str) -> str:
-        """Move the context's unreadable cache aside (never delete it); say where."""
+        """Move the context's unusable cache aside (never delete it, never unpickle it); say where
+        it went and whose it was, and what of its workers may still run: only this user's own live
+        record (processes of theirs, start times matched) is acted on, never the cache itself."""
         path = self.store.state_path(name)
+        whose = cache.describe(path)
         moved = cache.quarantine(path)
-        return (
-            f"moved the unreadable {os.path.relpath(path, self.root)} aside to "
+        line = (
+            f"moved the unusable {os.path.relpath(path, self.root)} ({whose}) aside to "
             f"{os.path.relpath(moved, self.root)}"
+        )
+        found = _live.find(str(self.root), name)
+        if found is not None and found.alive():
+            stopped = _live.stop(found)
+            return f"{line}; stopped {len(stopped)} worker(s) your own record of it listed: pid " + ", ".join(
+                map(str, stopped)
+            )
+        return (
+            f"{line}; it was not loaded, so any workers it describes were not signalled, and none of "
+            "yours is recorded running for this context"
         )
 
     # ── kill / reconnect ───────────────────────────────────────────────
@@ -355,10 +373,8 @@ class JobSession:
         attachment = self._check_attachment()
         try:
             job = attachment.job if (current and attachment.connected) else store.load(name)
-        except cache.UnreadableCacheError:  # recoverable from the notebook: the file is kept
-            after = JobStatus(
-                context=name, state=NO_JOB, note=self._move_aside(name) + "; no workers were known to kill"
-            )
+        except cache.UnusableCacheError:  # recoverable from the notebook: the file is kept aside
+            after = JobStatus(context=name, state=NO_JOB, note=self._move_aside(name))
             self._board.publish(self.layout, after)
             return after
         if job is None:

@@ -108,10 +108,7 @@ def test_unreadable_cache_is_recovered_from_the_notebook(start_kernel, workdir, 
     k = start_kernel()
     assert "moves it aside" in one_line(k.ok("%load_ext monarch_jupyter"))
     killed = one_line(k.ok("%job kill"))
-    assert (
-        "moved the unreadable .monarch/default/state.pkl aside to .monarch/default/state.pkl.unreadable-"
-        in killed
-    )
+    assert "moved the unusable .monarch/default/state.pkl (owner " in killed
     (moved,) = ctx.glob("state.pkl.unreadable-*")
     assert moved.read_bytes() == content and not (ctx / "state.pkl").exists()
     # the same through %job apply
@@ -119,7 +116,7 @@ def test_unreadable_cache_is_recovered_from_the_notebook(start_kernel, workdir, 
     (ctx / "state.pkl").chmod(0o600)
     _signing.sign(ctx / "state.pkl", content)  # our own cache, corrupted
     applied = k.ok("%job apply --local hosts=1").text
-    assert "applied: context 'default'" in applied and "moved the unreadable" in applied
+    assert "applied: context 'default'" in applied and "moved the unusable" in applied
     assert len(list(ctx.glob("state.pkl.unreadable-*"))) == 2
     assert len(worker_pids(tag)) == 1
     k.ok("%job kill")

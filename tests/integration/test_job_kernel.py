@@ -271,9 +271,9 @@ def test_corrupt_cache_is_one_line_and_untouched(start_kernel, workdir, content)
     assert len(loaded.text.strip().splitlines()) == 1
     assert "left as it is" in usage_error(kernel.execute("%job status"))
     assert state.read_bytes() == content
-    # issue #9: %job apply recovers, keeping the unreadable file aside (never deleting it)
+    # %job apply recovers, keeping the unreadable file aside (never deleting it)
     applied = kernel.ok("%job apply --local hosts=1").text
-    assert "applied" in applied and "moved the unreadable .monarch/default/state.pkl aside" in applied
+    assert "applied" in applied and "moved the unusable .monarch/default/state.pkl (owner " in applied
     (kept,) = state.parent.glob("state.pkl.unreadable-*")
     assert kept.read_bytes() == content
     kernel.ok("%job kill")

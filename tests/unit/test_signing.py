@@ -46,11 +46,21 @@ def test_unsigned_cache_is_not_unpickled_until_trusted(tmp_path):
     with pytest.raises(cache.UntrustedCacheError, match=r"no signature.*`%job trust` accepts it"):
         cache.load_job(path)
     assert not marker.exists()
-    assert "bytes" in cache.trust(path)  # the deliberate step: signs, unpickles nothing
-    assert not marker.exists()
-    with pytest.raises(cache.UnreadableCacheError):  # now loaded: not a job, but it ran
+    # the deliberate step runs the pickle (the user vouched for it); what is not a job is not signed
+    with pytest.raises(cache.UnreadableCacheError, match=r"does not unpickle into a job.*nothing changed"):
+        cache.trust(path)
+    assert marker.exists() and not _signing.sig_path(path).exists()
+    with pytest.raises(cache.UntrustedCacheError, match="no signature"):  # as it was before
         cache.load_job(path)
-    assert marker.exists()
+
+
+def test_trusting_a_truncated_cache_changes_nothing(tmp_path):
+    path = tmp_path / "state.pkl"
+    path.write_bytes(pickle.dumps({"a": 1})[:-3])
+    path.chmod(0o600)
+    with pytest.raises(cache.UnreadableCacheError, match="does not unpickle into a job"):
+        cache.trust(path)
+    assert not _signing.sig_path(path).exists()
 
 
 def test_a_key_others_can_read_is_refused(config, tmp_path):
