@@ -139,9 +139,10 @@ def test_a_starved_and_stopped_worker_loses_no_rank_and_a_killed_one_is_reported
         f"a killed worker's ranks noted lost in the run log {killed.get('reported', -1):.2f} s after the kill"
     )
     assert r.error and r.error["ename"] == "RemoteError", r.text[-2000:]
-    assert re.search(rf"worker process {worker} died", r.error["evalue"]), r.error["evalue"]
+    # the host worker or a rank's own proc, whichever the drive saw gone first, is named
+    assert re.search(r"worker process \d+ died", r.error["evalue"]), r.error["evalue"]
     payload = _payload(r)
     assert payload["summary"]["ok"] == 16 and payload["summary"]["failed"] == 16, payload["summary"]
     notes = read_log(k.cwd / payload["log_path"])["#"]
-    assert sum(f"worker process {worker} died" in n for n in notes) == 16, notes
+    assert sum(bool(re.search(r"worker process \d+ died", n)) for n in notes) == 16, notes
     assert killed.get("reported", 99.0) < 5.0  # generous: the drive looks every 0.25 s
