@@ -69,18 +69,11 @@ def check_safe(path: Path) -> None:
 
 def load_job(path: Path) -> Any:
     """Unpickle the job at ``path`` after the safety checks; never modifies the file."""
-    path = Path(path)
-    if path.is_symlink():  # e.g. .monarch/job_state.pkl: check and read what it points to
-        path = Path(os.path.realpath(path))
+    path = _real(path)
     _refuse_foreign(path)
-    try:
-        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
-        check_safe(path)
-    except _files.UnsafeFileError as error:
-        raise CacheError(str(error)) from None
-    recover = RECOVER
+    data = _read_checked(path)
     if not data:
-        raise UnreadableCacheError(f"{_shown(path)} is empty; it was left as it is. {recover}")
+        raise UnreadableCacheError(f"{_shown(path)} is empty; it was left as it is. {RECOVER}")
     why = _signing.check(path, data)
     if why is not None:  # a writer of ours between the two files: read both once more
         data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
@@ -91,20 +84,43 @@ def load_job(path: Path) -> Any:
             "it was not loaded. If it is yours (e.g. `monarch apply` in a terminal), "
             f"`%job trust` accepts it; otherwise {RECOVER}"
         )
+    job, unusable = _unpickle(data)  # checked above: our own, private file
+    if unusable is not None:
+        raise UnreadableCacheError(f"{_shown(path)} {unusable}; it was left as it is. {RECOVER}")
+    return job
+
+
+def _real(path: Path) -> Path:
+    """``path``, or the file it links to (e.g. ``.monarch/job_state.pkl``): what is checked and read."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _read_checked(path: Path) -> bytes:
+    """The bytes of the cache at ``path`` (bounded, non-blocking), after the ownership and mode
+    checks of the file and its folders; CacheError (one line) when either fails."""
     try:
-        job = pickle.loads(data)  # checked above: our own, private file
+        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
+        check_safe(path)
+    except _files.UnsafeFileError as error:
+        raise CacheError(str(error)) from None
+    return data
+
+
+def _unpickle(data: bytes) -> tuple[Any, str | None]:
+    """``(job, None)`` when ``data`` unpickles into a Monarch job, else ``(None, what it is)``
+    ("is empty", "is corrupt or truncated (…)", "holds a …, not a Monarch job")."""
+    if not data:
+        return None, "is empty"
+    try:
+        job = pickle.loads(data)
     except Exception as error:  # pickle can raise almost anything on bad input
-        raise UnreadableCacheError(
-            f"{_shown(path)} is corrupt or truncated ({type(error).__name__}: {error}); "
-            f"it was left as it is. {recover}"
-        ) from None
+        return None, f"is corrupt or truncated ({type(error).__name__}: {error})"
     from monarch.job import JobTrait
 
     if not isinstance(job, JobTrait):
-        raise UnreadableCacheError(
-            f"{_shown(path)} holds a {type(job).__name__}, not a Monarch job; it was left as it is. {recover}"
-        )
-    return job
+        return None, f"holds a {type(job).__name__}, not a Monarch job"
+    return job, None
 
 
 def _refuse_foreign(path: Path) -> None:
@@ -142,27 +158,13 @@ def trust(path: Path) -> str:
     proved to unpickle into a Monarch job (the user's deliberate step: it runs the pickle's code);
     returns :func:`describe` of what was signed. A cache that does not unpickle is left unsigned,
     as it was: UnreadableCacheError."""
-    path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    try:
-        data = _files.read_bytes(path, _files.PICKLE_BYTES, what="job cache")
-        check_safe(path)
-    except _files.UnsafeFileError as error:
-        raise CacheError(str(error)) from None
-    why: str | None = None if data else "empty"
-    job: Any = None
-    try:
-        job = pickle.loads(data) if data else None  # the user asked for this cache to be trusted
-    except Exception as error:  # pickle can raise almost anything on bad input
-        why = f"{type(error).__name__}: {error}"
-    from monarch.job import JobTrait
-
-    if not isinstance(job, JobTrait):
-        why = why or f"it holds a {type(job).__name__}, not a Monarch job"
+    path = _real(path)
+    data = _read_checked(path)
+    _, unusable = _unpickle(data)  # the user asked for this cache to be trusted
+    if unusable is not None:
         raise UnreadableCacheError(
-            f"{_shown(path)} does not unpickle into a job ({why}): it was not trusted and nothing "
-            f"changed. {RECOVER}"
+            f"{_shown(path)} {unusable}, so it does not unpickle into a job: it was not trusted and "
+            f"nothing changed. {RECOVER}"
         )
     _signing.sign(path, data)
     return describe(path)
@@ -183,8 +185,7 @@ def quarantine(path: Path) -> Path:
 
 def dump_job(job: Any, path: Path) -> None:
     """Pickle ``job`` to ``path`` (following the context symlink), 0600, atomically."""
-    path = Path(path)
-    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    real = _real(path)
     _files.private_dir(real.parent)
     data = pickle.dumps(job)
     _signing.sign(real, data)  # first: a reader between the two writes re-reads once
@@ -193,8 +194,7 @@ def dump_job(job: Any, path: Path) -> None:
 
 def remove(path: Path) -> None:
     """Delete the state file a context points to (not the symlink itself)."""
-    path = Path(path)
-    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    real = _real(path)
     real.unlink(missing_ok=True)
     _signing.remove(real)
 

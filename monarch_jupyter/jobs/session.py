@@ -344,11 +344,10 @@ class JobSession:
             f"moved the unusable {os.path.relpath(path, self.root)} ({whose}) aside to "
             f"{os.path.relpath(moved, self.root)}"
         )
-        found = _live.find(str(self.root), name)
-        if found is not None and found.alive():
-            stopped = _live.stop(found)
-            return f"{line}; stopped {len(stopped)} worker(s) your own record of it listed: pid " + ", ".join(
-                map(str, stopped)
+        stopped = self._stop_recorded(name)
+        if stopped:
+            return f"{line}; stopped {len(stopped)} worker(s) your own record of it listed: pid " + _pids(
+                stopped
             )
         return (
             f"{line}; it was not loaded, so any workers it describes were not signalled, and none of "
@@ -411,17 +410,21 @@ class JobSession:
         self._board.publish(self.layout, after)
         return found.status
 
+    def _stop_recorded(self, name: str) -> list[int]:
+        """Stop the context's workers this user's own live record lists (processes of theirs,
+        start times matched; see ``system/live``), never anything a cache says; the PIDs stopped."""
+        found = _live.find(str(self.root), name)
+        return _live.stop(found) if found is not None and found.alive() else []
+
     def _kill_recorded(self, name: str, store: JobStore) -> JobStatus:
         """``%job kill`` with no cache: the workers of a job whose cache is gone (see ``_live``)."""
-        found = _live.find(str(self.root), name)
-        if found is None or not found.alive():
+        stopped = self._stop_recorded(name)
+        if not stopped:
             raise NoJobError(f"no job to kill in context '{name}' ({store.state_path(name)} does not exist)")
-        stopped = _live.stop(found)
         after = JobStatus(
             context=name,
             state=NO_JOB,
-            note=f"stopped {len(stopped)} worker(s) of a job whose cache was gone: pid "
-            + ", ".join(map(str, stopped)),
+            note=f"stopped {len(stopped)} worker(s) of a job whose cache was gone: pid {_pids(stopped)}",
         )
         self._board.publish(self.layout, after)
         return after
@@ -515,3 +518,7 @@ class JobSession:
                 f"the job in context '{status.context}' is {status.state}: "
                 "run %job apply to start it again (or %job kill to clear it)"
             )
+
+
+def _pids(pids: list[int]) -> str:
+    return ", ".join(map(str, pids))
