@@ -90,19 +90,24 @@ def job_hooks(ipython: Any) -> JobHooks:
 def stop_runs(session: JobSession) -> str | None:
     """Stop the context's ``%%remote`` runs before its job is killed, not left running unseen."""
     from ..remote import verbs
+    from ..remote.verbs import sessions
 
-    if not verbs.has_records(session):  # no run recorded: no runner (its imports) needed
-        return None
+    if not verbs.has_records(session) and sessions.sessions_note(session) is None:
+        return None  # no run or session recorded: no runner (its imports) needed
     from ..remote.runner import runner_for
 
-    return verbs.stop_for_kill(session, runner_for(session))
+    runner = runner_for(session)
+    lines = [verbs.stop_for_kill(session, runner), sessions.stop_for_kill(session, runner)]
+    return "\n".join(line for line in lines if line) or None
 
 
 def runs_note(session: JobSession) -> str | None:
     """One line about the context's ``%%remote`` runs still running (``%remote runs`` has the rest)."""
     from ..remote import verbs
+    from ..remote.verbs import sessions
 
-    return verbs.restart_note(session)
+    lines = [verbs.restart_note(session), sessions.sessions_note(session)]
+    return "\n".join(line for line in lines if line) or None
 
 
 def _sample_topology(urls: dict[str, str | None], previous: Any) -> Any:

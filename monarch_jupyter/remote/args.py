@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shlex
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from .errors import RemoteError
 MODES = ("bash", "python")
 CELL, LINE = "%%remote", "%remote"
 HINT = "see %%remote?"
+DEFAULT_SESSION = "main"
 _ONE_MODE = "the mode is bash or python, given once"
 
 
@@ -63,6 +65,8 @@ class RemoteArgs:
     quiet: bool = False
     detach: bool = False
     torch: bool = False
+    session: str | None = None  # --session NAME: run in each rank's namespace of that session
+    cell_line: int = 2  # the notebook's line number of the cell body's first line (after %%remote)
 
     @property
     def live(self) -> bool:
@@ -84,6 +88,9 @@ class RemoteVerb:
 #: :func:`add_verb` (``remote/verbs/registry.py`` declares each verb's parser with its handler);
 #: each parser is built when its verb is first used.
 VERBS = LazyParsers()
+#: verb → the option that takes the rest of its line verbatim, after its flags (``%remote pull EXPR``:
+#: a Python expression keeps its quotes and spaces, as a ``%remote CMD`` keeps its command)
+VERBATIM: dict[str, str] = {}
 
 
 # ── value checks: text → value, or ArgumentTypeError (argparse names the flag) ──
@@ -254,6 +261,9 @@ def _add_flags(parser: MagicParser) -> None:
     output.add_argument("--diff", action="store_true", help="after the run, each outlier rank's output as a diff against the most common output")
     output.add_argument("--quiet", action="store_true", help="no live lines, summary only")
     output.add_argument("--detach", action="store_true", help="return at once with the run id; the run goes on (%%remote attach RUN follows it, %%remote stop RUN ends it)")
+    session = parser.add_argument_group("session (Python kept between cells)")
+    session.add_argument("--session", nargs="?", const=DEFAULT_SESSION, action=_Once, metavar="NAME", help=f"run the Python cell in each rank's namespace of session NAME (default {DEFAULT_SESSION}), started by its first cell and kept between cells: variables, imports, a process group, a model (%%remote session ls|stop|restart, pull, push)")
+    session.add_argument("--cell-line", type=int, default=2, help=argparse.SUPPRESS)  # %autoremote's cells start at line 1
     # fmt: on
 
 
@@ -289,11 +299,35 @@ def help_text() -> str:
     return text
 
 
-def _verb_line(synopsis: str, description: str, width: int = 30) -> str:
-    """A verb's synopsis and description on one line, or on two when the synopsis is long."""
-    if len(synopsis) > width:
-        return f"  {synopsis}\n  {'':<{width}} {description}".rstrip()
-    return f"  {synopsis:<{width}} {description}".rstrip()
+def _wrap_groups(synopsis: str, most: int) -> list[str]:
+    """``synopsis`` in lines of at most ``most`` columns, cut between its ``[...]`` groups only."""
+    groups, depth, current = [], 0, ""
+    for char in synopsis:
+        if char == " " and depth == 0:
+            groups.append(current)
+            current = ""
+            continue
+        depth += (char == "[") - (char == "]")
+        current += char
+    groups.append(current)
+    lines = [groups[0]]
+    for group in groups[1:]:
+        if len(lines[-1]) + 1 + len(group) > most:
+            lines.append("    " + group)
+        else:
+            lines[-1] += " " + group
+    return lines
+
+
+def _verb_line(synopsis: str, description: str, width: int = 30, most: int = 88) -> str:
+    """A verb's synopsis and description on one line, or below it when the synopsis is long
+    (each wrapped to ``most`` columns)."""
+    if len(synopsis) <= width and len(description) <= most - width - 3:
+        return f"  {synopsis:<{width}} {description}".rstrip()
+    words = _wrap_groups(synopsis, most - 2)
+    indent = " " * (width + 3)
+    text = textwrap.wrap(description, most, initial_indent=indent, subsequent_indent=indent)
+    return "\n".join([*(f"  {line}" for line in words), *text]).rstrip()
 
 
 #: the two forms' parsers, built on first use
@@ -303,12 +337,19 @@ PARSERS.declare(LINE, functools.partial(_parser, LINE))
 
 
 def add_verb(
-    name: str, description: str, arguments: Sequence[tuple[tuple[str, ...], dict[str, Any]]] = ()
+    name: str,
+    description: str,
+    arguments: Sequence[tuple[tuple[str, ...], dict[str, Any]]] = (),
+    verbatim: str | None = None,
 ) -> None:
     """A new ``%remote name …`` form in :data:`VERBS`: its parser, with ``arguments`` (each
-    ``(flags, options)`` of ``add_argument``), is built when the verb is first used."""
+    ``(flags, options)`` of ``add_argument``), is built when the verb is first used. With
+    ``verbatim``, every flag takes a value and comes first; the rest of the line, as typed, is
+    that option (:data:`VERBATIM`)."""
     if name in VERBS:
         raise ValueError(f"%remote {name} is defined twice")
+    if verbatim:
+        VERBATIM[name] = verbatim
 
     def build() -> MagicParser:
         parser = MagicParser(f"{LINE} {name}", hint=HINT, description=description, add_help=False)
@@ -337,7 +378,11 @@ def _cell_flags(line: str) -> RemoteArgs:
     except ValueError as error:
         raise ArgumentsError(f"{CELL}: {error} in {line.strip()!r}") from None
     options = _parse(PARSERS[CELL], words, unexpected=_ONE_MODE)
-    mode = options.pop("mode") or "bash"
+    if (
+        options.get("session") in MODES and options["mode"] is None
+    ):  # `--session python`: the mode, not a name
+        options["mode"], options["session"] = options["session"], DEFAULT_SESSION
+    mode = options.pop("mode") or ("python" if options.get("session") else "bash")
     if mode not in MODES:  # checked here, not by argparse, so that `--bogus 1` is reported as --bogus
         PARSERS[CELL].error(f"unexpected {mode!r}; {_ONE_MODE}")
     return _checked(PARSERS[CELL], RemoteArgs(command="", mode=mode, **options))
@@ -347,6 +392,8 @@ def parse_line(line: str) -> RemoteArgs | RemoteVerb:
     """``%remote [flags] CMD…``: flags first; the rest of the line, verbatim, is bash.
     A first word in :data:`VERBS` makes it that verb's line instead."""
     words, starts = _words(line)
+    if words and words[0] in VERBATIM:
+        return _verbatim(line, words, starts)
     if words and words[0] in VERBS:
         return RemoteVerb(words[0], _parse(VERBS[words[0]], words[1:]))
     options = _parse(PARSERS[LINE], words)
@@ -361,6 +408,22 @@ def parse_line(line: str) -> RemoteArgs | RemoteVerb:
     return _checked(PARSERS[LINE], RemoteArgs(command=command, **options))
 
 
+def _verbatim(line: str, words: list[str], starts: list[int]) -> RemoteVerb:
+    """A :data:`VERBATIM` verb's line: its flags (each with a value), then the rest as typed."""
+    name = words[0]
+    end = 1
+    while end < len(words) and words[end].startswith("-") and words[end] not in ("-", "--"):
+        end += 1 if "=" in words[end] or words[end] in ("-h", "--help") else 2
+    if end < len(words) and words[end] == "--":
+        end += 1
+    rest = line[starts[end] :].strip() if end < len(words) else ""
+    options = _parse(VERBS[name], words[1:end])
+    if not rest:
+        VERBS[name].error(f"what to evaluate goes after the flags: {VERBS[name].synopsis}")
+    options[VERBATIM[name]] = rest
+    return RemoteVerb(name, options)
+
+
 def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
     if args.torch:
         for flag, given in (
@@ -373,6 +436,8 @@ def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
                     f"--torch and {flag} exclude each other: torch's WORLD_SIZE counts every rank of "
                     "one mesh, so every rank of it must run (choose the mesh with --mesh)"
                 )
+    if args.session is not None:
+        _check_session(parser, args)
     if args.detach:
         for flag, given in (("--timeout", args.timeout is not None), ("--save", args.save is not None)):
             if given:
@@ -380,6 +445,20 @@ def _checked(parser: MagicParser, args: RemoteArgs) -> RemoteArgs:
                     f"--detach and {flag} exclude each other: a detached run has no cell waiting for it"
                 )
     return args
+
+
+def _check_session(parser: MagicParser, args: RemoteArgs) -> None:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}", args.session or ""):
+        parser.error(
+            f"bad session name {args.session!r}: a letter or _, then letters, digits, _ . - (at most 40)"
+        )
+    if args.mode != "python":
+        parser.error("--session keeps Python namespaces: %%remote python --session NAME")
+    for flag, given in (("--detach", args.detach), ("--output-dir", args.output_dir is not None)):
+        if given:
+            parser.error(
+                f"--session and {flag} exclude each other: a session cell runs in the namespaces, attached"
+            )
 
 
 def _words(line: str) -> tuple[list[str], list[int]]:

@@ -431,7 +431,14 @@ class Drive:
                 self.spool.note(f"{self.plan.ranks[index].label}: {message.error}")
             self.outcomes[index] = (message.returncode, message.error)
             self.sink.put(
-                Exited(index, message.returncode, message.duration, message.error, message.stopped_by)
+                Exited(
+                    index,
+                    message.returncode,
+                    message.duration,
+                    message.error,
+                    message.stopped_by,
+                    message.value,
+                )
             )
 
     # ── the end ────────────────────────────────────────────────────────

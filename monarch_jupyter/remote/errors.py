@@ -28,3 +28,8 @@ class RemoteInterrupted(KeyboardInterrupt):
 
 class RunsError(MonarchJupyterError):
     """A ``%remote runs / attach / stop`` problem, shown in one line."""
+
+
+class SessionError(MonarchJupyterError):
+    """A ``%remote session / pull / push`` problem (no such session, a rank's error in a pull,
+    a value too big), shown in one line."""

@@ -32,6 +32,7 @@ class Exited:
     duration: float
     error: str | None = None
     stopped_by: str | None = None  # who stopped the run, as its host recorded it
+    value: str | None = None  # a session cell's last expression, as repr shows it
 
 
 @dataclass(frozen=True)

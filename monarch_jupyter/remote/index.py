@@ -51,6 +51,12 @@ class Where(NamedTuple):
     context: str
 
 
+def job_key(apply_id: str | None, root: Path, context: str) -> str:
+    """What tells a job's session namespaces from another's on a host: its allocation, else its
+    folder and context (a ``--session``'s hosts keep them by it)."""
+    return apply_id or f"{root}#{context}"
+
+
 def where(session: JobSession) -> Where:
     context = session.context
     return Where(session.root, session.layout.dir / context / "runs", context)

@@ -16,7 +16,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from .. import remote as remote_package
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the run's modules are imported by its first run, not at %lo
     from .model import Event, Observer, RunState
     from .render import TextRenderer
     from .runner import RemoteRunner
+    from .sessions import Sessions
 
 _SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
 
@@ -87,6 +88,7 @@ class RemoteMagics(Magics):
         super().__init__(shell)
         self.session = session
         self._runner: RemoteRunner | None = None
+        self._sessions: Sessions | None = None
         self.observers: list[Observer] = []  # RunState observers of this instance (see remote.observers)
         self.last: RunState | None = None  # the latest run started here (monarch_jupyter.remote.last_run)
         self._followers: list[BackgroundFollow] = []  # detached runs' live grids
@@ -119,8 +121,16 @@ class RemoteMagics(Magics):
             raise UsageError(str(error)) from None
         if isinstance(args, RemoteVerb):
             return self._verb(args)
+        return self.run_args(args)
+
+    def run_args(self, args: RemoteArgs) -> None:
+        """Plan and run ``args`` in this cell (or start it detached)."""
         try:
+            if args.session is not None:
+                args = self.sessions.prepare(args)
             plan = self.runner.plan(args)
+            if args.session is not None:
+                self.sessions.record_target(args.session, plan.target)
         except MonarchJupyterError as error:
             raise UsageError(f"%remote: {error}") from None
         log_path = self.runner.log_path(plan)
@@ -128,14 +138,34 @@ class RemoteMagics(Magics):
             return self._detach(args, plan, log_path)
         return self._run(args, plan, log_path)
 
+    @property
+    def sessions(self) -> Sessions:
+        """The context's sessions (``--session``), over the runner."""
+        if self._sessions is None:
+            from .sessions import Sessions
+
+            self._sessions = Sessions(self.session, self.runner)
+        return self._sessions
+
+    @line_magic
+    def autoremote(self, line: str) -> None:
+        """%autoremote on [NAME] | off: send every following cell to session NAME (default main),
+        as %%remote python --session NAME would; `%autoremote off` (its own cell) stops it."""
+        from .autoremote import toggle
+
+        try:
+            print(toggle(self.shell, line))
+        except ArgumentsError as error:
+            raise UsageError(str(error)) from None
+
     # %remote? asks IPython's inspector, which calls getdoc(): the help is written then, from
     # the parsers (built for it), not at %load_ext
     remote.__doc__ = _SUMMARY
     remote.__dict__["getdoc"] = full_doc
 
-    def _verb(self, args: RemoteVerb) -> None:
+    def _verb(self, args: RemoteVerb) -> Any:
         try:
-            verbs.dispatch(self, args.verb, args.options)
+            return verbs.dispatch(self, args.verb, args.options)
         except RemoteError:  # a rank of the attached run failed: as the original cell
             raise
         except ArgumentsError as error:
@@ -176,6 +206,10 @@ class RemoteMagics(Magics):
             from .diff import diff_text
 
             self.write(diff_text(state))
+        if args.session is not None:
+            from .sessions import values_text
+
+            self.write(values_text([(tuple(r.point.items()), r.value) for r in state.ranks]))
         display_unflushed(self.shell, state.mime_bundle())
         if args.save:
             assert self.shell is not None, "registered on a shell (register)"
@@ -184,6 +218,14 @@ class RemoteMagics(Magics):
             self.shell.user_ns[args.save] = RemoteResults.from_state(state)
         if interrupted:
             raise RemoteInterrupted(state.summary_line())
+        message = self._failure(args, state)
+        if message and not args.no_raise:
+            raise RemoteError(message)
+
+    @staticmethod
+    def _failure(args: RemoteArgs, state: RunState) -> str | None:
+        """The line the cell raises (None: every rank succeeded): who stopped the run when another
+        kernel did; a session cell's errors each once, with their ranks."""
         message = state.failure_message()
         by = None
         if message and state.run_id:  # the hosts say (any engine); this machine's files, for runs it followed
@@ -191,9 +233,13 @@ class RemoteMagics(Magics):
 
             by = state.stopped_by or host_layout.read_stopped_by(state.run_id)
         if by and f"(kernel pid {os.getpid()})" not in by:  # stopped by another kernel
-            message = f"%%remote: run {state.run_id} was stopped by {by}"
-        if message and not args.no_raise:
-            raise RemoteError(message)
+            return f"%%remote: run {state.run_id} was stopped by {by}"
+        if message and args.session is not None and not state.error:
+            from .sessions import failure_text
+
+            bad = [(tuple(r.point.items()), r.error, r.status) for r in state.ranks if r.failing]
+            return failure_text(args.session, bad, len(state.ranks))
+        return message
 
     def _detach(self, args: RemoteArgs, plan: Plan, log_path: Path) -> None:
         try:
@@ -282,6 +328,11 @@ class RemoteMagics(Magics):
     @staticmethod
     def display(bundle: dict[str, Any]) -> None:
         display(bundle, raw=True)
+
+    @property
+    def user_ns(self) -> dict[str, Any]:
+        assert self.shell is not None, "registered on a shell (register)"
+        return self.shell.user_ns
 
 
 class _Pump:

@@ -122,6 +122,7 @@ class RankState:
     duration: float | None = None
     pid: int | None = None
     error: str | None = None
+    value: str | None = None  # a session cell's last expression, as repr shows it
     started: float | None = None  # wall clock (epoch seconds) of its first sign of life
     quiet_since: float | None = None  # wall clock of its last output, while it is quiet (quiet.py)
     lines: Tail = field(default_factory=Tail)
@@ -304,6 +305,7 @@ class RunState:
         rank.returncode = event.returncode
         rank.duration = event.duration
         rank.error = event.error
+        rank.value = event.value
         self.stopped_by = self.stopped_by or event.stopped_by
         if self.stopping and (event.returncode is None or event.returncode != 0):
             rank.status = self.stopping

@@ -11,7 +11,7 @@ measures what that costs).
 
 Client → actor (the ``run`` endpoint's argument)::
 
-    RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta, torch, flush_every)
+    RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta, torch, flush_every, session)
 
 Actor → client (on the run's port; ``key`` is the mesh name the client sent, ``rank``
 the actor's flat rank in that mesh, ``pid`` the command's process group, None when
@@ -19,7 +19,7 @@ it could not start)::
 
     Data(run_id, key, rank, pid, chunks)          # output since the last message
     Heartbeat(run_id, key, rank, pid)             # nothing to say, still running
-    Exit(run_id, key, rank, pid, chunks, returncode, duration, error, stopped_by)   # the last message
+    Exit(run_id, key, rank, pid, chunks, returncode, duration, error, stopped_by, value)   # the last message
 
 A command that ends quickly costs one message per rank (an :class:`Exit` with all its output).
 """
@@ -60,6 +60,9 @@ class RunSpec(NamedTuple):
     )
     torch: bool = False  # also set torch's rank variables (torch_env), MASTER_* being in env
     flush_every: float | None = None  # seconds between a rank's messages (None: the actor's own)
+    # a session cell (``--session``): (the job's key, the session's name, the cell's first line
+    # number in the notebook); None: a command
+    session: tuple[str, str, int] | None = None
 
 
 class Data(NamedTuple):
@@ -87,6 +90,7 @@ class Exit(NamedTuple):
     duration: float  # seconds, measured on the worker
     error: str | None  # why it could not start or be followed; None when it ran
     stopped_by: str | None = None  # who stopped the run, as its host recorded it (a stop from elsewhere)
+    value: str | None = None  # a session cell's last expression, as repr shows it
 
 
 Message = Data | Heartbeat | Exit
@@ -98,7 +102,17 @@ WireChunk = tuple[str, str, int]
 WireData = tuple[int, str, str, int, "int | None", list[WireChunk]]
 WireHeartbeat = tuple[int, str, str, int, "int | None"]
 WireExit = tuple[
-    int, str, str, int, "int | None", list[WireChunk], "int | None", float, "str | None", "str | None"
+    int,
+    str,
+    str,
+    int,
+    "int | None",
+    list[WireChunk],
+    "int | None",
+    float,
+    "str | None",
+    "str | None",
+    "str | None",
 ]
 Wire = WireData | WireHeartbeat | WireExit
 WireSpec = tuple[
@@ -111,6 +125,7 @@ WireSpec = tuple[
     "dict[str, object] | None",
     bool,
     "float | None",
+    "tuple[str, str, int] | None",
 ]
 DATA, HEARTBEAT, EXIT = 0, 1, 2
 
@@ -143,7 +158,7 @@ def decode(wire: Wire) -> Message:
         return _tuple_new(Data, (data[1], data[2], data[3], data[4], chunks))
     if len(wire) == 5:
         return Heartbeat._make(wire[1:])
-    return Exit(*wire[1:5], _chunks(wire[5]), *wire[6:])
+    return Exit(*wire[1:5], _chunks(wire[5]), *wire[6:])  # type: ignore[arg-type]  # by position, as encoded
 
 
 def spec_to_wire(spec: RunSpec) -> WireSpec:

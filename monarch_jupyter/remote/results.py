@@ -111,3 +111,54 @@ class RemoteResults(list[RankResult]):
             )
             for r in state.ranks
         )
+
+
+class RankValues(list[Any]):
+    """``%remote pull EXPR``: each rank's value, in rank order; ``values["hosts=1"]`` by label
+    too, ``.labels`` the ranks, ``to_dict()`` and ``to_pandas()`` (one row per rank)."""
+
+    def __init__(
+        self, pairs: list[tuple[str, Any]], expr: str = "", points: list[dict[str, int]] | None = None
+    ) -> None:
+        super().__init__(value for _, value in pairs)
+        self.labels = [label for label, _ in pairs]
+        self.points = points or [{} for _ in pairs]
+        self.expr = expr
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                return super().__getitem__(self.labels.index(key))
+            except ValueError:
+                raise KeyError(key) from None
+        return super().__getitem__(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(zip(self.labels, self, strict=True))
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame indexed by rank label, one ``value`` column. Needs pandas."""
+        try:
+            pandas = importlib.import_module("pandas")  # optional: not a dependency
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
+        return pandas.DataFrame({"value": list(self)}, index=pandas.Index(self.labels, name="label"))
+
+    def __repr__(self) -> str:
+        from .sessions import values_text
+
+        shown = [
+            (tuple(point.items()), _short(value)) for point, value in zip(self.points, self, strict=True)
+        ]
+        return values_text(shown).rstrip("\n") or "(no ranks)"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+def _short(value: Any, most: int = 2000) -> str:
+    try:
+        text = repr(value)
+    except Exception as error:
+        text = f"<repr failed: {type(error).__name__}>"
+    return text if len(text) <= most else text[:most] + "…"

@@ -35,7 +35,7 @@ from .distributed import master_env
 from .drive import Drive, Plan, RunHandle, Sink, Target
 from .errors import RemoteError, RunsError
 from .host import runs as host_runs
-from .index import FINISHED, STOPPED, RunEntry, Where, new_entry, prune_index, where
+from .index import FINISHED, STOPPED, RunEntry, Where, job_key, new_entry, prune_index, where
 from .model import RankState
 from .protocol import FLUSH_EVERY, RunSpec, spec_to_wire
 
@@ -193,6 +193,12 @@ class RemoteRunner:
         root = Path(folder)
         where = Where(root, Layout(root).dir / context / "runs", context)
         return _Job(job, meshes, apply_id, where, local_pids if engine.workers_are_local else {})
+
+    def job_identity(self) -> tuple[str | None, Where]:
+        """The running job's allocation id and where its runs are recorded (checked healthy)."""
+        with self._warm_lock:
+            running = self._current()
+        return running.apply_id, running.where
 
     @staticmethod
     def _mesh_names(args: RemoteArgs, meshes: dict[str, Any]) -> list[str]:
@@ -459,6 +465,7 @@ class RemoteRunner:
             workdir=args.workdir,
             client_cwd=str(here.root),
             output_dir=args.output_dir,
+            session=self._session_of(args, plan, here),
             # what each rank's folder on its host records about who started it
             meta={
                 "target": plan.target,
@@ -468,6 +475,12 @@ class RemoteRunner:
                 "apply_id": plan.apply_id,
             },
         )
+
+    @staticmethod
+    def _session_of(args: RemoteArgs, plan: Plan, here: Where) -> tuple[str, str, int] | None:
+        if args.session is None:
+            return None
+        return job_key(plan.apply_id, here.root, here.context), args.session, args.cell_line
 
     def _entry(
         self, run_id: str, args: RemoteArgs, plan: Plan, log_path: Path | None, detached: bool = False

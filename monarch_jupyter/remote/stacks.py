@@ -104,14 +104,16 @@ def fold(ranks: list[Answer]) -> list[tuple[list[Answer], str]]:
     return [(groups[k], k if len(groups[k]) > 1 else raw[k]) for k in order]
 
 
-def render(run_id: str, command: str, ranks: list[Answer]) -> str:
-    """The verb's text: a header line, then each group's ranks and its stack."""
+def render(run_id: str, command: str, ranks: list[Answer], title: str | None = None) -> str:
+    """The verb's text: a header line (``title``, else the run and its command), then each
+    group's ranks and its stack."""
+    title = title or f"run {run_id} ({command!r})"
     if not ranks:
-        return f"run {run_id} ({command!r}): none of its ranks is on the hosts (pruned, or never started)\n"
+        return f"{title}: none of its ranks is on the hosts (pruned, or never started)\n"
     groups = fold(ranks)
     n = len(ranks)
     out = [
-        f"run {run_id} ({command!r}): {n} rank{'s' if n != 1 else ''}, "
+        f"{title}: {n} rank{'s' if n != 1 else ''}, "
         f"{len(groups)} different stack{'s' if len(groups) != 1 else ''}"
     ]
     for members, text in groups:

@@ -20,6 +20,9 @@ LEAVES = {
     "monarch_jupyter.remote.protocol",
 }
 MONARCH_ALLOWED = {"monarch_jupyter.remote.host.actor"}  # the one Monarch actor
+# cloudpickle is Monarch's own dependency (it pickles actors with it): on every worker. The session
+# modules send the namespace server by value with it, and a pulled value of a cell's own class.
+CLOUDPICKLE_ALLOWED = {"monarch_jupyter.remote.host.session", "monarch_jupyter.remote.host.session_server"}
 
 
 def _module_name(path: Path) -> str:
@@ -63,6 +66,8 @@ def _allowed(importer: str, imported: str) -> bool:
         return True
     if top == "monarch":
         return importer in MONARCH_ALLOWED
+    if top == "cloudpickle":
+        return importer in CLOUDPICKLE_ALLOWED
     return imported in RULED
 
 

@@ -223,8 +223,8 @@ def test_help_is_generated_from_the_definitions_that_parse():
     text = help_text()
     flags = _option_strings(PARSERS["%%remote"])
     assert flags == _option_strings(PARSERS["%remote"])  # both forms take the same flags
-    assert len(flags) == 18  # 17 flags, -e and --env being one
-    for flag in flags:
+    assert len(flags) == 20  # 18 flags and the hidden --cell-line, -e and --env being one
+    for flag in (f for f in flags if f != "--cell-line"):
         assert re.search(rf"^  (-e, )?{flag}\b", text, re.M), f"{flag} is not in %%remote? help"
     for action in PARSERS["%%remote"]._actions:
         if action.option_strings and action.help is not argparse.SUPPRESS:
@@ -525,7 +525,7 @@ def test_help_documents_every_flag():
     assert doc is not None and RemoteMagics.remote.__doc__ == doc.split("\n", 1)[0]
     assert doc.startswith("Run a bash or Python cell") and help_text() in doc
     for flag in _option_strings(PARSERS["%%remote"]):
-        assert flag in doc, flag
+        assert flag in doc or flag == "--cell-line", flag  # --cell-line: %autoremote's, not the user's
     for word in ("%%remote", "%remote", "bash", "python", "RemoteError", ".monarch/", "Ctrl-C"):
         assert word in doc
 
@@ -937,14 +937,17 @@ def test_the_time_formats():
 def test_each_verb_has_its_parser_and_a_handler_taking_its_options():
     import inspect
 
-    from monarch_jupyter.remote import verbs
+    from monarch_jupyter.remote import args, verbs
 
     assert (
-        list(verbs.REGISTRY) == list(VERBS) == ["runs", "attach", "stop", "stacks", "grep", "debug", "shell"]
+        list(verbs.REGISTRY)
+        == list(VERBS)
+        == ["runs", "attach", "stop", "stacks", "grep", "debug", "shell", "session", "pull", "push"]
     )
     for name, verb in verbs.REGISTRY.items():
         assert verb.parser is VERBS[name] and verb.parser.prog == f"%remote {name}"
         dests = {a.dest for a in verb.parser._actions if a.dest != "help"}
+        dests |= {args.VERBATIM[name]} if name in args.VERBATIM else set()  # the rest of the line
         assert set(list(inspect.signature(verb.handler).parameters)[1:]) == dests, name
         assert f"%remote {name}" in help_text()
 

@@ -147,7 +147,8 @@ def test_the_verb_parses_and_asks_every_host(monkeypatch):
     monkeypatch.setattr(verbs.diagnose, "running_entries", lambda session, runner: entries[:1])
     line = parse_line("stacks bbb --rank 1,0 --native")
     assert line == RemoteVerb(
-        "stacks", {"run": "bbb", "ranks": (1, 0), "point": None, "native": True, "actors": False}
+        "stacks",
+        {"run": "bbb", "ranks": (1, 0), "point": None, "native": True, "actors": False, "session": None},
     )
     one = rank(0, {"pid": 5, "state": "S", "wchan": "hrtimer_nanosleep", "cmd": "sleep 30", "python": False})
     runner = _Runner([[one], [one]])  # two hosts on one machine: the rank once
@@ -162,7 +163,10 @@ def test_the_verb_parses_and_asks_every_host(monkeypatch):
     cell = _Cell(runner)
     verbs.dispatch(cell, line.verb, line.options)  # the newest running run
     assert runner.calls[-1] == ("stacks", "20261201T1-aaa", None, {"hosts": 1}, False)
-    assert "%remote stacks [--rank N[,M…]] [--point DIM=N,…] [--native] [--actors] [RUN]" in help_text()
+    assert (
+        "%remote stacks [--rank N[,M…]] [--point DIM=N,…] [--native] [--actors] [--session [NAME]] [RUN]"
+        in " ".join(help_text().split())
+    )
     with pytest.raises(ArgumentsError, match="exclude each other"):
         verbs.dispatch(
             cell, "stacks", {"run": None, "ranks": (0,), "point": (("hosts", 0),), "native": False}

@@ -6,6 +6,8 @@ only
 
 - the standard library,
 - ``monarch`` (only :mod:`.actor`, the one module that is a Monarch actor),
+- ``cloudpickle`` (only :mod:`.session` and :mod:`.session_server`: Monarch's own dependency, on
+  every worker; the namespace server is sent to its process by value with it),
 - each other (``monarch_jupyter.remote.host.*``),
 - the stdlib-only leaves ``monarch_jupyter.system.procfs``, ``monarch_jupyter.system.files`` (which imports
   ``monarch_jupyter.errors``, stdlib-only too) and ``monarch_jupyter.remote.protocol`` (the
@@ -24,5 +26,7 @@ imports :mod:`.layout` (the on-host run layout) and :mod:`.runs` (what a host kn
 - :mod:`.dumps`: what a run's processes are doing (py-spy stacks, process lines).
 - :mod:`.search`: the lines of a rank's output matching a pattern (``%remote grep``).
 - :mod:`.usage`: CPU %, RSS and GPU memory of a run's ranks (``%remote runs``).
+- :mod:`.session`: each rank's namespace process of a ``--session`` (found or started), a cell in it.
+- :mod:`.session_server`: that process's program (standard library only, sent by value).
 - :mod:`.actor`: the Monarch actor, endpoints over the above.
 """

@@ -48,12 +48,14 @@ from ..protocol import (
     spec_from_wire,
     torch_env,
 )
-from . import dumps, layout, runs, search, tail, usage
+from . import dumps, layout, runs, search, session, tail, usage
 from .capture import CapturedProcess
 from .shell import ShellKeeper
+from .spares import prepare
 
 # Monarch's ports (``port``, ``exc``) are untyped (no py.typed): they are ``Any`` here.
 Ended = tuple["int | None", float, "str | None"]  # a run we started: (returncode, duration, error)
+Running = CapturedProcess | session.SessionCell  # a command, or a session cell: followed alike
 
 QUICK_WAIT = 0.008  # a command that ends this fast is answered inline, in one message
 PRUNE_EVERY = 50  # runs started between two prunings of this host's run folders
@@ -130,7 +132,7 @@ class _Leftovers:
 
 class RemoteActor(Actor):
     def __init__(self) -> None:
-        self._runs: dict[str, CapturedProcess] = {}
+        self._runs: dict[str, Running] = {}
         self._ended: dict[str, asyncio.Future[Ended]] = {}  # run id → how a run we started ended
         self._follows: dict[str, asyncio.Task[None]] = {}
         self._shells = ShellKeeper()
@@ -202,7 +204,16 @@ class RemoteActor(Actor):
                 _send(
                     port,
                     Exit(
-                        run_id, key, rank, proc.pid, proc.take(), returncode, time.monotonic() - started, None
+                        run_id,
+                        key,
+                        rank,
+                        proc.pid,
+                        proc.take(),
+                        returncode,
+                        time.monotonic() - started,
+                        proc.error,
+                        None,
+                        proc.value,
                     ),
                 )
                 with contextlib.suppress(OSError):  # the answer is sent; a full disk loses only the record
@@ -232,7 +243,7 @@ class RemoteActor(Actor):
         env_extra: dict[str, str],
         point: dict[str, int],
         leftovers: _Leftovers,
-    ) -> tuple[CapturedProcess, dict[str, object]]:
+    ) -> tuple[Running, dict[str, object]]:
         if self._worker_env is None:  # the worker's environment does not change: copied once (~0.15 ms)
             self._worker_env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
         env = {**self._worker_env, **spec.env} if spec.env else self._worker_env
@@ -255,10 +266,12 @@ class RemoteActor(Actor):
                 # closed with the run (leftovers.close), not here
                 leftovers.files.append(open(os.path.join(output_dir, name), "wb"))  # noqa: SIM115
         _check_room()
-        # made by the shell's take (renamed from one made ahead)
         folder = layout.rank_dir(run_id, key, rank)
-        captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
         meta = dict(spec.meta or {})
+        if spec.session:
+            return self._cell(run_id, key, rank, spec, env, workdir, point, folder, meta)
+        # made by the shell's take (renamed from one made ahead)
+        captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
         meta.update(
             run=run_id,
             key=key,
@@ -276,6 +289,50 @@ class RemoteActor(Actor):
             captured.tee(*leftovers.files)
         return captured, meta
 
+    def _cell(
+        self,
+        run_id: str,
+        key: str,
+        rank: int,
+        spec: RunSpec,
+        env: dict[str, str],
+        workdir: str | None,
+        point: dict[str, int],
+        folder: Path,
+        meta: dict[str, object],
+    ) -> tuple[Running, dict[str, object]]:
+        """A session cell: run in this rank's namespace process (started by the first cell)."""
+        assert spec.session is not None
+        job, name, first_line = spec.session
+        where = session.session_dir(job, name, key, rank)
+        about = {"name": name, "key": key, "rank": rank, "point": point, "job": job, "torch": spec.torch}
+        record = session.ensure(where, env, workdir, about)
+        prepare(folder)
+        request = {
+            "op": "exec",
+            "code": spec.command,
+            "filename": f"<{name} cell {run_id[-6:]}>",  # unique: tracebacks find each cell's lines
+            "first_line": first_line,
+            "folder": str(folder),
+        }
+        cell = session.SessionCell(record, where / session.SOCK, folder, request)
+        meta.update(
+            run=run_id,
+            key=key,
+            rank=rank,
+            point=point,
+            mode=spec.mode,
+            command=spec.command[:2000],
+            started=time.time(),
+            pid=None,  # nothing of the run to signal but Ctrl-C: the namespace outlives it
+            session=name,
+            session_pid=cell.pid,
+            session_ticks=cell.ticks,
+            marker=f"{layout.MARKER}={run_id}",
+            host=runs.hostname(),
+        )
+        return cell, meta
+
     def _prune(self) -> None:
         with contextlib.suppress(Exception):  # housekeeping must never break a run
             runs.prune()
@@ -285,7 +342,7 @@ class RemoteActor(Actor):
         run_id: str,
         key: str,
         rank: int,
-        proc: CapturedProcess,
+        proc: Running,
         port: Any,
         leftovers: _Leftovers,
         started: float,
@@ -314,6 +371,8 @@ class RemoteActor(Actor):
             raise
         except Exception as exc:  # report it on the port: the client shows it on the rank, the actor lives on
             error = f"{type(exc).__name__}: {exc}"
+        else:
+            error = proc.error
         finally:
             sending.cancel()
             self._runs.pop(run_id, None)
@@ -331,7 +390,7 @@ class RemoteActor(Actor):
         if port is not None:
             duration = time.monotonic() - started
             by = runs.stopped_by(run_id, returncode)
-            _send(port, Exit(run_id, key, rank, proc.pid, last, returncode, duration, error, by))
+            _send(port, Exit(run_id, key, rank, proc.pid, last, returncode, duration, error, by, proc.value))
 
     @endpoint
     async def cancel(self, run_id: str, grace: float = _procfs.GRACE) -> None:
@@ -486,6 +545,77 @@ class RemoteActor(Actor):
     async def usage(self, run_ids: list[str], interval: float) -> dict[str, list[dict[str, Any]]]:
         """CPU %, RSS and GPU memory of these runs' ranks on this host: :func:`.usage.runs_usage`."""
         return await asyncio.to_thread(usage.runs_usage, run_ids, interval, self._mine())
+
+    # ── sessions: each rank's namespace (:mod:`.session`) ──────────────
+    @endpoint
+    async def session_list(self, job: str, name: str | None) -> list[dict[str, Any]]:
+        """The namespaces of ``job`` this host's worker owns (``name``'s, or all), one row each."""
+        found = session.records(job, name, os.getppid())
+        return await asyncio.to_thread(lambda: [session.describe(f, r) for f, r in found])
+
+    @endpoint
+    async def session_stop(self, job: str, name: str | None) -> int:
+        """End the namespaces of ``job`` this host's worker owns (``name``'s, or all): how many lived."""
+        found = session.records(job, name, os.getppid())
+        ended = await asyncio.gather(*(session.stop(f, r) for f, r in found))
+        return sum(ended)
+
+    @endpoint
+    async def session_eval(
+        self, job: str, name: str, key: str, expr: str, max_bytes: int
+    ) -> tuple[int, bytes | None, str | None]:
+        """``expr`` evaluated in this rank's namespace: ``(rank, pickled value, error)``."""
+        return await asyncio.to_thread(
+            self._ask_namespace, job, name, key, {"op": "eval", "expr": expr, "max_bytes": max_bytes}
+        )
+
+    @endpoint
+    async def session_push(
+        self, job: str, name: str, key: str, items: dict[str, bytes]
+    ) -> tuple[int, bytes | None, str | None]:
+        """Set these pickled values in this rank's namespace: ``(rank, None, error)``."""
+        return await asyncio.to_thread(self._ask_namespace, job, name, key, {"op": "push", "items": items})
+
+    def _ask_namespace(
+        self, job: str, name: str, key: str, request: dict[str, Any]
+    ) -> tuple[int, bytes | None, str | None]:
+        try:
+            rank = self._rank_index()
+            folder = session.session_dir(job, name, key, rank)
+            record = session.read_record(folder)
+            if record is None or not session.alive(record):
+                return rank, None, f"no session {name} on this rank: run a cell with --session {name} first"
+            answer = session.ask(folder / session.SOCK, request, timeout=None)
+        except Exception as error:
+            return -1, None, f"{type(error).__name__}: {error}"
+        if answer.get("busy"):
+            return rank, None, "busy: a cell is running in this rank's namespace (wait, or interrupt it)"
+        return rank, answer.get("data"), answer.get("error")
+
+    @endpoint
+    async def session_stacks(self, job: str, name: str | None, native: bool) -> list[dumps.Answer]:
+        """What the namespaces of ``job`` this host's worker owns are doing (py-spy)."""
+        found = [(f, r) for f, r in session.records(job, name, os.getppid()) if session.alive(r)]
+        binary = dumps.py_spy()
+        procs = await asyncio.gather(*(dumps.process(int(r["pid"]), native, binary) for _, r in found))
+        return [
+            {
+                "key": r.get("key"),
+                "rank": r.get("rank"),
+                "point": dict(r.get("point") or {}),
+                "folder": str(f),
+                "state": "running",
+                "returncode": None,
+                "pid": int(r["pid"]),
+                "processes": [proc],
+            }
+            for (f, r), proc in zip(found, procs, strict=True)
+        ]
+
+    def _rank_index(self) -> int:
+        if self._rank is None:
+            self._rank = _rank_env()
+        return self._rank[2]
 
     def _mine(self) -> dict[str, int] | None:
         """This actor's point (None: no rank, every rank folder of the run on this machine)."""

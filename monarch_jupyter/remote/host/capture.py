@@ -30,26 +30,17 @@ SLICE = 0.00025  # while a quick command runs, how often its files are looked at
 DRAIN_AFTER_EXIT = 0.5  # background children of an exited command get this long, then SIGTERM
 
 
-class CapturedProcess:
-    """One command started by a :class:`~.shell.RunShell`: ``popen`` (its group's leader: ``pid``
-    is the group id), its rank ``folder`` and the :class:`~.tail.Tail` reading it.
+class RankOutput:
+    """What a run of one rank writes to its folder, read by a :class:`~.tail.Tail`: the part a
+    command (:class:`CapturedProcess`) and a session cell (:class:`~.session.SessionCell`) share.
+    ``value`` and ``error`` are a session cell's shown last expression and failure line."""
 
-    Reading and watching the exit are set up on the running loop by the first :meth:`batches`,
-    :meth:`finish` or :meth:`stop`; before that :meth:`finish_now` may answer without any loop
-    machinery (the cheap path of a short command)."""
+    value: str | None = None
+    error: str | None = None
 
-    def __init__(self, popen: subprocess.Popen[bytes], folder: Path) -> None:
-        self.popen = popen
-        self.pid = popen.pid
+    def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.tail = Tail(folder)
-        self._exited: asyncio.Future[int] | None = None
-        self._stopping: asyncio.Future[None] | None = None
-
-    @property
-    def returncode(self) -> int | None:
-        """The exit status once reaped (negative: killed by that signal), else None."""
-        return self.popen.returncode
 
     def tee(self, out: IO[bytes] | None, err: IO[bytes] | None) -> None:
         """Also write the raw bytes of stdout / stderr to these files (not closed here)."""
@@ -60,9 +51,6 @@ class CapturedProcess:
         return self.tail.take()
 
     def _watch(self) -> None:
-        """Start following the files and watching for the exit on the running loop (once)."""
-        if self._exited is None:
-            self._exited = _exit_future(self.popen)
         self.tail.watch()
 
     def batches(
@@ -71,6 +59,41 @@ class CapturedProcess:
         """Output as it comes (see :meth:`.tail.Tail.batches`)."""
         self._watch()
         return self.tail.batches(every, max_bytes, quiet)
+
+    def rest(self, max_bytes: int = LAST_BYTES) -> Iterator[list[Chunk]]:
+        """After the end: what is left in the files, in batches of at most ``max_bytes`` per
+        stream; the last batch (maybe empty) ends it, then the files are closed."""
+        while self.tail.finish(max_bytes):
+            yield self.tail.take()
+        yield self.tail.take()
+        self.tail.close(soon=True)  # the exit is sent next: its inotify close must not hold it up
+
+
+class CapturedProcess(RankOutput):
+    """One command started by a :class:`~.shell.RunShell`: ``popen`` (its group's leader: ``pid``
+    is the group id), its rank ``folder`` and the :class:`~.tail.Tail` reading it.
+
+    Reading and watching the exit are set up on the running loop by the first :meth:`batches`,
+    :meth:`finish` or :meth:`stop`; before that :meth:`finish_now` may answer without any loop
+    machinery (the cheap path of a short command)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], folder: Path) -> None:
+        super().__init__(folder)
+        self.popen = popen
+        self.pid = popen.pid
+        self._exited: asyncio.Future[int] | None = None
+        self._stopping: asyncio.Future[None] | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once reaped (negative: killed by that signal), else None."""
+        return self.popen.returncode
+
+    def _watch(self) -> None:
+        """Start following the files and watching for the exit on the running loop (once)."""
+        if self._exited is None:
+            self._exited = _exit_future(self.popen)
+        self.tail.watch()
 
     def finish_now(self, limit: float, on_output: Callable[[], None] | None = None) -> int | None:
         """The return code if the command (and everything in its group) ends within ``limit``
@@ -123,14 +146,6 @@ class CapturedProcess:
             self.tail.close()
             raise
         return returncode
-
-    def rest(self, max_bytes: int = LAST_BYTES) -> Iterator[list[Chunk]]:
-        """After :meth:`finish`: what is left in the files, in batches of at most ``max_bytes`` per
-        stream; the last batch (maybe empty) ends it, then the files are closed."""
-        while self.tail.finish(max_bytes):
-            yield self.tail.take()
-        yield self.tail.take()
-        self.tail.close(soon=True)  # the exit is sent next: its inotify close must not hold it up
 
     async def stop(self, grace: float = _procfs.GRACE) -> None:
         """SIGINT → SIGTERM → SIGKILL to the group (``grace`` s apart) until no member is alive.

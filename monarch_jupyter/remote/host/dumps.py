@@ -21,7 +21,7 @@ from typing import Any
 
 from ...system import procfs as _procfs
 from .layout import META, check_run_id, read_json, read_status, runs_root
-from .runs import leader_alive, marked_pids
+from .runs import leader_alive, leader_pid, marked_pids
 
 DUMP_TIMEOUT = 5.0  # seconds one py-spy dump may take
 MAX_LINES = 200  # lines kept of one dump
@@ -150,7 +150,7 @@ async def run_stacks(
     "state", "returncode", "processes": [process…]}`` (see :func:`process`); a process's
     ``wrapper`` says it is the run's wrapper shell (the leader, or a subshell of it)."""
     chosen = rank_folders(run_id, ranks, point, mine)
-    leaders = {folder.name: int(meta["pid"]) for folder, meta in chosen if leader_alive(meta)}
+    leaders = {folder.name: leader_pid(meta) or 0 for folder, meta in chosen if leader_alive(meta)}
     members = _procfs.group_members(set(leaders.values())) if leaders else {}
     pids = {name: list(members.get(leader, [])) for name, leader in leaders.items()}
     points = {folder.name: meta.get("point") or {} for folder, meta in chosen}
@@ -183,7 +183,9 @@ async def run_stacks(
     found = await asyncio.gather(*(job for _, job in jobs))
     for (answer, _), proc in zip(jobs, found, strict=True):
         answer["processes"].append(proc)
-    for answer, (folder, _) in zip(answers, chosen, strict=True):
+    for answer, (folder, meta) in zip(answers, chosen, strict=True):
+        if meta.get("session"):  # a session cell's leader is the namespace: the user's code, no wrapper
+            continue
         shell = next((p["cmd"] for p in answer["processes"] if p["pid"] == leaders.get(folder.name)), None)
         for proc in answer["processes"]:  # the run's wrapper shell: the leader and its subshells
             proc["wrapper"] = shell is not None and proc["cmd"] == shell

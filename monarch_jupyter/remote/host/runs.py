@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -37,11 +38,23 @@ KEEP_SECONDS = 7 * 86400  # … and none older than this
 STATUS_WAIT = 0.5  # after a leader we did not start exits, how long its status may take to appear
 
 
+def leader_pid(meta: dict[str, Any] | None) -> int | None:
+    """The process a rank's run lives in: its wrapper, or for a session cell the namespace's."""
+    if not meta:
+        return None
+    pid = meta.get("pid") or meta.get("session_pid")
+    return int(pid) if pid else None
+
+
 def leader_alive(meta: dict[str, Any] | None) -> bool:
-    """Whether the run's leader (the wrapper) is still the live process it was (not a zombie)."""
-    if not meta or not meta.get("pid"):
+    """Whether the run's leader (the wrapper, or a session cell's namespace process: the
+    status file says when the cell ended) is still the live process it was (not a zombie)."""
+    pid = leader_pid(meta)
+    if pid is None:
         return False
-    return _procfs.alive(int(meta["pid"]), meta.get("start_ticks"))
+    assert meta is not None
+    ticks = meta.get("start_ticks") if meta.get("pid") else meta.get("session_ticks")
+    return _procfs.alive(pid, ticks)
 
 
 ESCAPE_SLACK = 1.0  # an escapee started at most this long before its run's recorded start
@@ -224,9 +237,24 @@ def _leaders(root: Path, run_ids: set[str]) -> dict[int, str]:
             folders = []
         for folder in folders:
             meta = read_json(folder / META)
-            if meta is not None and leader_alive(meta):
+            if meta is not None and meta.get("pid") and leader_alive(meta):
                 groups[int(meta["pid"])] = run_id
     return groups
+
+
+def _session_cells(root: Path, run_ids: set[str]) -> list[int]:
+    """The namespace processes running a cell of these runs (no status yet): stopped by Ctrl-C only."""
+    pids = []
+    for run_id in run_ids:
+        try:
+            folders = [p for p in (root / run_id).iterdir() if p.is_dir()]
+        except OSError:
+            folders = []
+        for folder in folders:
+            meta = read_json(folder / META)
+            if meta and meta.get("session_pid") and read_status(folder) is None and leader_alive(meta):
+                pids.append(int(meta["session_pid"]))
+    return pids
 
 
 async def stop_runs(
@@ -238,9 +266,12 @@ async def stop_runs(
     root = root or runs_root()
     wanted = {check_run_id(r) for r in run_ids}
     groups = _leaders(root, wanted)
+    cells = _session_cells(root, wanted)
     if by:  # before any signal: whoever follows the run reads why it ended
-        for run_id in set(groups.values()):
+        for run_id in set(groups.values()) | (wanted if cells else set()):
             write_stopped_by(run_id, by, root)
+    for pid in cells:  # a session's cell: interrupted, its namespace lives on
+        _procfs.kill(pid, signal.SIGINT)
     others: dict[int, tuple[str, int | None]] = {}  # outside the groups: pid → (run id, start)
     signalled: dict[int, str] = {}
 
@@ -357,6 +388,10 @@ def prune(
 async def wait_leader(meta: dict[str, Any] | None, folder: Path) -> None:
     """Until the run's leader exited (or wrote its status)."""
     if meta is None or read_status(folder) is not None or not leader_alive(meta):
+        return
+    if not meta.get("pid"):  # a session cell: it ends with its status, its process lives on
+        while read_status(folder) is None and leader_alive(meta):
+            await asyncio.sleep(_procfs.POLL)
         return
     await _procfs.wait_exit_async(
         int(meta["pid"]), lambda: read_status(folder) is None and leader_alive(meta)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...system import procfs as _procfs
 from .dumps import rank_folders
-from .runs import leader_alive
+from .runs import leader_alive, leader_pid
 
 NVIDIA_SMI_TIMEOUT = 3.0
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -86,7 +86,7 @@ def runs_usage(
         for folder, meta in rank_folders(run_id, None, None, mine)
         if leader_alive(meta)
     ]
-    leaders = {int(meta["pid"]) for _, _, meta in chosen}
+    leaders = {leader_pid(meta) or 0 for _, _, meta in chosen}
     members = _procfs.group_members(leaders) if leaders else {}
     before = {pid: cpu_ticks(pid) for pids in members.values() for pid in pids}
     start = time.monotonic()
@@ -96,7 +96,7 @@ def runs_usage(
     gpus = gpu_memory() if chosen else None
     answers: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
     for run_id, _, meta in chosen:
-        pids = members.get(int(meta["pid"]), [])
+        pids = members.get(leader_pid(meta) or 0, [])
         ticks = sum(max(0, cpu_ticks(p) - before.get(p, 0)) for p in pids)
         answers[run_id].append(
             {

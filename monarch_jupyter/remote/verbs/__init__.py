@@ -28,7 +28,7 @@ what it runs with when it runs. Today's verbs are about runs that outlive their 
 from __future__ import annotations
 
 # their verbs register as they are imported: runs' first (diagnose imports it), as %%remote? lists them
-from . import diagnose, runs  # noqa: F401
+from . import diagnose, runs, sessions  # noqa: F401
 from .diagnose import grid_stacks, grid_usage
 from .registry import REGISTRY, Cell, Handler, Verb, arg, dispatch, verb
 from .runs import has_records, restart_note, runs_text, state_text, stop_for_kill

@@ -49,6 +49,13 @@ def _flat_rank(text: str) -> int:
         action="store_true",
         help="your actors' procs instead (the default when no run runs)",
     ),
+    arg(
+        "--session",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="a session's namespaces instead (all, or NAME's)",
+    ),
 )
 def stacks(
     cell: Cell,
@@ -57,6 +64,7 @@ def stacks(
     point: tuple[tuple[str, int], ...] | None,
     native: bool,
     actors: bool = False,
+    session: str | None = None,
 ) -> None:
     from ...system import actor_procs
     from .. import index
@@ -68,6 +76,17 @@ def stacks(
         raise ArgumentsError("%remote stacks: RUN or --actors, not both")
     if actors:
         cell.write(actor_stacks_text(cell, ranks, point, native))
+        return
+    if session is not None:
+        found = cell.sessions.stacks(session or None, native)
+        chosen = [a for a in found if ranks is None or a.get("rank") in ranks]
+        if not chosen:
+            cell.write(
+                f"no live namespace of {f'session {session}' if session else 'any session'} in this job\n"
+            )
+            return
+        title = f"session {session}" if session else "every session"
+        cell.write(stack_text.render("", "", stack_text.merge([chosen]), title=title))
         return
     if run is None:
         running = running_entries(cell.session, cell.runner)

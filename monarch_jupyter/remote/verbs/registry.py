@@ -14,12 +14,14 @@ from .. import args
 
 if TYPE_CHECKING:
     from ...jobs.session import JobSession
+    from ..args import RemoteArgs
     from ..drive import RunHandle
     from ..model import Event, Observer, RunState
     from ..render import TextRenderer
     from ..runner import RemoteRunner
+    from ..sessions import Sessions
 
-Handler = Callable[..., None]
+Handler = Callable[..., Any]
 
 
 class Cell(Protocol):
@@ -46,6 +48,20 @@ class Cell(Protocol):
 
     def display(self, bundle: dict[str, Any]) -> None: ...
 
+    @property
+    def sessions(self) -> Sessions:
+        """The context's sessions (``--session``)."""
+        ...
+
+    @property
+    def user_ns(self) -> dict[str, Any]:
+        """The notebook's namespace (what ``%remote push`` sends from)."""
+        ...
+
+    def run_args(self, args: RemoteArgs) -> None:
+        """Plan and run ``args`` in this cell, as ``%%remote`` would."""
+        ...
+
 
 @dataclass(frozen=True)
 class Verb:
@@ -68,18 +84,23 @@ def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 
 def verb(
-    name: str, description: str, *arguments: tuple[tuple[str, ...], dict[str, Any]]
+    name: str,
+    description: str,
+    *arguments: tuple[tuple[str, ...], dict[str, Any]],
+    verbatim: str | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated function as ``%remote name``'s handler, with its parser."""
+    """Register the decorated function as ``%remote name``'s handler, with its parser (with
+    ``verbatim``: that option is the rest of the line after the flags, as typed)."""
 
     def register(handler: Handler) -> Handler:
-        args.add_verb(name, description, arguments)
+        args.add_verb(name, description, arguments, verbatim)
         REGISTRY[name] = Verb(name, handler)
         return handler
 
     return register
 
 
-def dispatch(cell: Cell, name: str, options: dict[str, Any]) -> None:
-    """Run verb ``name`` with the options its parser returned."""
-    REGISTRY[name].handler(cell, **options)
+def dispatch(cell: Cell, name: str, options: dict[str, Any]) -> Any:
+    """Run verb ``name`` with the options its parser returned; what it returns (``%remote pull``'s
+    values) is the line magic's value."""
+    return REGISTRY[name].handler(cell, **options)

@@ -1,0 +1,394 @@
+"""One rank's Python namespace of a ``%%remote python --session``: a long-lived process that runs
+cells, evaluates and receives values, between which its variables live on.
+
+Started by the rank's :class:`~.actor.RemoteActor` (:mod:`.session`) in a session of its own
+(``start_new_session``), so it outlives the actor and the kernel: a new kernel's actor finds it
+by its folder and talks to it on its Unix socket (``sock``, in a 0700 folder; a peer that is not
+this user is refused). It ends when asked (``stop``), on SIGTERM, or when the host's worker that
+started it is gone (``%job kill``): never left running unseen.
+
+The code runs on the main thread, in ``__main__``'s namespace, so Ctrl-C (SIGINT, sent by the
+actor) raises KeyboardInterrupt in it, a blocking ``time.sleep`` included, and the namespace
+survives. While a cell runs, its fds 1 and 2 are the rank folder's ``out`` and ``err`` (what the
+actor's tail streams, as for any run) and its end is written to ``status``, so a kernel that
+attaches later sees the cell's output and end as a run's.
+
+Standard library only, every helper in this module: it is sent to a plain ``python -c`` by
+value (cloudpickle) and imports nothing of this package.
+
+Requests and answers are pickled dicts, length-prefixed, one request per connection:
+
+    {"op": "ping"}                                   → {"pid", "busy", "cells", "started"}
+    {"op": "exec", "code", "filename", "first_line", "folder"} → {"rc", "value", "error"}
+    {"op": "eval", "expr", "max_bytes"}              → {"data": bytes} | {"error"}
+    {"op": "push", "items": {name: bytes}}           → {"names"} | {"error"}
+    {"op": "stop"}                                   → {"stopping": True}, then it exits
+A request for the namespace while a cell runs is answered ``{"busy": True}`` at once.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import linecache
+import os
+import pickle
+import queue
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+HEADER = "!Q"  # a message's length (a format, not a struct.Struct: this module is pickled by value)
+HEADER_SIZE = 8
+MAX_REQUEST = 1 << 31  # bytes: a push's values are bounded by the kernel, far below this
+VALUE_CHARS = 4000  # the shown repr of a cell's last expression, cut to this
+OWNER_POLL = 1.0  # seconds between two looks at whether the host's worker is still there
+
+
+# ── framing ───────────────────────────────────────────────────────────
+def send_message(conn: socket.socket, message: dict[str, Any]) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    conn.sendall(struct.pack(HEADER, len(data)) + data)
+
+
+def recv_exact(conn: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = conn.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the peer closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_message(conn: socket.socket) -> dict[str, Any]:
+    (size,) = struct.unpack(HEADER, recv_exact(conn, HEADER_SIZE))
+    if size > MAX_REQUEST:
+        raise ValueError(f"a message of {size} bytes is over the limit")
+    message = pickle.loads(recv_exact(conn, size))
+    if not isinstance(message, dict):
+        raise ValueError("a message is a dict")
+    return message
+
+
+# ── the process ───────────────────────────────────────────────────────
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat`` (tells a reused pid apart), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode(errors="replace")
+        fields = text[text.rindex(")") + 2 :].split()
+        if fields[0] in ("Z", "X"):
+            return None
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Server:
+    """The namespace, its socket and the main thread's queue of requests."""
+
+    def __init__(self, sock_path: str, owner: int, owner_ticks: int | None) -> None:
+        self.sock_path = sock_path
+        self.owner = owner
+        self.owner_ticks = owner_ticks
+        self.started = time.time()
+        self.cells = 0
+        self.busy = False  # a request is on the main thread
+        self.executing = False  # user code runs now: SIGINT raises KeyboardInterrupt in it
+        self.todo: queue.SimpleQueue[tuple[dict[str, Any], socket.socket]] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        main = sys.modules["__main__"]
+        for name in [n for n in vars(main) if not n.startswith("__")]:
+            delattr(main, name)  # the bootstrap's names: the namespace starts empty
+        self.ns: dict[str, Any] = vars(main)
+        self.ns["__builtins__"] = builtins
+
+    # the listener: a thread, so pings and "busy" are answered while a cell runs
+    def listen(self) -> socket.socket:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            listener.bind(self.sock_path)
+        finally:
+            os.umask(old)
+        listener.listen(64)
+        return listener
+
+    def accept_loop(self, listener: socket.socket) -> None:
+        while True:
+            conn, _ = listener.accept()
+            try:
+                self.take(conn)
+            except Exception:  # a bad peer: drop it, serve the next
+                conn.close()
+
+    def take(self, conn: socket.socket) -> None:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", creds)
+        if uid != os.getuid():  # the folder is 0700 already; a second lock on the door
+            conn.close()
+            return
+        conn.settimeout(60)
+        request = recv_message(conn)
+        conn.settimeout(None)
+        op = request.get("op")
+        if op == "ping":
+            send_message(conn, self.info())
+            conn.close()
+        elif op == "stop":
+            send_message(conn, {"stopping": True})
+            conn.close()
+            self.quit()
+        else:
+            with self.lock:
+                if self.busy:
+                    send_message(conn, {"busy": True, **self.info()})
+                    conn.close()
+                    return
+                self.busy = True
+            self.todo.put((request, conn))
+
+    def info(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "busy": self.busy, "cells": self.cells, "started": self.started}
+
+    def watch_owner(self) -> None:
+        while True:
+            time.sleep(OWNER_POLL)
+            if start_ticks(self.owner) is None or (
+                self.owner_ticks is not None and start_ticks(self.owner) != self.owner_ticks
+            ):
+                self.quit()
+
+    def quit(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.sock_path)
+        os._exit(0)
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        if self.executing:
+            raise KeyboardInterrupt
+
+    # the main thread: one request at a time
+    def serve(self) -> None:
+        while True:
+            try:
+                request, conn = self.todo.get()
+            except KeyboardInterrupt:  # between cells: nothing to interrupt
+                continue
+            try:
+                answer = self.handle(request)
+            except KeyboardInterrupt:  # landed after the user's code ended
+                answer = {"rc": 130, "value": None, "error": "KeyboardInterrupt"}
+            except Exception as error:  # our own failure: said, the namespace lives on
+                answer = {"error": f"{type(error).__name__}: {error}"}
+            with self.lock:
+                self.busy = False
+            try:
+                send_message(conn, answer)
+            except OSError:
+                pass  # the asker is gone (its actor stopped): the status file says how it ended
+            finally:
+                conn.close()
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "exec":
+            self.cells += 1
+            return run_cell(self, request)
+        if op == "eval":
+            return evaluate(self, str(request["expr"]), int(request["max_bytes"]))
+        if op == "push":
+            return receive(self, dict(request["items"]))
+        return {"error": f"unknown request {op!r}"}
+
+
+# ── the requests ──────────────────────────────────────────────────────
+def _compile(code: str, filename: str, first_line: int) -> tuple[Any, Any]:
+    """The cell's statements and, when it ends in an expression, that expression apart (shown)."""
+    tree = ast.parse(code, filename, "exec")
+    if first_line > 1:
+        ast.increment_lineno(tree, first_line - 1)
+    last = None
+    final = tree.body[-1] if tree.body else None
+    if isinstance(final, ast.Expr):
+        tree.body.pop()
+        last = ast.Expression(final.value)
+    body = compile(tree, filename, "exec")
+    return body, compile(last, filename, "eval") if last is not None else None
+
+
+def _cache_source(code: str, filename: str, first_line: int) -> None:
+    """The cell's lines, for tracebacks (at the notebook's line numbers)."""
+    lines = ["\n"] * (first_line - 1) + [line + "\n" for line in code.splitlines()]
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+
+
+def _cell_error(error: BaseException, filename: str) -> str:
+    """``ZeroDivisionError: division by zero (cell line 3)``: the error and the cell's last line in it."""
+    line = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename == filename:
+            line = frame.lineno
+    if isinstance(error, SyntaxError) and error.filename == filename:
+        line = error.lineno
+    text = "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
+    return text + (f" (cell line {line})" if line else "")
+
+
+def _print_traceback(error: BaseException, filename: str) -> None:
+    """The traceback from the cell's first frame on (this module's frames left out)."""
+    frames: list[traceback.FrameSummary] = list(traceback.extract_tb(error.__traceback__))
+    for start, frame in enumerate(frames):
+        if frame.filename == filename:
+            frames = frames[start:]
+            break
+    ours = _print_traceback.__code__.co_filename
+    while len(frames) > 1 and frames[-1].filename == ours:  # the SIGINT handler's raise
+        frames = frames[:-1]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+    lines += traceback.format_exception_only(type(error), error)
+    sys.stderr.write("".join(lines))
+
+
+def _redirect(folder: str) -> tuple[int, int]:
+    """fds 1 and 2 onto the rank folder's out and err; the saved ones returned."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    for fd, name in ((1, "out"), (2, "err")):
+        target = os.open(
+            os.path.join(folder, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+        )
+        os.dup2(target, fd)
+        os.close(target)
+    return saved
+
+
+def _restore(saved: tuple[int, int]) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    for fd, old in zip((1, 2), saved, strict=True):
+        os.dup2(old, fd)
+        os.close(old)
+
+
+def _write_status(folder: str, returncode: int) -> None:
+    try:
+        fd = os.open(os.path.join(folder, "status"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, f"{returncode} {time.time()}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def run_cell(server: Server, request: dict[str, Any]) -> dict[str, Any]:
+    filename, folder = str(request["filename"]), str(request["folder"])
+    code, first_line = str(request["code"]), int(request.get("first_line", 1))
+    saved = _redirect(folder)
+    returncode, value, error = 0, None, None
+    try:
+        _cache_source(code, filename, first_line)
+        server.executing = True
+        try:
+            body, last = _compile(code, filename, first_line)
+            exec(body, server.ns)
+            if last is not None:
+                result = eval(last, server.ns)
+                if result is not None:
+                    server.ns["_"] = result
+                    value = _shown(result)
+        finally:
+            server.executing = False
+    except SystemExit as exit_:
+        code_ = exit_.code
+        returncode = code_ if isinstance(code_, int) else (0 if code_ is None else 1)
+        if returncode:
+            error = f"SystemExit: {code_}"
+    except KeyboardInterrupt as interrupt:
+        _print_traceback(interrupt, filename)
+        returncode, error = 130, _cell_error(interrupt, filename)
+    except BaseException as failure:
+        _print_traceback(failure, filename)
+        returncode, error = 1, _cell_error(failure, filename)
+    finally:
+        _restore(saved)
+        _write_status(folder, returncode)
+    return {"rc": returncode, "value": value, "error": error}
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as error:
+        text = f"<repr failed: {type(error).__name__}: {error}>"
+    return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + "…"
+
+
+def portable(value: Any) -> Any:
+    """``value`` with torch tensors (also in plain lists, tuples and dicts) moved to the CPU."""
+    kind = type(value)
+    if kind.__module__.startswith("torch") and hasattr(value, "detach") and hasattr(value, "cpu"):
+        return value.detach().cpu()
+    if kind is list or kind is tuple:
+        return kind(portable(v) for v in value)
+    if kind is dict:
+        return {k: portable(v) for k, v in value.items()}
+    return value
+
+
+def _dumps(value: Any) -> bytes:
+    try:  # by value what the cells defined (their classes live in this process's __main__)
+        import cloudpickle
+
+        return bytes(cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except ImportError:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def evaluate(server: Server, expr: str, max_bytes: int) -> dict[str, Any]:
+    try:
+        server.executing = True
+        try:
+            value = eval(compile(expr, "<pull>", "eval"), server.ns)
+        finally:
+            server.executing = False
+        data = _dumps(portable(value))
+    except BaseException as error:
+        return {"error": "".join(traceback.format_exception_only(type(error), error)).strip()}
+    if len(data) > max_bytes:
+        return {
+            "error": f"the value is {len(data) / 1e6:.1f} MB pickled, over the {max_bytes / 1e6:.1f} MB "
+            "limit (--max-bytes raises it)"
+        }
+    return {"data": data}
+
+
+def receive(server: Server, items: dict[str, bytes]) -> dict[str, Any]:
+    try:
+        values = {name: pickle.loads(data) for name, data in items.items()}
+    except BaseException as error:
+        return {"error": f"could not unpickle: {type(error).__name__}: {error}"}
+    server.ns.update(values)
+    return {"names": sorted(values)}
+
+
+def main(sock_path: str, owner: int, owner_ticks: int | None) -> None:
+    """Serve until stopped: what the ``python -c`` started by :mod:`.session` runs."""
+    server = Server(sock_path, owner, owner_ticks)
+    signal.signal(signal.SIGINT, server.on_sigint)
+    listener = server.listen()
+    threading.Thread(target=server.accept_loop, args=(listener,), daemon=True, name="session-listen").start()
+    threading.Thread(target=server.watch_owner, daemon=True, name="session-owner").start()
+    print(f"session server pid {os.getpid()} on {sock_path}", flush=True)
+    server.serve()

@@ -1,0 +1,329 @@
+"""The kernel side of ``%%remote python --session``: which sessions a context's job has, and
+values to and from each rank's namespace.
+
+A session is a name and a shape (its mesh, ``--per-host``, ``--torch``): its namespaces live on
+the hosts (:mod:`.host.session`), one per rank, and are found there by name, so any kernel of
+the folder reaches them, before or after a restart. The book (``.monarch/<context>/sessions.json``,
+plain JSON) records each session's shape and the job it belongs to, so a cell with only
+``--session NAME`` runs in the same ranks, ``%load_ext`` can say which sessions there are without
+asking the hosts, and an ended job's sessions are forgotten.
+
+No IPython here: the magics and verbs call :class:`Sessions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..system import files as _files
+from ..text.rank_sets import rank_set
+from .args import RemoteArgs
+from .errors import SessionError
+from .index import job_key, where
+from .model import RankState
+
+if TYPE_CHECKING:
+    from ..jobs.session import JobSession
+    from .drive import Plan
+    from .runner import RemoteRunner
+
+BOOK = "sessions.json"  # in .monarch/<context>/ (verbs.sessions.BOOK names it too)
+BOOK_MAX = 1 << 20
+PULL_MAX = 256 << 20  # bytes a pull takes per rank unless --max-bytes says otherwise
+PUSH_MAX = 64 << 20  # bytes a push sends per rank unless --max-bytes says otherwise
+CALL_TIMEOUT = 600.0  # seconds a pull or push may take (a big value over a slow network)
+
+
+@dataclass(frozen=True)
+class SessionShape:
+    """Where a session's namespaces are: what its first cell targeted."""
+
+    name: str
+    mesh: str | None
+    per_host: tuple[tuple[str, int], ...] | None
+    torch: bool
+    started: float
+    target: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "per_host": [list(p) for p in self.per_host or ()]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionShape:
+        per_host = tuple((str(d), int(n)) for d, n in data.get("per_host") or ()) or None
+        return cls(
+            name=str(data["name"]),
+            mesh=data.get("mesh"),
+            per_host=per_host,
+            torch=bool(data.get("torch")),
+            started=float(data.get("started") or 0.0),
+            target=str(data.get("target") or ""),
+        )
+
+
+class Book:
+    """``.monarch/<context>/sessions.json``: the job's key and each session's shape."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> tuple[str | None, dict[str, SessionShape]]:
+        try:
+            raw = _files.read_small(self.path, BOOK_MAX)
+            data = json.loads(raw) if raw else {}
+            shapes = {name: SessionShape.from_json(s) for name, s in dict(data.get("sessions") or {}).items()}
+            return data.get("job"), shapes
+        except (OSError, ValueError, TypeError, KeyError):  # unreadable: no sessions known
+            return None, {}
+
+    def shapes(self, job: str) -> dict[str, SessionShape]:
+        """The sessions of job ``job`` (those of an earlier job are not)."""
+        recorded, shapes = self.read()
+        return shapes if recorded == job else {}
+
+    def write(self, job: str, shapes: dict[str, SessionShape]) -> None:
+        data = {"job": job, "sessions": {n: s.to_json() for n, s in shapes.items()}}
+        _files.private_dir(self.path.parent)
+        _files.write_atomic(self.path, json.dumps(data, indent=1).encode())
+
+
+class Sessions:
+    """A context's sessions, through the session's runner (its warm actors)."""
+
+    def __init__(self, session: JobSession, runner: RemoteRunner) -> None:
+        self.session = session
+        self.runner = runner
+
+    # ── the book ──────────────────────────────────────────────────────
+    def book(self) -> Book:
+        return Book(where(self.session).runs_dir.parent / BOOK)
+
+    def job(self) -> str:
+        """The running job's key (raises when no healthy job runs)."""
+        apply_id, here = self.runner.job_identity()
+        return job_key(apply_id, here.root, here.context)
+
+    def shapes(self) -> dict[str, SessionShape]:
+        return self.book().shapes(self.job())
+
+    def shape(self, name: str) -> SessionShape:
+        found = self.shapes().get(name)
+        if found is None:
+            known = ", ".join(self.shapes()) or "none"
+            raise SessionError(
+                f"no session {name!r} in this context's job (sessions: {known}): "
+                f"%%remote python --session {name} starts it"
+            )
+        return found
+
+    def forget(self, name: str | None) -> None:
+        """Drop ``name`` (all: None) from the book."""
+        job = self.job()
+        shapes = self.book().shapes(job)
+        self.book().write(job, {} if name is None else {n: s for n, s in shapes.items() if n != name})
+
+    # ── a cell ────────────────────────────────────────────────────────
+    def prepare(self, args: RemoteArgs) -> RemoteArgs:
+        """A session cell's arguments in the session's shape (recorded by its first cell): a
+        cell that names another mesh or ``--per-host`` is refused; ``--torch`` is set once."""
+        assert args.session is not None
+        name = args.session
+        job = self.job()
+        shapes = self.book().shapes(job)
+        known = shapes.get(name)
+        if known is None:
+            shape = SessionShape(name, args.mesh, args.per_host, args.torch, time.time())
+            self.book().write(job, {**shapes, name: shape})
+            return args
+        for flag, given, kept in (
+            ("--mesh", args.mesh, known.mesh),
+            ("--per-host", args.per_host, known.per_host),
+        ):
+            if given is not None and given != kept:
+                raise SessionError(
+                    f"session {name} runs on {_shape_text(known)}: a cell of it cannot change {flag} "
+                    f"(%remote session stop {name}, then start it anew with the new one)"
+                )
+        if args.torch and not known.torch:
+            raise SessionError(
+                f"session {name} was started without --torch: its ranks' variables are set when it "
+                f"starts (%remote session restart {name} --torch)"
+            )
+        # --torch's variables were set when the namespaces started: not asked of the hosts again
+        return dataclasses.replace(args, mesh=known.mesh, per_host=known.per_host, torch=False)
+
+    def record_target(self, name: str, target: str) -> None:
+        job = self.job()
+        shapes = self.book().shapes(job)
+        if name in shapes and shapes[name].target != target:
+            shapes[name] = dataclasses.replace(shapes[name], target=target)
+            self.book().write(job, shapes)
+
+    # ── the hosts ─────────────────────────────────────────────────────
+    def rows(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every rank's namespace of the job on its host (``name``'s, or all)."""
+        job = self.job()
+        return [row for answer in self.runner.call_all("session_list", job, name) for row in answer]
+
+    def stop(self, name: str | None) -> int:
+        """End the namespaces (``name``'s, or all) on every host: how many lived."""
+        ended = sum(self.runner.call_all("session_stop", self.job(), name, timeout=60.0))
+        self.forget(name)
+        return int(ended)
+
+    def stacks(self, name: str | None, native: bool) -> list[Any]:
+        return [
+            a for answer in self.runner.call_all("session_stacks", self.job(), name, native) for a in answer
+        ]
+
+    def plan(self, name: str, ranks: tuple[int, ...] | None) -> Plan:
+        shape = self.shape(name)
+        args = RemoteArgs(command="", mode="python", mesh=shape.mesh, per_host=shape.per_host, ranks=ranks)
+        return self.runner.plan(args)
+
+    def pull(
+        self, name: str, expr: str, ranks: tuple[int, ...] | None, max_bytes: int
+    ) -> list[tuple[RankState, Any]]:
+        """``expr`` evaluated on each chosen rank: ``[(rank, value)]`` in rank order."""
+        import pickle
+
+        plan = self.plan(name, ranks)
+        answers = self._call(plan, "session_eval", name, lambda _: (expr, max_bytes))
+        failed = {_point(plan.ranks[i]): error for i, (_, _, error) in answers.items() if error}
+        if failed:
+            raise SessionError(group_errors(failed))
+        return [(plan.ranks[i], pickle.loads(data)) for i, (_, data, _) in answers.items()]
+
+    def push(self, plan: Plan, name: str, items: list[dict[str, bytes]] | dict[str, bytes]) -> int:
+        """Set pickled values in each rank of ``plan``'s namespace: the same ``items`` for all, or
+        one dict per rank (``--scatter``, in plan order). How many ranks took them."""
+        per_rank = items if isinstance(items, list) else None
+        answers = self._call(
+            plan, "session_push", name, lambda index: (per_rank[index] if per_rank is not None else items,)
+        )
+        failed = {_point(plan.ranks[i]): error for i, (_, _, error) in answers.items() if error}
+        if failed:
+            raise SessionError(group_errors(failed))
+        return len(answers)
+
+    def _call(
+        self, plan: Plan, endpoint: str, name: str, args_for: Callable[[int], tuple[Any, ...]]
+    ) -> dict[int, tuple[int, Any, str | None]]:
+        """``endpoint(job, name, mesh, *args_for(plan index))`` on each rank of ``plan``:
+        ``{plan index: answer}`` in rank order. Ranks asked the same go in one call per mesh."""
+        job = self.job()
+        same = all(args_for(i) is args_for(0) or args_for(i) == args_for(0) for i in range(len(plan.ranks)))
+
+        async def ask() -> dict[int, tuple[int, Any, str | None]]:
+            found: dict[int, tuple[int, Any, str | None]] = {}
+            for target in plan.targets:
+                if not same:
+                    for index in target.indices.values():
+                        several = len(target.indices) > 1  # else the target is that one rank already
+                        one = target.actors.slice(**plan.ranks[index].point) if several else target.actors
+                        found[index] = await getattr(one, endpoint).call_one(
+                            job, name, target.mesh, *args_for(index)
+                        )
+                    continue
+                first = next(iter(target.indices.values()))
+                values = await getattr(target.actors, endpoint).call(job, name, target.mesh, *args_for(first))
+                for answer in values.values():
+                    if int(answer[0]) in target.indices:
+                        found[target.indices[int(answer[0])]] = answer
+            return found
+
+        found = self.session.loop.run(ask(), timeout=CALL_TIMEOUT)
+        return {i: found[i] for i in sorted(found)}
+
+
+def _shape_text(shape: SessionShape) -> str:
+    text = f"mesh {shape.mesh}" if shape.mesh else "the job's first mesh"
+    if shape.per_host:
+        text += " per host " + ",".join(f"{d}={n}" for d, n in shape.per_host)
+    return text
+
+
+# ── text (pure) ───────────────────────────────────────────────────────
+Point = tuple[tuple[str, int], ...]
+
+
+def _point(rank: RankState) -> Point:
+    return tuple(rank.point.items())
+
+
+def group_errors(by_rank: dict[Point, str]) -> str:
+    """``NameError: name 'x' is not defined on hosts=[0-3] (4)``: each error once, with its ranks."""
+    groups: dict[str, list[Point]] = {}
+    for point, error in by_rank.items():
+        groups.setdefault(error, []).append(point)
+    return "; ".join(
+        f"{error} on {rank_set(points, brackets=True)} ({len(points)})" for error, points in groups.items()
+    )
+
+
+def values_text(ranks: Sequence[tuple[tuple[tuple[str, int], ...], str | None]]) -> str:
+    """Each rank's shown last expression (``ranks``: each rank's point and value), folded where
+    identical, clush-style: ``hosts=[0-3] (4): tensor([1.])``, one line per distinct value (a
+    multi-line value starts on the next line). Empty when no rank had one."""
+    groups: dict[str, list[tuple[tuple[str, int], ...]]] = {}
+    for point, value in ranks:
+        if value is not None:
+            groups.setdefault(value, []).append(point)
+    lines = []
+    for value, points in groups.items():
+        head = f"{rank_set(points, brackets=True)} ({len(points)})"
+        lines.append(f"{head}:\n{value}" if "\n" in value else f"{head}: {value}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def failure_text(name: str, ranks: list[tuple[Point, str | None, str]], total: int) -> str:
+    """One line for a session cell that failed on some ranks: each error once, with its ranks
+    (``ranks``: point, error, status of every failing rank)."""
+    by_rank = {point: error or status.replace("_", " ") for point, error, status in ranks}
+    return f"%%remote --session {name}: {len(ranks)} of {total} ranks failed: " + group_errors(by_rank)
+
+
+def rows_text(rows: list[dict[str, Any]], shapes: dict[str, SessionShape]) -> str:
+    """``%remote session ls``: one line per session, its ranks' state from the hosts."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_name.setdefault(str(row.get("name")), []).append(row)
+    names = list(shapes) + [n for n in by_name if n not in shapes]
+    if not names:
+        return "no session in this context's job: %%remote python --session [NAME] starts one\n"
+    lines = [f"{'session':<16} {'live':>9} {'busy':>5} {'cells':>6}  where"]
+    for name in names:
+        members = by_name.get(name, [])
+        live = [r for r in members if r.get("alive")]
+        busy = sum(1 for r in live if r.get("busy"))
+        cells = max((int(r.get("cells") or 0) for r in live), default=0)
+        shape = shapes.get(name)
+        where_ = shape.target or _shape_text(shape) if shape else "(not in this kernel's book)"
+        lines.append(f"{name:<16} {len(live):>4} of {len(members):<2} {busy:>5} {cells:>6}  {where_}")
+    return "\n".join(lines) + "\n"
+
+
+def scatter_items(name: str, value: Any, count: int) -> list[Any]:
+    """``--scatter``: rank i gets ``value[i]``; the value must have one item per rank."""
+    try:
+        size = len(value)
+    except TypeError:
+        raise SessionError(
+            f"--scatter {name}: the value has no length; give one item per rank ({count})"
+        ) from None
+    if size != count:
+        raise SessionError(f"--scatter {name}: {size} items for {count} ranks; give one item per rank")
+    return [value[i] for i in range(count)]
+
+
+def size_line(name: str, nbytes: int, limit: int) -> str:
+    return (
+        f"{name}: {nbytes / 1e6:.1f} MB pickled is over the {limit / 1e6:.0f} MB limit per rank: "
+        "--max-bytes raises it (it goes in one message per rank), or save it to a file the ranks read"
+    )
