@@ -77,6 +77,9 @@ def full_doc() -> str:
 
 
 TICK = 0.02
+#: called after each step of a run shown in a cell, with a flush of what is held back (the
+#: session cell's breakpoint() relay)
+Watch = Callable[["RunState", Callable[[], None]], None]
 SECOND_INTERRUPT_GRACE = 0.5
 
 
@@ -198,7 +201,8 @@ class RemoteMagics(Magics):
             self.runner.start(args, plan, sink, log_path, handle)
         except KeyboardInterrupt:
             handle.stop("interrupted")
-        interrupted = self.pump(state, renderer, sink, handle) or handle.stop_reason == "interrupted"
+        watch = self._debug_relay(args.session) if args.session is not None else None
+        interrupted = self.pump(state, renderer, sink, handle, watch) or handle.stop_reason == "interrupted"
         self.write_streams(renderer.finish_streams())
         if args.group:
             self.write(group_end_text(state, renderer))
@@ -221,6 +225,12 @@ class RemoteMagics(Magics):
         message = self._failure(args, state)
         if message and not args.no_raise:
             raise RemoteError(message)
+
+    def _debug_relay(self, name: str) -> Watch:
+        """``breakpoint()`` in a session cell: pdb's lines asked here (the kernel's input)."""
+        from .sessions import DebugRelay
+
+        return DebugRelay(self.sessions, name, input, self.write)
 
     @staticmethod
     def _failure(args: RemoteArgs, state: RunState) -> str | None:
@@ -306,10 +316,16 @@ class RemoteMagics(Magics):
         return [*remote_package.observers, *self.observers]
 
     def pump(
-        self, state: RunState, renderer: TextRenderer, sink: queue.SimpleQueue[Event], handle: RunHandle
+        self,
+        state: RunState,
+        renderer: TextRenderer,
+        sink: queue.SimpleQueue[Event],
+        handle: RunHandle,
+        watch: Watch | None = None,
     ) -> bool:
-        """Apply events and write coalesced output until the run finished; True if interrupted."""
-        return _Pump(state, renderer, sink, handle, self.write_streams).run()
+        """Apply events and write coalesced output until the run finished (``watch(state)`` after
+        each step); True if interrupted."""
+        return _Pump(state, renderer, sink, handle, self.write_streams, watch).run()
 
     @staticmethod
     def write(text: str) -> None:
@@ -346,7 +362,9 @@ class _Pump:
         sink: queue.SimpleQueue[Event],
         handle: RunHandle,
         write: Callable[[list[tuple[str, str]]], None],
+        watch: Watch | None = None,
     ) -> None:
+        self.watch = watch
         self.state = state
         self.renderer = renderer
         self.sink = sink
@@ -371,6 +389,8 @@ class _Pump:
     def _step(self) -> None:
         self._apply_batch(self._next_event())
         self.write(self.renderer.flush_streams(time.monotonic()))
+        if self.watch is not None:
+            self.watch(self.state, self._flush_now)
         for observer in self.state.observers:
             tick = getattr(observer, "on_tick", None)
             if tick is not None:
@@ -379,6 +399,10 @@ class _Pump:
             from .model import Finished
 
             self.state.apply(Finished("stopped waiting after a second interrupt"))
+
+    def _flush_now(self) -> None:
+        """Every line held back, written now (before the cell asks for input)."""
+        self.write(self.renderer.flush_streams(time.monotonic(), force=True))
 
     def _next_event(self) -> Event | None:
         """The next event within ``TICK``; None when there is none yet."""

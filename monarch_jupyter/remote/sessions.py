@@ -27,6 +27,7 @@ from .args import RemoteArgs
 from .errors import SessionError
 from .index import job_key, where
 from .model import RankState
+from .protocol import OUT
 
 if TYPE_CHECKING:
     from ..jobs.session import JobSession
@@ -212,6 +213,11 @@ class Sessions:
             raise SessionError(group_errors(failed))
         return len(answers)
 
+    def debug(self, name: str, rank: RankState, line: str) -> None:
+        """A line for the pdb of a ``breakpoint()`` in ``rank``'s running cell."""
+        plan = self.plan(name, (rank.rank,))
+        self._call(plan, "session_debug", name, lambda _: (line,))
+
     def _call(
         self, plan: Plan, endpoint: str, name: str, args_for: Callable[[int], tuple[Any, ...]]
     ) -> dict[int, tuple[int, Any, str | None]]:
@@ -247,6 +253,38 @@ def _shape_text(shape: SessionShape) -> str:
     if shape.per_host:
         text += " per host " + ",".join(f"{d}={n}" for d, n in shape.per_host)
     return text
+
+
+PROMPT = "(Pdb) "  # as host.session_server.PROMPT: a rank waits at breakpoint()
+
+
+class DebugRelay:
+    """``breakpoint()`` in a session cell, debugged from the waiting cell: when a running rank's
+    output ends in pdb's prompt (and grew since the last line sent), ``ask`` the user for a
+    line and send it to that rank's pdb. Without input (a front end that has none, e.g.
+    nbconvert), ``continue`` is sent and ``say`` tells so."""
+
+    def __init__(
+        self, sessions: Sessions, name: str, ask: Callable[[str], str], say: Callable[[str], None]
+    ) -> None:
+        self.sessions = sessions
+        self.name = name
+        self.ask = ask
+        self.say = say
+        self.sent: dict[int, int] = {}  # rank index → its output's size when a line was last sent
+
+    def __call__(self, state: Any, flush: Callable[[], None]) -> None:
+        for index, rank in enumerate(state.ranks):
+            if rank.done or not rank.pending[OUT].endswith(PROMPT) or self.sent.get(index) == rank.nbytes:
+                continue
+            self.sent[index] = rank.nbytes
+            flush()  # pdb's lines above the prompt
+            try:
+                line = self.ask(f"[{rank.label}] (Pdb) ")
+            except Exception:  # no stdin here (StdinNotImplementedError): do not leave it waiting
+                line = "continue"
+                self.say(f"breakpoint() on {rank.label}: this front end takes no input, so it continues\n")
+            self.sessions.debug(self.name, rank, line)
 
 
 # ── text (pure) ───────────────────────────────────────────────────────

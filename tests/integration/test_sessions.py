@@ -251,3 +251,30 @@ def test_a_killed_worker_ends_its_namespaces(tmp_path):
         for worker in workers:
             os.kill(worker, signal.SIGKILL)
         assert poll(lambda: not any(alive(p) for p in pids), timeout=15), pids
+
+
+def test_breakpoint_in_a_session_cell_is_debugged_from_the_cell(shared):
+    answers = iter(["p depth * 10", "c"])
+    prompts: list[str] = []
+
+    def reply(prompt: str, result) -> str:
+        prompts.append(prompt)
+        return next(answers)
+
+    r = shared.execute(
+        SESSION.replace("\n", " --rank 1\n") + "depth = 5\nbreakpoint()\nafter = depth + 1\nafter",
+        on_input=reply,
+        timeout=60,
+    )
+    assert r.error is None, r.text
+    assert prompts == ["[hosts=0,gpus=1] (Pdb) "] * 2, prompts
+    out = r.stream("stdout")
+    assert "-> after = depth + 1" in out and "50" in out, out  # pdb's lines, streamed with the rank's label
+    assert "hosts=0,gpus=1 (1): 6" in out, out  # it went on after `c`, the namespace intact
+
+
+def test_breakpoint_without_input_continues(shared):
+    r = shared.execute(SESSION.replace("\n", " --rank 0\n") + "breakpoint()\n'went on'", timeout=60)
+    assert r.error is None, r.text
+    assert "this front end takes no input, so it continues" in r.text, r.text
+    assert "(1): 'went on'" in r.stream("stdout"), r.text

@@ -576,6 +576,13 @@ class RemoteActor(Actor):
         """Set these pickled values in this rank's namespace: ``(rank, None, error)``."""
         return await asyncio.to_thread(self._ask_namespace, job, name, key, {"op": "push", "items": items})
 
+    @endpoint
+    async def session_debug(
+        self, job: str, name: str, key: str, line: str
+    ) -> tuple[int, bytes | None, str | None]:
+        """A line for the pdb of a ``breakpoint()`` in this rank's running cell."""
+        return await asyncio.to_thread(self._ask_namespace, job, name, key, {"op": "debug", "line": line})
+
     def _ask_namespace(
         self, job: str, name: str, key: str, request: dict[str, Any]
     ) -> tuple[int, bytes | None, str | None]:

@@ -104,6 +104,7 @@ class Server:
         self.busy = False  # a request is on the main thread
         self.executing = False  # user code runs now: SIGINT raises KeyboardInterrupt in it
         self.todo: queue.SimpleQueue[tuple[dict[str, Any], socket.socket]] = queue.SimpleQueue()
+        self.debug_in = DebugInput()  # breakpoint()'s pdb reads the lines the cell's user typed
         self.lock = threading.Lock()
         main = sys.modules["__main__"]
         for name in [n for n in vars(main) if not n.startswith("__")]:
@@ -142,6 +143,10 @@ class Server:
         op = request.get("op")
         if op == "ping":
             send_message(conn, self.info())
+            conn.close()
+        elif op == "debug":  # a line for the pdb of a breakpoint() in the running cell
+            self.debug_in.lines.put(str(request.get("line", "")) + "\n")
+            send_message(conn, {"ok": self.busy})
             conn.close()
         elif op == "stop":
             send_message(conn, {"stopping": True})
@@ -208,6 +213,36 @@ class Server:
         if op == "push":
             return receive(self, dict(request["items"]))
         return {"error": f"unknown request {op!r}"}
+
+
+# ── breakpoint(): pdb in the cell, its lines typed in the notebook ──────
+PROMPT = "(Pdb) "  # the waiting cell sees this at the end of a rank's output and asks for a line
+
+
+class DebugInput:
+    """pdb's stdin: the lines the notebook sends (``debug`` requests), one at a time."""
+
+    def __init__(self) -> None:
+        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def readline(self) -> str:
+        return self.lines.get()
+
+
+def breakpoint_hook(server: Server) -> Any:
+    """``sys.breakpointhook`` of the namespace: pdb on the cell's frame, its output the cell's
+    stdout (streamed, labelled by rank), its input the notebook's; outside a cell, nothing."""
+
+    def hook(*args: Any, **kwargs: Any) -> None:
+        if not server.executing:
+            return
+        import pdb
+
+        debugger = pdb.Pdb(stdin=server.debug_in, stdout=sys.stdout)  # type: ignore[arg-type]
+        debugger.prompt = PROMPT
+        debugger.set_trace(sys._getframe(1))  # noqa: SLF001 - the caller's frame, as breakpoint() does
+
+    return hook
 
 
 # ── the requests ──────────────────────────────────────────────────────
@@ -387,6 +422,7 @@ def main(sock_path: str, owner: int, owner_ticks: int | None) -> None:
     """Serve until stopped: what the ``python -c`` started by :mod:`.session` runs."""
     server = Server(sock_path, owner, owner_ticks)
     signal.signal(signal.SIGINT, server.on_sigint)
+    sys.breakpointhook = breakpoint_hook(server)
     listener = server.listen()
     threading.Thread(target=server.accept_loop, args=(listener,), daemon=True, name="session-listen").start()
     threading.Thread(target=server.watch_owner, daemon=True, name="session-owner").start()
