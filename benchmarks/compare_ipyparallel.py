@@ -250,6 +250,8 @@ def main() -> None:
 
         alternate("empty cell", {MJ: "pass", PX: "pass"}, n)
         alternate("warm true", WARM, n)
+        # a session cell (each rank's namespace kept): ipyparallel's engines keep theirs too
+        alternate("warm session pass", {MJ: "%%remote python --session\npass", PX: "%px pass"}, n)
         ok(mj.kernel, ENGINE_FLOOR_SETUP)
         alternate("engine floor", ENGINE_FLOOR, n)
         alternate("first remote line", FIRST_LINE, n, measure=first_line_time, warmup=1)

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 BOOK = "sessions.json"  # in .monarch/<context>/ (verbs.sessions.BOOK names it too)
 BOOK_MAX = 1 << 20
-PULL_MAX = 256 << 20  # bytes a pull takes per rank unless --max-bytes says otherwise
-PUSH_MAX = 64 << 20  # bytes a push sends per rank unless --max-bytes says otherwise
+PULL_MAX = 256_000_000  # bytes a pull takes per rank unless --max-bytes says otherwise
+PUSH_MAX = 64_000_000  # bytes a push sends per rank unless --max-bytes says otherwise
 CALL_TIMEOUT = 600.0  # seconds a pull or push may take (a big value over a slow network)
 
 
