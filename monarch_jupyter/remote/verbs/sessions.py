@@ -238,6 +238,8 @@ def stop_for_kill(session: Any, runner: Any) -> str | None:
     """Before ``%job kill``: end the job's session namespaces; a line saying so."""
     from ..sessions import Sessions
 
+    if sessions_note(session) is None:  # no book: nothing to end, and no job to attach to for it
+        return None
     sessions = Sessions(session, runner)
     try:
         if not sessions.shapes():
