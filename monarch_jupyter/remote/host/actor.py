@@ -81,6 +81,21 @@ def _send(port: Any, message: Message) -> None:
     port.send(encode(message))  # plain tuples: see protocol
 
 
+def _run_meta(run_id: str, key: str, rank: int, point: dict[str, int], spec: RunSpec) -> dict[str, object]:
+    """What a rank folder's meta.json says of any run (a command's or a session cell's)."""
+    return {
+        "run": run_id,
+        "key": key,
+        "rank": rank,
+        "point": point,
+        "mode": spec.mode,
+        "command": spec.command[:2000],
+        "started": time.time(),
+        "marker": f"{layout.MARKER}={run_id}",
+        "host": runs.hostname(),
+    }
+
+
 def _subdir(point: dict[str, int]) -> str:
     return "_".join(f"{k}_{v}" for k, v in point.items())
 
@@ -272,19 +287,7 @@ class RemoteActor(Actor):
             return self._cell(run_id, key, rank, spec, env, workdir, point, folder, meta)
         # made by the shell's take (renamed from one made ahead)
         captured = self._shells.take(folder, run_id, spec.mode, spec.command, env, workdir)
-        meta.update(
-            run=run_id,
-            key=key,
-            rank=rank,
-            point=point,
-            mode=spec.mode,
-            command=spec.command[:2000],
-            started=time.time(),
-            pid=captured.pid,
-            start_ticks=None,
-            marker=f"{layout.MARKER}={run_id}",
-            host=runs.hostname(),
-        )
+        meta.update(_run_meta(run_id, key, rank, point, spec), pid=captured.pid, start_ticks=None)
         if leftovers.files:
             captured.tee(*leftovers.files)
         return captured, meta
@@ -317,19 +320,11 @@ class RemoteActor(Actor):
         }
         cell = session.SessionCell(record, where / session.SOCK, folder, request)
         meta.update(
-            run=run_id,
-            key=key,
-            rank=rank,
-            point=point,
-            mode=spec.mode,
-            command=spec.command[:2000],
-            started=time.time(),
+            _run_meta(run_id, key, rank, point, spec),
             pid=None,  # nothing of the run to signal but Ctrl-C: the namespace outlives it
             session=name,
             session_pid=cell.pid,
             session_ticks=cell.ticks,
-            marker=f"{layout.MARKER}={run_id}",
-            host=runs.hostname(),
         )
         return cell, meta
 

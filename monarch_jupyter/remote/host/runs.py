@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
@@ -227,9 +228,8 @@ def host_state(
     return result
 
 
-def _leaders(root: Path, run_ids: set[str]) -> dict[int, str]:
-    """The live leaders (process groups) of these runs' ranks: ``{pgid: run_id}``."""
-    groups: dict[int, str] = {}
+def _rank_metas(root: Path, run_ids: set[str]) -> Iterator[tuple[str, Path, dict[str, Any]]]:
+    """Each rank folder of these runs with its meta.json: ``(run_id, folder, meta)``."""
     for run_id in run_ids:
         try:
             folders = [p for p in (root / run_id).iterdir() if p.is_dir()]
@@ -237,24 +237,26 @@ def _leaders(root: Path, run_ids: set[str]) -> dict[int, str]:
             folders = []
         for folder in folders:
             meta = read_json(folder / META)
-            if meta is not None and meta.get("pid") and leader_alive(meta):
-                groups[int(meta["pid"])] = run_id
-    return groups
+            if meta is not None:
+                yield run_id, folder, meta
+
+
+def _leaders(root: Path, run_ids: set[str]) -> dict[int, str]:
+    """The live leaders (process groups) of these runs' ranks: ``{pgid: run_id}``."""
+    return {
+        int(meta["pid"]): run_id
+        for run_id, _, meta in _rank_metas(root, run_ids)
+        if meta.get("pid") and leader_alive(meta)
+    }
 
 
 def _session_cells(root: Path, run_ids: set[str]) -> list[int]:
     """The namespace processes running a cell of these runs (no status yet): stopped by Ctrl-C only."""
-    pids = []
-    for run_id in run_ids:
-        try:
-            folders = [p for p in (root / run_id).iterdir() if p.is_dir()]
-        except OSError:
-            folders = []
-        for folder in folders:
-            meta = read_json(folder / META)
-            if meta and meta.get("session_pid") and read_status(folder) is None and leader_alive(meta):
-                pids.append(int(meta["session_pid"]))
-    return pids
+    return [
+        int(meta["session_pid"])
+        for _, folder, meta in _rank_metas(root, run_ids)
+        if meta.get("session_pid") and read_status(folder) is None and leader_alive(meta)
+    ]
 
 
 async def stop_runs(
