@@ -75,6 +75,34 @@ NEEDS_CHROMIUM = pytest.mark.skipif(
 NEEDS_BUILD = pytest.mark.skipif(
     not (BUILT / "package.json").is_file(), reason="no build: cd labextension && jlpm build:prod"
 )
+# JupyterLab's theme names (apputils-extension:themes), for JupyterServer(theme=...).
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+ARTIFACTS = REPO / "test-artifacts"
+
+
+def screenshot(page: Any, *parts: str, locator: Any = None) -> Path:
+    """Save a PNG of ``page`` (or of ``locator``) as test-artifacts/<parts...>.png (kept by CI
+    for reading by eye); returns its path."""
+    path = ARTIFACTS.joinpath(*parts).with_suffix(".png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (locator or page).screenshot(path=str(path))
+    return path
+
+
+def wait_theme(page: Any, theme: str, timeout_ms: float = 30_000) -> None:
+    """The page has applied ``theme`` (JupyterLab sets data-jp-theme-light on <body>)."""
+    light = "true" if theme == "light" else "false"
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=timeout_ms)
+
+
+def computed(page: Any, selector: str, prop: str) -> str:
+    """The computed CSS ``prop`` of the first element matching ``selector`` ('' when none)."""
+    return page.evaluate(
+        "([s, p]) => { const e = document.querySelector(s); return e ? getComputedStyle(e)[p] : ''; }",
+        [selector, prop],
+    )
+
+
 # Pop-ups that would cover the notebook in screenshots and steal clicks.
 _DISABLED_PLUGINS = {
     "@jupyterlab/apputils-extension:announcements": True,
@@ -228,17 +256,26 @@ class JupyterServer:
         ui: Frontend = LAB,
         extra: tuple[str, ...] = (),
         token: str | None = None,
+        theme: str = "light",
+        ours: bool = True,
     ) -> None:
+        """``theme``: "light" or "dark" (JupyterLab's themes, as user settings); ``ours`` False: our
+        labextension and server extension disabled (a front end with a widget manager only)."""
         self.ui = ui
+        self.theme = theme
         self.root = Path(root)
         self.port = free_port()
         self.token = token or secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
         config = home / "config"
         (config / "labconfig").mkdir(parents=True, exist_ok=True)
-        (config / "labconfig" / "page_config.json").write_text(
-            json.dumps({"disabledExtensions": _DISABLED_PLUGINS})
-        )
+        disabled = {**_DISABLED_PLUGINS, **({} if ours else {"monarch_jupyter": True})}
+        (config / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": disabled}))
+        themes = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+        themes.mkdir(parents=True, exist_ok=True)
+        (themes / "themes.jupyterlab-settings").write_text(json.dumps({"theme": THEMES[theme]}))
+        if not ours:
+            extra = (*extra, '--ServerApp.jpserver_extensions={"monarch_jupyter._server": False}')
         env = {
             **os.environ,
             **({TAG_VAR: tag} if tag else {}),
@@ -333,10 +370,12 @@ def jupyter_server(
     extra: tuple[str, ...] = (),
     token: str | None = None,
     timeout: float = 60,
+    theme: str = "light",
+    ours: bool = True,
 ) -> Iterator[JupyterServer]:
     """A ``JupyterServer`` that answers; its log is printed when the block raises, and its
     process group is ended on the way out, a failing test's too."""
-    server = JupyterServer(root, home, tag, ui, extra, token)
+    server = JupyterServer(root, home, tag, ui, extra, token, theme, ours)
     try:
         server.wait_ready(timeout)
         yield server
