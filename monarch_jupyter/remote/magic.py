@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from IPython.display import display
+from IPython.display import clear_output, display
 
 from .. import remote as remote_package
 from ..errors import MonarchJupyterError
@@ -180,7 +180,7 @@ class RemoteMagics(Magics):
         """A run in this cell: its lines as they come, its result at the end."""
         from .drive import RunHandle
         from .quiet import QuietWatch
-        from .render import TextRenderer, group_end_text
+        from .render import TextRenderer
 
         assert plan.where is not None, "a plan from the runner says where it is recorded"
         try:
@@ -202,19 +202,11 @@ class RemoteMagics(Magics):
         except KeyboardInterrupt:
             handle.stop("interrupted")
         watch = self._debug_relay(args.session) if args.session is not None else None
-        interrupted = self.pump(state, renderer, sink, handle, watch) or handle.stop_reason == "interrupted"
-        self.write_streams(renderer.finish_streams())
-        if args.group:
-            self.write(group_end_text(state, renderer))
-        if args.diff:
-            from .diff import diff_text
-
-            self.write(diff_text(state))
-        if args.session is not None:
-            from .sessions import values_text
-
-            self.write(values_text([(tuple(r.point.items()), r.value) for r in state.ranks]))
-        display_unflushed(self.shell, state.mime_bundle())
+        streams = _CellStreams(self.write_streams, lambda: self._result_place(state))
+        interrupted = (
+            _Pump(state, renderer, sink, handle, streams, watch).run() or handle.stop_reason == "interrupted"
+        )
+        self._end(args, state, renderer, streams)
         if args.save:
             assert self.shell is not None, "registered on a shell (register)"
             from .results import RemoteResults
@@ -225,6 +217,46 @@ class RemoteMagics(Magics):
         message = self._failure(args, state)
         if message and not args.no_raise:
             raise RemoteError(message)
+
+    def _end(self, args: RemoteArgs, state: RunState, renderer: TextRenderer, streams: _CellStreams) -> None:
+        """The run's last lines, the texts its flags ask for, then its result, as the cell's last
+        output. Where a grid stood, the cell is cleared first: a view of the grid had the lines
+        (the result holds them), or none did (nbclient, no widget manager) and the kept lines
+        are written again; only when they were too many to keep does the result go in the
+        grid's place, between them."""
+        from .render import group_end_text
+
+        place = self._result_place(state)
+        if place is not None and (place[1] or streams.kept):
+            clear_output(wait=True)
+            if not place[1]:
+                streams.replay()
+            place = None
+        streams(renderer.finish_streams())
+        if args.group:
+            self.write(group_end_text(state, renderer))
+        if args.diff:
+            from .diff import diff_text
+
+            self.write(diff_text(state))
+        if args.session is not None:
+            from .sessions import values_text
+
+            self.write(values_text([(tuple(r.point.items()), r.value) for r in state.ranks]))
+        if place is not None:
+            display(state.mime_bundle(), raw=True, display_id=place[0], update=True)
+        else:
+            display_unflushed(self.shell, state.mime_bundle())
+
+    def _result_place(self, state: RunState) -> tuple[str, bool] | None:
+        """The display id of ``state``'s grid and whether a view of it rendered (an observer's
+        ``result_place``); None where no grid was shown."""
+        for observer in self.run_observers():
+            place = getattr(observer, "result_place", None)
+            found = place(state) if callable(place) else None
+            if found is not None:
+                return found
+        return None
 
     def _debug_relay(self, name: str) -> Watch:
         """``breakpoint()`` in a session cell: pdb's lines asked here (the kernel's input)."""
@@ -349,6 +381,51 @@ class RemoteMagics(Magics):
     def user_ns(self) -> dict[str, Any]:
         assert self.shell is not None, "registered on a shell (register)"
         return self.shell.user_ns
+
+
+#: the streamed text a cell keeps to write again where a grid no view drew gives way (chars)
+REPLAY_CHARS = 4 * 1024 * 1024
+
+
+class _CellStreams:
+    """The cell's streamed lines: written as they come, silent once a view of the run's grid
+    says it draws them (one live view per cell); kept, up to ``limit`` characters, so that a
+    grid no view drew can give way to them at the end (:meth:`replay`)."""
+
+    def __init__(
+        self,
+        write: Callable[[list[tuple[str, str]]], None],
+        place: Callable[[], tuple[str, bool] | None],
+        limit: int = REPLAY_CHARS,
+    ) -> None:
+        self._write = write
+        self._place = place
+        self._limit = limit
+        self._kept: list[tuple[str, str]] | None = []
+        self._size = 0
+
+    def __call__(self, parts: list[tuple[str, str]]) -> None:
+        if not parts:
+            return
+        place = self._place()
+        if place is not None and place[1]:
+            return  # the grid's now
+        self._write(parts)
+        if self._kept is not None:
+            self._size += sum(len(text) for _, text in parts)
+            self._kept.extend(parts)
+            if self._size > self._limit:
+                self._kept = None
+
+    @property
+    def kept(self) -> bool:
+        """Everything written is kept (none was dropped for the limit)."""
+        return self._kept is not None
+
+    def replay(self) -> None:
+        """Write the kept lines again (after the cell was cleared)."""
+        if self._kept:
+            self._write(self._kept)
 
 
 class _Pump:

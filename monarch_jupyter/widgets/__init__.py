@@ -43,34 +43,34 @@ class RemoteRunObserver:
     """``%%remote`` observer: shows a live ``run.RunWidget`` for each run that lasts.
 
     A run that ends within ``show_after`` seconds displays nothing here and never
-    imports the grid's modules. Once a run has lasted
-    that long, the widget is built from everything the run model holds by then,
-    displayed where the cell's output stands, and then observes the run.
+    imports the grid's modules. Once a run has lasted that long, the widget is built from
+    everything the run model holds by then and displayed, with a display id, where the cell's
+    output stands; then it observes the run.
 
-    Next to the grid stands the run's payload with ``state: running`` and its id
-    (``RunState.running_bundle``): a notebook saved mid-run and reopened without the
-    widget's kernel renders "still running when saved — %remote attach <id>" from it
-    (the front end hides it beside a live grid). When the run ends it is emptied
-    (an update of its display id) and the result follows as its own output.
+    The grid's output is one bundle: the widget's view, and the run's payload with ``state:
+    running`` and its id (``RunState.running_bundle``) with its HTML. A notebook saved mid-run
+    and reopened without the widget's kernel renders "still running when saved — %remote attach
+    <id>" from it (the labextension draws it where the widget cannot be; front ends without a
+    widget manager pick the HTML). When the run ends the magic puts the result in the grid's
+    place (:meth:`result_place`), so a finished cell holds no widget.
     """
 
     def __init__(
         self,
-        show: Callable[[Any], Any] | None = None,
         show_after: float = SHOW_AFTER,
         show_bundle: Callable[[dict[str, object], str, bool], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
         **widget_options: Any,
     ) -> None:
-        self._show = show or _display
-        self._show_bundle = show_bundle or _display_bundle
+        self._show_bundle = _display_bundle if show_bundle is None else show_bundle
         self._show_after = show_after
         self._clock = clock
         self._options = widget_options
         self._state: RunState | None = None
         self._began = 0.0
         self.widget: RunWidget | None = None
-        self._running_id: str | None = None  # display id of the running payload shown
+        self.display_id: str | None = None  # of the grid's output, for the run last shown
+        self._shown_for: object = None  # the run whose grid stands at display_id
 
     def on_event(self, state: RunState, event: Event) -> None:
         if state is not self._state:
@@ -81,9 +81,6 @@ class RemoteRunObserver:
             self.widget.on_event(state, event)
         if state.finished:  # its last event: nothing here keeps the run alive
             self._state = None
-            if self._running_id is not None:
-                self._show_bundle({"text/plain": ""}, self._running_id, True)
-                self._running_id = None
 
     def on_tick(self, state: RunState) -> None:
         """Show the live widget once the run has lasted; then pass the tick on."""
@@ -97,16 +94,16 @@ class RemoteRunObserver:
         from .run import RunWidget
 
         self.widget = RunWidget(state, title=f"%%remote {state.target}", clock=self._clock, **self._options)
-        self._show(self.widget)
-        if getattr(state, "run_id", None):
-            self._running_id = f"monarch-run-{state.run_id}"
-            self._show_bundle(state.running_bundle(), self._running_id, False)
+        self.display_id = f"monarch-run-{state.run_id or self.widget.model_id}"
+        self._shown_for = state
+        self._show_bundle(self.widget.grid_bundle(state), self.display_id, False)
 
-
-def _display(widget: Any) -> None:
-    from IPython.display import display
-
-    display(widget)
+    def result_place(self, state: RunState) -> tuple[str, bool] | None:
+        """Where ``state``'s result goes: the display id of its grid and whether a view of the
+        grid rendered (then the lines were in the grid, not the stream); None: no grid shown."""
+        if state is not self._shown_for or self.display_id is None or self.widget is None:
+            return None
+        return self.display_id, self.widget.view_shown
 
 
 def _display_bundle(bundle: dict[str, object], display_id: str, update: bool) -> None:

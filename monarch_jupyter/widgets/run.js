@@ -798,6 +798,7 @@ function render({ model, el: root }) {
     const now = Date.now() / 1000;
     setText(title, model.get('title'));
     setText(summary, model.get('summary'));
+    setAttr(summary, 'title', model.get('summary') || '');
     filter.checked = model.get('failing_only');
     const finished = model.get('finished');
     stop.disabled =
@@ -1056,6 +1057,11 @@ function render({ model, el: root }) {
     }
   }, 1000);
   draw();
+  if (!model.get('finished') && !model.get('shown')) {
+    // the kernel streams the lines until a view says it shows them: then they are the grid's
+    model.set('shown', true);
+    model.save_changes();
+  }
   return () => {
     clearInterval(ticker);
     clearInterval(poller);

@@ -42,7 +42,7 @@ StacksFn = Callable[[str, list[int]], str]
 UsageFn = Callable[[str], Sequence[Mapping[str, object]]]
 GROUP_FROM = 8  # a grid of more ranks than this starts grouped (a smaller one shows every rank)
 USAGE_EVERY = 1.0  # seconds: at most one resources sample this often
-REQUESTS = ("stacks", "usage")
+REQUESTS = ("stacks", "usage", "code")
 _HERE = Path(__file__).parent
 RUN_JS = _HERE / "run.js"
 RUN_CSS = _HERE / "run.css"
@@ -102,6 +102,8 @@ class RunWidget(Model):
     # which requests this kernel answers (a Stacks button, resources on the tiles)
     can_stacks = Synced(False)
     can_usage = Synced(False)
+    # set by a view once it has rendered: from then on the lines are the grid's, not the stream's
+    shown = Synced(False)
 
     def __init__(
         self,
@@ -133,6 +135,7 @@ class RunWidget(Model):
         self.busy_served = False  # requests are read while a cell runs (busy_comm)
         self._sent_view: View | None = None
         self._opened = False  # the first flush's tails go in the `tails` trait (no view yet)
+        self._view_shown = False  # a view said so while a cell ran (read on the shell thread)
         super().__init__(
             title=title,
             kernel_id=kernel_id(),
@@ -163,6 +166,8 @@ class RunWidget(Model):
     def _on_update(self, changes: Mapping[str, Any]) -> None:
         """A state update from the front end, read on the shell-channel thread (the cell may be
         running): the next flush sends what the new view draws."""
+        if changes.get("shown") is True:
+            self._view_shown = True
         view = self._sync.view
         if view is None or not any(k in changes for k in ("grouped", "failing_only", "limit", "selected")):
             return
@@ -176,6 +181,11 @@ class RunWidget(Model):
             self.flush()
         elif self.finished:  # after the run: the sync still reads its last state
             self._flush()
+
+    @property
+    def view_shown(self) -> bool:
+        """A view of this grid rendered in a front end (it told the kernel)."""
+        return self._view_shown or bool(self.shown)
 
     # ── observing the run ──
     def on_event(self, state: RunState, event: Event) -> None:
@@ -241,8 +251,8 @@ class RunWidget(Model):
             threading.Thread(target=self._serve, args=(content,), daemon=True).start()
         elif kind == "stop" and self._on_stop is not None:
             self._on_stop()
-        elif kind == "code":  # a front end without the server extension: the code, unsaved
-            self.send({"kind": "code", "esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()})
+        elif kind == "code":  # a loader saved before code requests had ids: answered after the cell
+            self.send({"kind": "code", **_code()})
 
     # ── requests (any thread: busy_comm's, or the main thread's once the cell is done) ──
     @staticmethod
@@ -258,8 +268,12 @@ class RunWidget(Model):
         if not self._served.take(str(content["id"])):
             return
         kind = content["kind"]
+        reply: dict[str, object]
         try:
-            reply = self._answer_stacks(content) if kind == "stacks" else self._answer_usage()
+            if kind == "code":  # a front end without the server extension: the code, unsaved
+                reply = _code()
+            else:
+                reply = self._answer_stacks(content) if kind == "stacks" else self._answer_usage()
         except Exception as error:  # one line in the grid, never a traceback
             reply = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
         self.send({"kind": kind, "id": content["id"], **reply})
@@ -302,6 +316,18 @@ class RunWidget(Model):
         # application/vnd.monarch.remote+json), so nothing here needs updating later.
         bundle.update(fallback_bundle(self.title))
         return bundle, metadata
+
+    def grid_bundle(self, state: RunState) -> dict[str, Any]:
+        """The grid's output while ``state`` runs: the widget's view, a text header for text
+        front ends, and the running payload with its HTML for a notebook reopened without this
+        kernel (``RunState.running_bundle``)."""
+        bundle, _metadata = Model._repr_mimebundle_(self)
+        return {**bundle, "text/plain": fallback_text(self.title), **state.running_bundle()}
+
+
+def _code() -> dict[str, object]:
+    """The grid's code for a loader that cannot fetch it from the server extension."""
+    return {"esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()}
 
 
 def fallback_text(title: str) -> str:

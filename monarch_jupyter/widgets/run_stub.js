@@ -3,8 +3,8 @@
 // instead of run.js and run.css in every grid's widget state. It imports run.js
 // from the monarch_jupyter server extension (same origin, one fetch for all
 // grids of the page); without one (VS Code, a server without monarch_jupyter)
-// it asks the kernel for the code in a message, which a busy kernel answers
-// when the cell ends. Custom messages that arrive while it loads are replayed.
+// it asks the kernel for the code in a message, which the kernel answers even
+// while a cell runs. Custom messages that arrive while it loads are replayed.
 // __VERSION__ is replaced by the Python side: a digest of run.js + run.css (cache busting).
 
 const VERSION = '__VERSION__';
@@ -70,7 +70,8 @@ function fromKernel(model) {
       resolve(mod.default);
     };
     model.on('msg:custom', onCode);
-    model.send({ kind: 'code' });
+    // with an id, a busy kernel answers at once (busy_comm), and only once
+    model.send({ kind: 'code', id: `code-${Date.now()}-${Math.random()}` });
   });
 }
 

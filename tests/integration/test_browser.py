@@ -240,8 +240,19 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     grid.scroll_into_view_if_needed()
     shot("run-grid-live")
     grid.locator(".monarch-run-stop").click()
-    grid.locator(".monarch-run-tile[data-rank='0'][data-status='interrupted']").wait_for(timeout=20_000)
-    wait_prompt(page.locator(".jp-Notebook .jp-Cell").nth(3), 3, 20)
+    run_cell_3 = page.locator(".jp-Notebook .jp-Cell").nth(3)
+    wait_prompt(run_cell_3, 3, 20)
+    # one view per cell: the result takes the grid's place, with the lines the grid showed
+    result = run_cell_3.locator(".jp-MonarchRun")
+    result.wait_for(timeout=20_000)
+    assert grid.count() == 0 and result.locator(".jp-MonarchRun-label").all_inner_texts() == [
+        "hosts=0",
+        "hosts=1",
+    ]
+    assert (
+        run_cell_3.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']").count()
+        == 0
+    )
     wait_until(
         lambda: "KeyboardInterrupt: %%remote stopped on every rank" in _cell_text(page, 3),
         10,
@@ -284,7 +295,7 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     assert "Monarch job, context 'default'" in "".join(data["text/plain"])
     # the fallbacks are a snapshot taken when %job ran, like any output
     assert "state     running" in "".join(data["text/plain"]), data["text/plain"]
-    assert "<table>" in "".join(data["text/html"])
+    assert "<table style=" in "".join(data["text/html"])
 
     # ── reload: the saved run result re-renders through the MIME renderer ──
     page.reload()

@@ -30,6 +30,7 @@ from browser_util import (
     notebook,
     run_cell,
     wait_kernel_idle,
+    wait_prompt,
 )
 
 pytestmark = [
@@ -186,7 +187,8 @@ CONTRAST = """selectors => {
   }
   return [...new Set(low)];
 }"""
-COLOUR_CELL = """%%remote --no-raise
+# detached: its grid stays in the cell once the run ends (an attached run's result replaces it)
+COLOUR_CELL = """%%remote --detach
 printf '\\033[31mred\\033[0m plain\\n'; echo oops >&2; sleep 1.5"""
 
 
@@ -216,6 +218,7 @@ def test_keyboard_and_axe_in_light_and_dark(tmp_path: Path, tag: str) -> None:
             run_cell(page, index)
         grid = page.locator(".monarch-run-widget").first
         grid.locator(".monarch-run-tile").nth(1).wait_for()
+        page.locator(".monarch-run-widget.monarch-run-finished").wait_for(timeout=30_000)
 
         # keyboard: a tile and a sidebar context, focused and activated without the mouse
         tile = grid.locator(".monarch-run-tile").nth(1)
@@ -245,11 +248,12 @@ def test_keyboard_and_axe_in_light_and_dark(tmp_path: Path, tag: str) -> None:
 
 def test_grid_loads_from_the_kernel_without_the_server_extension(tmp_path: Path, tag: str) -> None:
     """No /monarch-jupyter/static/ (the server extension off, as in VS Code): the saved loader
-    asks the kernel for the grid's code, which it answers once the cell is done."""
+    asks the kernel for the grid's code, which it answers while the cell still runs; when the
+    run ends its result takes the grid's place."""
     cells = [
         "%load_ext monarch_jupyter",
         "%job apply --local hosts=2",
-        "%%remote\necho hi; sleep 1.5",
+        "%%remote\necho hi; sleep 6",
         "%job kill",
     ]
     nb = notebook(cells)
@@ -262,11 +266,22 @@ def test_grid_loads_from_the_kernel_without_the_server_extension(tmp_path: Path,
         status = page.evaluate(
             "async () => (await fetch('/monarch-jupyter/static/run.js', {credentials: 'same-origin'})).status"
         )
-        for index in range(3):
+        for index in range(2):
             run_cell(page, index)
-        grid = page.locator(".monarch-run-widget").first
+        run_cell(page, 2, wait=False)
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
+        grid = cell.locator(".monarch-run-widget")
         grid.locator(".monarch-run-tile").nth(1).wait_for(timeout=30_000)
         tiles = grid.locator(".monarch-run-tile").count()
+        prompt_then = cell.locator(".jp-InputArea-prompt").inner_text().strip()
+        wait_prompt(cell, 2, 60)
+        cell.locator(".jp-MonarchRun").wait_for(timeout=10_000)
+        after = {
+            "grids": grid.count(),
+            "results": cell.locator(".jp-MonarchRun").count(),
+            "outputs": cell.locator(".jp-OutputArea-child").count(),
+        }
         run_cell(page, 3)
     assert status == 404, status
-    assert tiles == 2
+    assert tiles == 2 and prompt_then == "[*]:", (tiles, prompt_then)  # live, while the cell ran
+    assert after == {"grids": 0, "results": 1, "outputs": 1}, after

@@ -171,7 +171,7 @@ def test_the_event_that_opens_the_grid_is_folded_once():
     from monarch_jupyter.widgets import RemoteRunObserver
 
     clock = Clock()
-    observer = RemoteRunObserver(show=lambda w: None, show_bundle=lambda *a: None, clock=clock)
+    observer = RemoteRunObserver(show_bundle=lambda *a: None, clock=clock)
     state = run_state(16)
     state.observers.append(observer)
     for step in range(4):

@@ -32,3 +32,23 @@ def test_the_kernel_sends_the_code_on_request() -> None:
         assert sent == [{"kind": "code", "esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()}]
     finally:
         widget.close()
+
+
+def test_a_code_request_with_an_id_is_answered_once_whichever_thread_reads_it() -> None:
+    """The loader's request carries an id: busy_comm's thread answers it while the cell runs,
+    and the main thread's copy, read after the cell, sends nothing again."""
+    import time
+
+    widget = RunWidget(run_state(2), title="%%remote")
+    sent: list[dict] = []
+    widget.send = lambda content, buffers=None: sent.append(content)  # type: ignore[method-assign]
+    try:
+        request = {"kind": "code", "id": "code-1"}
+        widget._serve(request)  # as busy_comm's thread does
+        widget._on_front_end_msg(widget, request, [])  # the main thread's copy, later
+        time.sleep(0.2)  # that copy is handed to a thread too
+        assert sent == [
+            {"kind": "code", "id": "code-1", "esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()}
+        ]
+    finally:
+        widget.close()

@@ -96,6 +96,7 @@ describe('run grid view', () => {
       ".monarch-run-tile[data-rank='1']"
     )!;
     expect(failed.dataset.status).toBe('failed');
+    expect(model.get('shown')).toBe(true); // the kernel stops streaming what the grid shows
     expect(failed.querySelector('.monarch-run-status')!.textContent).toBe(
       'failed · rc 3'
     );
@@ -124,7 +125,7 @@ describe('run grid view', () => {
     failed.click();
     frame();
     expect(model.get('selected')).toBe(1);
-    expect(model.saved).toBe(2);
+    expect(model.saved).toBe(3); // shown (after the first draw), failing_only, selected
     expect(texts(view.root, '.monarch-run-detailHead')).toEqual([
       'hosts=1 · failed · rc 3'
     ]);
