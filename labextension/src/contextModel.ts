@@ -168,6 +168,12 @@ export function formatStarted(seconds: number | null): string {
   );
 }
 
+/** An ISO 8601 moment (the server's UTC) as local time, like `formatStarted`; other text as it is. */
+export function formatIso(value: string): string {
+  const ms = value ? Date.parse(value) : NaN;
+  return Number.isNaN(ms) ? value : formatStarted(ms / 1000);
+}
+
 /** The running runs of an entry; malformed ones are dropped. */
 export function parseRuns(value: unknown): IRunItem[] {
   if (!Array.isArray(value)) {
@@ -201,8 +207,8 @@ export function toItem(entry: IContextEntry): IContextItem {
       ['job class', text(status.job_class)],
       ['apply id', text(status.apply_id)],
       ['spec', text(status.spec)],
-      ['applied', text(status.applied)],
-      ['updated', text(status.updated)]
+      ['applied', formatIso(text(status.applied))],
+      ['updated', formatIso(text(status.updated))]
     );
     const urls = status.urls ?? {};
     for (const [name, url] of Object.entries(urls)) {

@@ -10,9 +10,12 @@
  * and a hidden panel does not poll.
  */
 import {
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { refreshIcon } from '@jupyterlab/ui-components';
 
 import {
   OPEN_DASHBOARD,
@@ -20,6 +23,7 @@ import {
   routeDashboardLinks
 } from './dashboard';
 import { monarchIcon } from './icon';
+import { liveViews } from './liveView';
 // The sidebar is added as the application starts: activation needs the panel at once.
 // eslint-disable-next-line jupyter/prefer-lazy-imports
 import { MonarchPanel } from './panel';
@@ -60,17 +64,51 @@ function listenForShells(app: JupyterFrontEnd): void {
   });
 }
 
+/** The palette's commands for the sidebar. */
+export const SHOW_SIDEBAR = 'monarch:show-sidebar';
+export const REFRESH_SIDEBAR = 'monarch:refresh-sidebar';
+const PALETTE_CATEGORY = 'Monarch';
+
+function addSidebarCommands(
+  app: JupyterFrontEnd,
+  panel: MonarchPanel,
+  palette: ICommandPalette | null
+): void {
+  app.commands.addCommand(SHOW_SIDEBAR, {
+    label: 'Show Monarch Sidebar',
+    caption: 'Show the Monarch contexts and their jobs',
+    describedBy: { args: { type: 'object', properties: {} } },
+    execute: () => app.shell.activateById(panel.id)
+  });
+  app.commands.addCommand(REFRESH_SIDEBAR, {
+    label: 'Refresh Monarch Sidebar',
+    caption: 'List the Monarch contexts again now',
+    describedBy: { args: { type: 'object', properties: {} } },
+    execute: () => panel.refresh()
+  });
+  for (const command of [SHOW_SIDEBAR, REFRESH_SIDEBAR]) {
+    palette?.addItem({ command, category: PALETTE_CATEGORY });
+  }
+}
+
 const sidebar: JupyterFrontEndPlugin<void> = {
   id: 'monarch_jupyter:sidebar',
   description: 'Sidebar listing the Monarch contexts under the server root.',
   autoStart: true,
-  activate: (app: JupyterFrontEnd) => {
+  // both optional: Notebook 7's pages have no layout restorer, a kiosk may have no palette
+  optional: [ILayoutRestorer, ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null
+  ) => {
     const settings = app.serviceManager.serverSettings;
     const terminals = app.serviceManager.terminals.isAvailable();
     const panel = new MonarchPanel(
       () => requestAPI('contexts', settings),
       item => openDashboard(app, item.key, item.name),
-      terminals
+      terminals,
+      refreshIcon.element({ tag: 'span' })
     );
     if (terminals) {
       listenForShells(app);
@@ -101,7 +139,10 @@ const sidebar: JupyterFrontEndPlugin<void> = {
     panel.title.icon = monarchIcon;
     panel.title.caption = 'Monarch';
     app.shell.add(panel, 'left', { rank: 900 });
+    // the sidebar comes back open (or closed) with the rest of the layout on reload
+    restorer?.add(panel, panel.id);
+    addSidebarCommands(app, panel, palette);
   }
 };
 
-export default sidebar;
+export default [sidebar, liveViews];

@@ -29,18 +29,28 @@ export type DashboardOpener = (item: IContextItem) => void;
 
 /** Sidebar widget listing Monarch contexts. */
 export class MonarchPanel extends Widget {
-  /** `shells`: offer a "Shell on rank" row for the selected running context (needs terminals). */
+  /** `shells`: offer a "Shell on rank" row for the selected running context (needs terminals);
+   * `refreshGlyph`: the refresh button's icon (JupyterLab's, given by the plugin). */
   constructor(
     fetchContexts: ContextsFetcher,
     openDashboard?: DashboardOpener,
-    shells = false
+    shells = false,
+    refreshGlyph?: HTMLElement
   ) {
     super();
     this._fetch = fetchContexts;
     this._openDashboard = openDashboard;
     this._shells = shells;
     this.addClass(CLASS);
-    this.node.appendChild(el('div', `${CLASS}-title`, 'Monarch'));
+    const title = el('div', `${CLASS}-title`);
+    const refresh = el('button', `${CLASS}-refresh jp-Button jp-mod-minimal`);
+    refresh.type = 'button';
+    refresh.title = 'Refresh: list the contexts again now';
+    refresh.setAttribute('aria-label', 'Refresh the Monarch contexts');
+    refresh.append(refreshGlyph ?? el('span', '', '⟳'));
+    refresh.addEventListener('click', () => void this.refresh());
+    title.append(el('span', `${CLASS}-titleText`, 'Monarch'), refresh);
+    this.node.appendChild(title);
     this._list = el('ul', `${CLASS}-list`);
     this._list.setAttribute('aria-label', 'Monarch contexts');
     this._message = el('div', `${CLASS}-message`, 'Loading…');

@@ -70,18 +70,13 @@ def job_hooks(ipython: Any) -> JobHooks:
             return False
         from IPython.display import display
 
-        from ..jobs import formatting
         from ..widgets.job import JobWidget
 
-        # One output: the live widget plus text/plain and text/html fallbacks
-        # (the same as StatusView's) for nbconvert, nbval and saved notebooks.
-        # The fallbacks are a snapshot, like any output: re-sending them on
-        # every status change would put update messages in other cells' IOPub
-        # and make the saved text differ from what nbval sees.
+        # One output: the live widget with text/plain and text/html fallbacks (the same as
+        # StatusView's) for nbconvert, nbval and saved notebooks. They are a snapshot, like any
+        # output: re-sending them on every status change would put update messages in other
+        # cells' IOPub and make the saved text differ from what nbval sees.
         display(JobWidget(session, status, sample=_sample_topology))
-        # nbconvert picks the widget's view over its text/html and shows nothing offline:
-        # this HTML-only output is the export's copy (the labextension hides it by the widget)
-        display(formatting.static_bundle(status), raw=True)
         return True
 
     return JobHooks(show_status=show_status, stop_runs=stop_runs, runs_note=runs_note)

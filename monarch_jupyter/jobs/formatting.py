@@ -149,14 +149,18 @@ def status_html(status: JobStatus, now: float | None = None) -> str:
         for m in status.meshes
     )
     meshes = (
-        "<table><tr><th>mesh</th><th>hosts</th><th>live workers</th></tr>" + mesh_rows + "</table>"
+        f"<table{_LEFT}><tr><th>mesh</th><th>hosts</th><th>live workers</th></tr>" + mesh_rows + "</table>"
         if mesh_rows
         else ""
     )
     return (
         f"<div class='monarch-job'><b>Monarch job</b>, context <code>{esc(status.context)}</code>"
-        f"<table>{''.join(rows)}</table>{meshes}</div>"
+        f"<table{_LEFT}>{''.join(rows)}</table>{meshes}</div>"
     )
+
+
+# at the output's left edge: JupyterLab's rendered HTML centres tables
+_LEFT = " style='margin-left:0'"
 
 
 def created_context_line(name: str, others: list[str]) -> str:
@@ -194,13 +198,16 @@ class StatusView:
         return status_text(self.status)
 
 
-#: The class of a widget's static companion output: front ends with our labextension hide it
-#: beside the live widget (style/base.css); nbconvert's HTML and a widget-less viewer show it.
-STATIC_CLASS = "monarch-static-fallback"
+#: Marks the ``%job`` widget's output: the labextension draws the live widget from it, or the
+#: output's own HTML where the widget's model is gone (a notebook reopened without its kernel).
+JOB_MIME = "application/vnd.monarch.job+json"
 
 
-def static_bundle(status: JobStatus) -> dict[str, str]:
-    """The HTML-only output shown after the ``%job`` widget: what an export without a widget
-    manager (``jupyter nbconvert --to html`` offline) shows in its place. No text/plain, so text
-    front ends, which show the widget's own text, do not print it twice."""
-    return {"text/html": f'<div class="{STATIC_CLASS}">{status_html(status)}</div>'}
+def widget_fallbacks(status: JobStatus) -> dict[str, object]:
+    """What stands beside the ``%job`` widget's view in its one output: the text for text front
+    ends, the HTML for exports and viewers without a widget manager, the marker for ours."""
+    return {
+        "text/plain": status_text(status),
+        "text/html": status_html(status),
+        JOB_MIME: {"version": 1, "context": status.context},
+    }

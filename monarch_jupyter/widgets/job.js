@@ -12,10 +12,11 @@
  * @typedef {object} Action
  * @property {string} id
  * @property {string} label
- * @property {string} [style]    '' | 'danger'
+ * @property {string} [style]    '' | 'danger' | 'accept'
  * @property {string} [confirm]  a question asked before the action runs
  * @property {string} [href]     a link opened instead of a kernel message
  * @property {boolean} [disabled]
+ * @property {string} [why]      why it is disabled (its tooltip)
  */
 
 /**
@@ -36,18 +37,19 @@ function el(tag, className, text) {
   return node;
 }
 
-const BUTTON =
-  'border:1px solid #d0d7de;border-radius:4px;padding:2px 10px;margin:4px 6px 0 0;cursor:pointer;background:#f6f8fa;color:#24292f';
-const DANGER = 'background:#cf222e;color:#fff;border-color:#cf222e';
+// JupyterLab's button classes: the look follows the theme (job.css for front ends without them).
+const KINDS = { danger: 'jp-mod-warn', accept: 'jp-mod-accept' };
 
 /** @param {Action} action @param {() => void} onClick */
 function button(action, onClick) {
   const node = el('button', `monarch-job-${action.id}`, action.label);
-  node.setAttribute(
-    'style',
-    BUTTON + (action.style === 'danger' ? `;${DANGER}` : '')
-  );
+  const kind = KINDS[/** @type {keyof typeof KINDS} */ (action.style || '')];
+  node.classList.add('jp-mod-styled', kind || 'jp-mod-reject');
+  node.type = 'button';
   node.disabled = Boolean(action.disabled);
+  if (action.disabled && action.why) {
+    node.title = action.why;
+  }
   node.addEventListener('click', onClick);
   return node;
 }
@@ -57,12 +59,6 @@ function actorRow(actor) {
   const row = el('tr', 'monarch-topo-actor');
   row.dataset.actor = actor.name;
   row.dataset.stuck = actor.stuck ? 'true' : 'false';
-  if (actor.stuck) {
-    row.setAttribute(
-      'style',
-      'background:#ffebe9;color:#cf222e;font-weight:bold'
-    );
-  }
   const cells = [
     actor.name + (actor.stuck ? ' ⚠ stuck' : ''),
     actor.status + (actor.busy ? ` · busy ${actor.busy}` : ''),
@@ -71,12 +67,7 @@ function actorRow(actor) {
   ];
   const names = ['name', 'status', 'messages', 'queue'];
   cells.forEach((text, i) => {
-    const cell = el('td', `monarch-topo-${names[i]}`, text);
-    cell.setAttribute(
-      'style',
-      `padding:0 8px;${i > 1 ? 'text-align:right' : ''}`
-    );
-    row.append(cell);
+    row.append(el('td', `monarch-topo-${names[i]}`, text));
   });
   return row;
 }
@@ -85,12 +76,7 @@ function actorRow(actor) {
 function topologyView(data) {
   const box = el('div', 'monarch-topology');
   box.dataset.stuck = String(data.stuck || 0);
-  const head = el('div', 'monarch-topology-summary', data.summary || '');
-  head.setAttribute(
-    'style',
-    `margin-top:6px;${data.stuck ? 'color:#cf222e;font-weight:bold' : ''}`
-  );
-  box.append(head);
+  box.append(el('div', 'monarch-topology-summary', data.summary || ''));
   for (const host of data.hosts || []) {
     const hostNode = el('details', 'monarch-topo-host');
     hostNode.open = true;
@@ -98,7 +84,6 @@ function topologyView(data) {
     for (const proc of host.procs || []) {
       const procNode = el('div', 'monarch-topo-proc');
       procNode.dataset.proc = proc.name;
-      procNode.setAttribute('style', 'margin-left:16px');
       procNode.append(
         el(
           'div',
@@ -108,10 +93,6 @@ function topologyView(data) {
       );
       if ((proc.actors || []).length) {
         const table = el('table', 'monarch-topo-actors');
-        table.setAttribute(
-          'style',
-          'margin-left:16px;border-collapse:collapse'
-        );
         const header = el('tr');
         for (const name of ['actor', 'status', 'processed', 'queue']) {
           header.append(el('th', '', name));
@@ -129,6 +110,21 @@ function topologyView(data) {
   return box;
 }
 
+/** @param {number} seconds @returns {string} how long ago, in whole units (text/timefmt.age) */
+export function age(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) {
+    return `${s} s`;
+  }
+  if (s < 3600) {
+    return `${Math.floor(s / 60)} min`;
+  }
+  if (s < 86400) {
+    return `${Math.floor(s / 3600)} h`;
+  }
+  return `${Math.floor(s / 86400)} d`;
+}
+
 /** @param {{ model: any, el: HTMLElement }} view */
 function render({ model, el: root }) {
   const viewId = Math.random().toString(36).slice(2);
@@ -143,6 +139,20 @@ function render({ model, el: root }) {
   root.append(box);
   /** @type {string | null} */
   let asking = null;
+
+  // Times the kernel wrote as <time data-monarch-since=epoch>local time</time>: "· N ago", live.
+  const ages = () => {
+    for (const node of box.querySelectorAll('time[data-monarch-since]')) {
+      const since = Number(node.getAttribute('data-monarch-since'));
+      let tail = node.nextElementSibling;
+      if (!tail || !tail.classList.contains('monarch-job-ago')) {
+        tail = el('span', 'monarch-job-ago');
+        node.after(tail);
+      }
+      tail.textContent = ` · ${age(Date.now() / 1000 - since)} ago`;
+    }
+  };
+  const ticker = setInterval(ages, 5000);
 
   /** @param {Action} action */
   const run = action => {
@@ -207,10 +217,8 @@ function render({ model, el: root }) {
     details.innerHTML = model.get('details');
     const text = model.get('message') || '';
     message.textContent = text;
-    message.setAttribute(
-      'style',
-      `color:${model.get('message_error') ? '#cf222e' : '#6e7781'}`
-    );
+    message.dataset.error = String(Boolean(model.get('message_error')));
+    ages();
     const data = model.get('topology') || {};
     topo.textContent = '';
     if (data.hosts || data.error) {
@@ -264,6 +272,7 @@ function render({ model, el: root }) {
   drawActions();
   decide();
   return () => {
+    clearInterval(ticker);
     clearInterval(renew);
     observer?.disconnect();
     document.removeEventListener('visibilitychange', decide);

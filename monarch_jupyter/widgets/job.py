@@ -10,9 +10,10 @@ registered for that id (Refresh and Kill call the session like ``%job status`` /
 the topology (``services/topology.py``) every :data:`TOPOLOGY_INTERVAL` seconds, or less often
 when a sample takes longer than :data:`TOPOLOGY_DUTY` of that; nobody looking, nothing sampled.
 
-Displayed, the widget carries ``text/plain`` and ``text/html`` fallbacks (the
-``%job`` text block and table), so terminals, nbconvert and nbval see the same
-information without a widget front end.
+Displayed, the widget is one output: its view, with ``text/plain`` and ``text/html`` fallbacks
+(the ``%job`` text block and table) so terminals, nbconvert and nbval see the same information
+without a widget front end, and a marker from which the labextension draws the HTML where the
+widget's model is gone (``formatting.widget_fallbacks``).
 """
 
 from __future__ import annotations
@@ -24,16 +25,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MonarchJupyterError
 from ..jobs import formatting
 from ..jobs.services import topology as topo
 from ..jobs.status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus
+
+if TYPE_CHECKING:
+    from ..jobs.specs.base import Spec
+    from ..jobs.status import ApplyResult
 from ..text import timefmt as _timefmt
 from .comm_model import Model, Synced
 
 JOB_JS = Path(__file__).with_name("job.js")
+JOB_CSS = Path(__file__).with_name("job.css")
+#: what Apply starts where no spec was applied before: the hint's local job
+DEFAULT_SPEC = "--local hosts=2"
 TOPOLOGY_INTERVAL = 2.0  # seconds between topology samples while a view is on screen, at least
 TOPOLOGY_DUTY = 0.2  # and at most this share of the time spent sampling (a big job samples less often)
 # A view renews its "on screen" every 30 s (job.js); one not renewed for this long is gone (its tab
@@ -66,11 +74,14 @@ class JobView:
     job_class: str
     apply_id: str
     spec: str
-    applied: str
+    applied: str  # local time, "-" when unknown
+    applied_at: float | None = None  # epoch seconds: the view shows how long ago, live
     meshes: list[MeshRow] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)  # (label, url), http(s) only
     other_urls: list[tuple[str, str]] = field(default_factory=list)  # non-http addresses, shown as text
     can_kill: bool = False
+    can_apply: bool = False  # no running job: Apply starts the saved spec, else DEFAULT_SPEC
+    has_spec: bool = False
     hint: str = ""
 
     @property
@@ -79,12 +90,9 @@ class JobView:
         return sum(counts) if counts else None
 
 
-def job_view(status: JobStatus, now: float | None = None) -> JobView:
-    """Turn a status snapshot into view data (no I/O, no widgets)."""
-    now = time.time() if now is None else now
-    applied = "-"
-    if status.applied_at:
-        applied = f"{_timefmt.age(now - status.applied_at)} ago"
+def job_view(status: JobStatus) -> JobView:
+    """Turn a status snapshot into view data (no I/O, no clock, no widgets)."""
+    applied = _timefmt.local_time(status.applied_at)
     links: list[tuple[str, str]] = []
     other: list[tuple[str, str]] = []
     for key, url in status.urls.items():
@@ -107,6 +115,7 @@ def job_view(status: JobStatus, now: float | None = None) -> JobView:
         apply_id=status.apply_id or "-",
         spec=status.spec or "-",
         applied=applied,
+        applied_at=status.applied_at or None,
         meshes=[
             MeshRow(
                 m.name,
@@ -118,6 +127,8 @@ def job_view(status: JobStatus, now: float | None = None) -> JobView:
         links=links,
         other_urls=other,
         can_kill=status.state != NO_JOB,
+        can_apply=status.state != RUNNING,
+        has_spec=bool(status.spec),
         hint=hint,
     )
 
@@ -147,7 +158,7 @@ def details_html(view: JobView) -> str:
     rows += [(label, url) for label, url in view.other_urls]
     cells = "".join(
         f"<tr><th style='text-align:left;padding-right:12px'>{esc(k)}</th>"
-        f"<td style='text-align:left' class='monarch-job-{esc(k.replace(' ', '-'))}'>{esc(v)}</td></tr>"
+        f"<td style='text-align:left' class='monarch-job-{esc(k.replace(' ', '-'))}'>{_cell(k, v, view)}</td></tr>"
         for k, v in rows
     )
     parts = [f"<table class='monarch-job-info'>{cells}</table>"]
@@ -171,8 +182,20 @@ def details_html(view: JobView) -> str:
         parts.append(f"<div class='monarch-job-links'>{links}</div>")
     parts.append(dashboard_link_html(view))
     if view.hint:
-        parts.append(f"<div class='monarch-job-hint' style='color:#6e7781'>{esc(view.hint)}</div>")
+        parts.append(
+            f"<div class='monarch-job-hint' style='color:var(--jp-ui-font-color2, #6e7781)'>{esc(view.hint)}</div>"
+        )
     return "".join(parts)
+
+
+def _cell(key: str, value: str, view: JobView) -> str:
+    """A details value; the apply time as a <time> the view follows with "· N ago", live."""
+    if key == "applied" and view.applied_at:
+        return (
+            f"<time datetime='{_timefmt.utc_iso(view.applied_at)}' "
+            f"data-monarch-since='{view.applied_at:.0f}'>{html.escape(value)}</time>"
+        )
+    return html.escape(value)
 
 
 def dashboard_link_html(view: JobView) -> str:
@@ -203,23 +226,31 @@ class Action:
     confirm: str = ""
     href: str = ""
     disabled: bool = False
+    why: str = ""  # why it is disabled: the button's tooltip
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v or k in ("id", "label")}
 
 
 def actions(view: JobView, busy: bool = False) -> list[Action]:
-    """The buttons of ``view``: Refresh, and Kill (confirmed) while there is a job."""
-    return [
-        Action("refresh", "Refresh", disabled=busy),
+    """The buttons of ``view``: Apply where no job runs (the saved spec, else DEFAULT_SPEC),
+    Refresh, and Kill (confirmed), disabled with a reason where there is no job."""
+    shown = []
+    if view.can_apply:
+        label = "Apply" if view.has_spec else f"Apply {DEFAULT_SPEC.removeprefix('--')}"
+        shown.append(Action("apply", label, style="accept", disabled=busy))
+    shown.append(Action("refresh", "Refresh", disabled=busy))
+    shown.append(
         Action(
             "kill",
             "Kill",
             style="danger",
             confirm="Kill this job and reap its workers?",
             disabled=busy or not view.can_kill,
-        ),
-    ]
+            why="" if view.can_kill else "no job to kill in this context",
+        )
+    )
+    return shown
 
 
 def has_admin(status: JobStatus) -> bool:
@@ -241,6 +272,8 @@ class StatusSource(Protocol):
 
     def kill(self, context: str | None = None) -> JobStatus: ...
 
+    def apply(self, spec: Spec | None = None) -> ApplyResult: ...
+
     def add_listener(self, listener: Callable[[JobStatus], None]) -> Callable[[], None]: ...
 
 
@@ -248,6 +281,7 @@ class JobWidget(Model):
     """A context's job, kept current from the session's published statuses (one model)."""
 
     _esm = JOB_JS.read_text()
+    _css = JOB_CSS.read_text()
 
     head = Synced("")
     details = Synced("")
@@ -278,7 +312,11 @@ class JobWidget(Model):
         self._wake = threading.Event()
         self._last: topo.Topology | None = None
         self._busy = False
-        self.handlers: dict[str, Callable[[], None]] = {"refresh": self._on_refresh, "kill": self._on_kill}
+        self.handlers: dict[str, Callable[[], None]] = {
+            "apply": self._on_apply,
+            "refresh": self._on_refresh,
+            "kill": self._on_kill,
+        }
         self.on_msg(self._on_front_end_msg)
         self._unsubscribe: Callable[[], None] | None = session.add_listener(self._on_status)
         self.show(status)
@@ -330,17 +368,32 @@ class JobWidget(Model):
             self._say(str(error), error=True)
 
     def _on_kill(self) -> None:
+        self._busily("killing…", lambda: formatting.kill_line(self.session.kill(self.context)))
+
+    def _on_apply(self) -> None:
+        """Apply as a bare ``%job apply`` does (the saved spec), or DEFAULT_SPEC where none was."""
+        from ..jobs.specs.parse import parse_apply
+
+        if self.context != self.session.status().context:
+            self._say(f"switch to context '{self.context}' first (%job context {self.context})", error=True)
+            return
+        spec = None if self.status.spec else parse_apply(DEFAULT_SPEC)
+        self._busily("applying…", lambda: formatting.apply_line(self.session.apply(spec)))
+
+    def _busily(self, doing: str, act: Callable[[], str]) -> None:
+        """Run ``act`` with the buttons disabled and ``doing`` said; then say its line, or its
+        error's, with the status as it is then."""
         self._busy = True
         self.show(self.status)
-        self._say("killing…")
+        self._say(doing)
         try:
-            killed = self.session.kill(self.context)
+            line = act()
         except MonarchJupyterError as error:
             with contextlib.suppress(MonarchJupyterError):
                 self.show(self.session.status(self.context))
             self._say(str(error), error=True)
         else:
-            self._say(formatting.kill_line(killed))
+            self._say(line)
         finally:
             self._busy = False
             self.show(self.status)
@@ -406,8 +459,7 @@ class JobWidget(Model):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         bundle, metadata = super()._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = formatting.status_text(self.status)
-        bundle["text/html"] = formatting.status_html(self.status)
+        bundle.update(formatting.widget_fallbacks(self.status))
         return bundle, metadata
 
 

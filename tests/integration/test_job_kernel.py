@@ -72,7 +72,7 @@ def test_apply_status_kill(kernel, tag, workdir):
     assert "running" in status.text and apply_id in status.text
     assert "hosts: 2 hosts, 2 live workers" in status.text
     html = next(o for o in status.outputs if o.msg_type == "display_data").content["data"]["text/html"]
-    assert "running" in html and "<table>" in html
+    assert "running" in html and "<table style=" in html
 
     again = kernel.ok("%job apply --local hosts=2")
     assert "already running, nothing applied" in again.text

@@ -10,8 +10,8 @@ import pytest
 from monarch_jupyter.errors import NoJobError
 from monarch_jupyter.jobs import formatting
 from monarch_jupyter.jobs.session import JobSession
-from monarch_jupyter.jobs.status import NO_JOB, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
-from monarch_jupyter.widgets.job import JobWidget, details_html, header_html, job_view
+from monarch_jupyter.jobs.status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
+from monarch_jupyter.widgets.job import JobWidget, actions, details_html, header_html, job_view
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -39,6 +39,7 @@ class FakeSession:
         self.current = status
         self.listeners = []
         self.kills = []
+        self.applied = []
 
     def add_listener(self, fn):
         self.listeners.append(fn)
@@ -51,6 +52,14 @@ class FakeSession:
     def status(self, context=None):
         self.publish(self.current)
         return self.current
+
+    def apply(self, spec=None):
+        from monarch_jupyter.jobs.status import ApplyResult
+
+        self.applied.append(spec)
+        self.current = running(context=self.current.context)
+        self.publish(self.current)
+        return ApplyResult(self.current, changed=True)
 
     def kill(self, context=None):
         if self.current.state == NO_JOB:
@@ -66,14 +75,15 @@ def test_view_of_a_running_job():
     view = job_view(
         running(
             urls={"telemetry": "http://127.0.0.1:9000/t", "dashboard": None, "admin": "tcp://10.0.0.1:26600"}
-        ),
-        now=1042.0,
+        )
     )
     assert (view.state, view.context, view.job_class) == (RUNNING, "default", "ProcessJob")
     assert view.colour == "#1a7f37" and view.can_kill
     assert [(m.name, m.hosts, m.live_workers) for m in view.meshes] == [("hosts", "2", "2")]
     assert view.total_hosts == 2
-    assert view.applied == "42 s ago"
+    # an absolute local time, which the view follows with a live "· N ago" (job.js)
+    assert view.applied == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1000.0))
+    assert view.applied_at == 1000.0 and not view.can_apply
     assert view.links == [("telemetry", "http://127.0.0.1:9000/t")]  # only http(s) become links
     assert view.other_urls == [("admin", "tcp://10.0.0.1:26600")]
     assert view.hint == ""
@@ -81,12 +91,20 @@ def test_view_of_a_running_job():
     assert "<a href='http://127.0.0.1:9000/t'" in body and "tcp://10.0.0.1:26600" in body
     assert "class='monarch-job-mesh' data-mesh='hosts'" in body
     assert 'data-state="running"' in header_html(view)
+    assert f"<time datetime='1970-01-01T00:16:40Z' data-monarch-since='1000'>{view.applied}</time>" in body
+    assert [a.id for a in actions(view)] == ["refresh", "kill"]  # no Apply while it runs
 
 
 def test_view_of_no_job_and_dead_workers():
     none = job_view(JobStatus(context="exp", state=NO_JOB))
     assert not none.can_kill and none.meshes == [] and "%job apply --local hosts=2" in none.hint
     assert "monarch-job-apply-id" not in details_html(none)  # no class/apply id rows
+    shown = {a.id: a for a in actions(none)}
+    assert list(shown) == ["apply", "refresh", "kill"]
+    assert shown["apply"].label == "Apply local hosts=2" and shown["apply"].style == "accept"
+    assert shown["kill"].disabled and shown["kill"].why  # disabled, and says why
+    saved = job_view(JobStatus(context="exp", state=NOT_RUNNING, spec="mod.job"))
+    assert [a.label for a in actions(saved)][0] == "Apply"  # the saved spec, as a bare %job apply
     dead = job_view(
         JobStatus(
             context="exp",
@@ -147,6 +165,28 @@ def test_actions_are_plain_data_and_kill_is_confirmed(tmp_path):
         assert widget.view.state == NO_JOB and widget.message == ""
         front_end(widget, kind="action", id="nope")
         assert widget.message_error and "nope" in widget.message
+    finally:
+        widget.close()
+
+
+def test_apply_starts_the_default_local_job_where_none_was_applied(tmp_path):
+    from monarch_jupyter.jobs.specs.base import LocalSpec
+
+    session = FakeSession(tmp_path, JobStatus(context="default", state=NO_JOB))
+    widget = JobWidget(session, session.current)
+    try:
+        assert buttons(widget)["apply"]["label"] == "Apply local hosts=2"
+        front_end(widget, kind="action", id="apply")
+        assert len(session.applied) == 1 and isinstance(session.applied[0], LocalSpec)
+        assert widget.view.state == RUNNING and "apply" not in buttons(widget)
+        assert widget.message.startswith("applied: context 'default'") and not widget.message_error
+    finally:
+        widget.close()
+    session = FakeSession(tmp_path, JobStatus(context="default", state=NOT_RUNNING, spec="mod.job"))
+    widget = JobWidget(session, session.current)
+    try:
+        widget.press("apply")
+        assert session.applied == [None]  # a bare %job apply: the saved spec
     finally:
         widget.close()
 
@@ -478,11 +518,21 @@ def test_run_widget_bundle_and_stop_message():
     widget.close()
 
 
+class Shown(list):
+    """What an observer displayed: (bundle, display_id, update) per call."""
+
+    def __call__(self, bundle, display_id, update):
+        self.append((bundle, display_id, update))
+
+    def models(self):
+        return [bundle[WIDGET_MIME]["model_id"] for bundle, _, _ in self]
+
+
 @needs_anywidget
 def test_remote_observer_shows_a_widget_per_run():
     """The %%remote RunState observer interface, with the real model classes."""
-    shown = []
-    observer = RemoteRunObserver(show=shown.append, show_after=0)
+    shown = Shown()
+    observer = RemoteRunObserver(show_after=0, show_bundle=shown)
     state = run_state(2, observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "one\ntw"))
@@ -493,14 +543,16 @@ def test_remote_observer_shows_a_widget_per_run():
     state.apply(model.Stopping("interrupted"))
     state.apply(model.Finished())
     widget = observer.widget
-    assert shown == [widget]
+    assert shown.models() == [widget.model_id]
     assert [t["status"] for t in widget.tiles] == ["ok", "interrupted"]
     assert widget.tails == {"0": [["out", "one"], ["out", "two"]], "1": [["err", "bad"]]}
     assert widget.summary == state.summary_line() and widget.finished
-    # a second run gets a new widget
+    # a second run gets a new widget, in its own place
     state2 = run_state(1, observers=[observer])
     state2.apply(model.Started(0))
-    assert observer.widget is not widget and len(shown) == 2
+    assert observer.widget is not widget and shown.models() == [widget.model_id, observer.widget.model_id]
+    assert shown[0][1] != shown[1][1]
+    assert observer.result_place(state) is None  # the first run's grid is no longer the observer's
     widget.close()
     observer.widget.close()
 
@@ -521,8 +573,8 @@ def test_widgets_only_where_there_is_a_kernel():
 @needs_anywidget
 def test_grid_shows_only_once_the_run_lasts():
     now = Clock(0.0)
-    shown = []
-    observer = RemoteRunObserver(show=shown.append, clock=now)
+    shown = Shown()
+    observer = RemoteRunObserver(show_bundle=shown, clock=now)
     state = run_state(2, observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "early\n"))
@@ -533,10 +585,8 @@ def test_grid_shows_only_once_the_run_lasts():
     now.t = 0.31
     observer.on_tick(state)  # a silent run still gets its grid
     widget = observer.widget
-    assert shown == [widget]
-    bundle = widget._repr_mimebundle_()
-    bundle = bundle[0] if isinstance(bundle, tuple) else bundle
-    assert bundle["text/plain"] == "%%remote mesh hosts (2 ranks)"
+    assert shown.models() == [widget.model_id]
+    assert shown[0][0]["text/plain"] == "%%remote mesh hosts (2 ranks)"
     assert widget.tails == {"0": [["out", "early"]]}  # what a view rendered now starts from
     sent = Sent(widget)
     state.apply(model.Output(0, model.OUT, "later\n"))
@@ -547,61 +597,64 @@ def test_grid_shows_only_once_the_run_lasts():
     assert sent.messages == [
         {"kind": "lines", "lines": {"0": [["out", "later"]]}, "dropped": {}}
     ]  # not "early" again
-    assert shown == [widget]  # shown once
+    assert len(shown) == 1  # shown once
     widget.close()
 
 
 def test_fast_runs_show_nothing_and_never_build_the_widget():
-    shown = []
-    observer = RemoteRunObserver(show=shown.append, clock=lambda: 0.0)
+    shown = Shown()
+    observer = RemoteRunObserver(show_bundle=shown, clock=lambda: 0.0)
     state = run_state(1, observers=[observer])
     for event in (model.Started(0), model.Exited(0, 0, 0.01), model.Finished()):
         state.apply(event)
     assert observer.widget is None and shown == []
+    assert observer.result_place(state) is None  # the magic shows the result as a new output
 
 
 @needs_anywidget
-def test_grid_stands_with_a_running_payload_that_the_end_empties():
-    """Beside the grid, the run's payload with state running and its id (what a notebook saved
-    mid-run renders without its kernel: "still running when saved — %remote attach <id>");
-    emptied through its display id when the run ends (the result follows as its own output)."""
-    shown, bundles = [], []
-    observer = RemoteRunObserver(
-        show=shown.append, show_after=0, show_bundle=lambda *args: bundles.append(args)
-    )
+def test_the_grid_is_one_output_with_its_running_copy_and_the_result_takes_its_place():
+    """The grid's one output: the widget's view, a text title and the run's payload with state
+    running and its id (what a notebook saved mid-run renders without its kernel: "still running
+    when saved — %remote attach <id>"). Nothing is sent at the end: the magic puts the result in
+    the grid's place, clearing the lines first once a view said it drew them."""
+    shown = Shown()
+    observer = RemoteRunObserver(show_after=0, show_bundle=shown)
     state = run_state(2, observers=[observer])
     state.run_id = "20261201-010203-abc123"
     state.apply(model.Started(0))
     state.apply(model.Output(0, model.OUT, "step 1\n"))
-    assert len(shown) == 1 and len(bundles) == 1
-    bundle, display_id, update = bundles[0]
+    assert len(shown) == 1
+    bundle, display_id, update = shown[0]
     assert display_id == "monarch-run-20261201-010203-abc123" and update is False
+    assert bundle[WIDGET_MIME]["model_id"] == observer.widget.model_id
+    assert bundle["text/plain"] == "%%remote mesh hosts (2 ranks)"
     payload = bundle[model.MIME_TYPE]
     assert payload["version"] == 2 and payload["state"] == "running"
     assert payload["run_id"] == "20261201-010203-abc123"
     assert payload["ranks"][0]["status"] == "running"
-    assert "text/plain" not in bundle  # a terminal would print it mid-run, where it is wrong
     assert "%remote attach 20261201-010203-abc123" in bundle["text/html"]
     state.apply(model.Output(0, model.OUT, "step 2\n"))
-    assert len(bundles) == 1  # shown once, not on every event
-    # no lines: the front end draws it hidden beside the grid, and they would be stale
-    rank = state.running_bundle()[model.MIME_TYPE]["ranks"][0]
-    assert rank["lines"] == [] and rank["truncated"] == 2, rank
+    assert len(shown) == 1  # shown once, not on every event
+    # no lines in the copy: it is drawn only where the live grid cannot be, and they would be stale
+    assert state.running_bundle()[model.MIME_TYPE]["ranks"][0]["lines"] == []
     assert state.to_mime()["ranks"][0]["lines"] == [["out", "step 1"], ["out", "step 2"]]
+    assert observer.result_place(state) == (display_id, False)  # no view said it drew the lines
+    observer.widget._on_update({"shown": True})  # what run.js sends after its first draw
+    assert observer.result_place(state) == (display_id, True)
     state.apply(model.Exited(0, 0, 0.5))
     state.apply(model.Exited(1, 0, 0.5))
     state.apply(model.Finished())
-    assert bundles[1] == ({"text/plain": ""}, display_id, True)
-    assert state.to_mime()["state"] == "finished"
+    assert len(shown) == 1 and state.to_mime()["state"] == "finished"
+    assert observer.result_place(state) == (display_id, True)  # still there for the magic's end
     observer.widget.close()
 
 
-def test_a_run_without_id_shows_no_running_payload():
-    bundles = []
-    observer = RemoteRunObserver(show=lambda w: None, show_after=0, show_bundle=lambda *a: bundles.append(a))
+@needs_anywidget
+def test_a_run_without_id_has_its_grid_placed_by_the_model_id():
+    shown = Shown()
+    observer = RemoteRunObserver(show_after=0, show_bundle=shown)
     state = run_state(1, observers=[observer])
     state.apply(model.Started(0))
     state.apply(model.Finished())
-    assert bundles == []
-    if observer.widget is not None:
-        observer.widget.close()
+    assert [d for _, d, _ in shown] == [f"monarch-run-{observer.widget.model_id}"]
+    observer.widget.close()

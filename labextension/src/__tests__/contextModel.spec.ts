@@ -1,5 +1,6 @@
 import {
   folderOf,
+  formatIso,
   formatStarted,
   pollMs,
   stateClass,
@@ -76,9 +77,17 @@ describe('toItems', () => {
       ['job class', 'ProcessJob'],
       ['apply id', 'uuid-1'],
       ['spec', 'monarch_jupyter.local_jobs.hosts_2'],
-      ['updated', '2026-11-30T15:00:00Z'],
+      ['updated', formatStarted(Date.UTC(2026, 10, 30, 15) / 1000)],
       ['dashboard url', 'http://localhost:1234']
     ]);
+  });
+
+  it('shows the server UTC times in local time', () => {
+    const local = formatIso('2026-11-30T15:00:00Z');
+    expect(local).toMatch(/^2026-11-3\d \d\d:00:00$|^2026-12-01 \d\d:00:00$/);
+    expect(local).toBe(formatStarted(Date.UTC(2026, 10, 30, 15, 0, 0) / 1000));
+    expect(formatIso('')).toBe('');
+    expect(formatIso('soon')).toBe('soon');
   });
 
   it('shows a context without status.json as unknown', () => {
