@@ -9,12 +9,19 @@ from ..system.procfs import stopped_line
 from ..text import timefmt as _timefmt
 from .status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, ApplyResult, JobStatus
 
-_BADGE_COLOURS = {
+#: The one table of job-state colours (the badge of the text/html copy and of the widget):
+#: white text on each reads in light and dark themes alike.
+STATE_COLOURS = {
     RUNNING: "#1a7f37",
     NOT_RUNNING: "#6e7781",
     WORKERS_DEAD: "#cf222e",
     NO_JOB: "#6e7781",
 }
+UNKNOWN_COLOUR = "#6e7781"
+
+
+def state_colour(state: str) -> str:
+    return STATE_COLOURS.get(state, UNKNOWN_COLOUR)
 
 
 def short_id(apply_id: str | None) -> str:
@@ -130,7 +137,7 @@ def status_text(status: JobStatus, now: float | None = None) -> str:
 def status_html(status: JobStatus, now: float | None = None) -> str:
     """The same block as a small HTML table with a coloured state badge."""
     esc = html.escape
-    colour = _BADGE_COLOURS.get(status.state, "#6e7781")
+    colour = state_colour(status.state)
     badge = (
         f'<span style="background:{colour};color:#fff;border-radius:8px;padding:1px 8px">'
         f"{esc(status.state)}</span>"

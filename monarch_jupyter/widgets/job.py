@@ -48,12 +48,6 @@ TOPOLOGY_DUTY = 0.2  # and at most this share of the time spent sampling (a big 
 # closed without saying so). Renewals wait while a cell runs, so this outlasts long cells.
 WATCH_TTL = 600.0
 
-STATE_COLOURS = {
-    RUNNING: "#1a7f37",
-    NOT_RUNNING: "#6e7781",
-    WORKERS_DEAD: "#cf222e",
-    NO_JOB: "#6e7781",
-}
 _URL_LABELS = {"telemetry": "telemetry", "dashboard": "dashboard", "admin": "admin"}
 
 
@@ -110,7 +104,7 @@ def job_view(status: JobStatus) -> JobView:
     return JobView(
         context=status.context,
         state=status.state,
-        colour=STATE_COLOURS.get(status.state, "#6e7781"),
+        colour=formatting.state_colour(status.state),
         job_class=status.job_class or "-",
         apply_id=status.apply_id or "-",
         spec=status.spec or "-",

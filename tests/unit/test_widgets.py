@@ -104,7 +104,7 @@ def test_view_of_no_job_and_dead_workers():
     assert shown["apply"].label == "Apply local hosts=2" and shown["apply"].style == "accept"
     assert shown["kill"].disabled and shown["kill"].why  # disabled, and says why
     saved = job_view(JobStatus(context="exp", state=NOT_RUNNING, spec="mod.job"))
-    assert [a.label for a in actions(saved)][0] == "Apply"  # the saved spec, as a bare %job apply
+    assert actions(saved)[0].label == "Apply"  # the saved spec, as a bare %job apply
     dead = job_view(
         JobStatus(
             context="exp",
