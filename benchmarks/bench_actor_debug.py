@@ -1,4 +1,4 @@
-"""Measure the cell debugger (issue 17): a breakpoint on 1 of 2 ranks, until the cell shows it.
+"""Measure the cell debugger: a breakpoint on 1 of 2 ranks, until the cell shows it.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python benchmarks/bench_actor_debug.py [--calls N]
 

@@ -1,4 +1,4 @@
-"""Measure actor output in the cell (issue 17) on a real kernel and real workers.
+"""Measure actor output in the cell on a real kernel and real workers.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python benchmarks/bench_actors.py [--calls N] [--monarch]
         [--flood RANKS]

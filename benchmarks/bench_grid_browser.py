@@ -1,4 +1,4 @@
-"""The live grid of N simulated ranks in real Chromium (issue #22 §1): long frames, DOM nodes,
+"""The live grid of N simulated ranks in real Chromium: long frames, DOM nodes,
 whether the notebook still scrolls.
 
     .venv/bin/python benchmarks/bench_grid_browser.py [--ranks 1024 4096] [--ui lab|notebook]

@@ -1,4 +1,4 @@
-"""Measure %%remote against the targets of issue 3, in one run, on a real kernel.
+"""Measure %%remote against its targets, in one run, on a real kernel.
 
     /work/.venv-dev/bin/python benchmarks/bench_remote.py [--quick]
 

@@ -1,4 +1,4 @@
-"""The saved-result renderer at 1,024 and 4,096 ranks in Chromium (issue #22 §1, issue #19's diff view).
+"""The saved-result renderer at 1,024 and 4,096 ranks in Chromium.
 
     .venv/bin/python benchmarks/bench_render_browser.py [--ranks 1024 4096] [--case agree distinct]
                                                         [--seconds 10] [--repeat 1] [--json]

@@ -1,5 +1,5 @@
 """After a kernel restart, two source trees side by side: ``%load_ext``, the first ``%job``, and
-``%job kill`` right after the load (issue 22 §3), alternated run by run.
+``%job kill`` right after the load, alternated run by run.
 
     .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8] [--pause S]
 

@@ -1,4 +1,4 @@
-"""Measure runs that outlive their kernel (issue #10), on real kernels and ``--local hosts=2`` workers.
+"""Measure runs that outlive their kernel, on real kernels and ``--local hosts=2`` workers.
 
     .venv/bin/python benchmarks/bench_runs.py [--lines 10000] [--restarts 10]
 

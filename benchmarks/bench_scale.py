@@ -1,4 +1,4 @@
-"""What a run of N ranks costs the kernel (issue #22 §1), from a simulated fleet in a real kernel.
+"""What a run of N ranks costs the kernel, from a simulated fleet in a real kernel.
 
     .venv/bin/python benchmarks/bench_scale.py [--ranks 64 256 1024 4096] [--seconds 10] [--rate 10]
                                                [--burst 1000] [--json]

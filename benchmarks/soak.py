@@ -1,4 +1,4 @@
-"""Soak: many consecutive warm ``%%remote`` cells; does anything grow? (issue #9)
+"""Soak: many consecutive warm ``%%remote`` cells; does anything grow?
 
     .venv/bin/python benchmarks/soak.py [--cells 1000] [--hosts 2] [--json]
 

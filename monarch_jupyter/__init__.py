@@ -122,7 +122,7 @@ def _show(value: Any) -> None:
 
 
 def _actors_hook() -> None:
-    # procs spawned on the meshes handed out report their output and every rank's errors (#17)
+    # procs spawned on the meshes handed out report their output and every rank's errors
     from .actors import enable
 
     enable(current_session())

@@ -2,9 +2,9 @@
 
 Our widgets need little of ipywidgets: a model whose state is plain JSON, updates sent in
 batches, custom messages both ways, and the front end's own updates seen. Importing ipywidgets
-and anywidget for that cost ~55 ms of CPU on the first ``%job`` after a restart (ipywidgets'
-package imports all of its ~25 widget modules; benchmarks/README.md, "Session 4: load and first
-command"). :class:`Model` speaks the same messages as an ``anywidget.AnyWidget`` (the same
+and anywidget for that cost a measurable share of the first ``%job`` after a restart
+(ipywidgets' package imports all of its ~25 widget modules; the figure is in
+benchmarks/README.md, "load and first command"). :class:`Model` speaks the same messages as an ``anywidget.AnyWidget`` (the same
 ``comm_open`` state, ``update``, ``request_state``, ``custom``), so the browser side is
 anywidget's own ``AnyModel`` / ``AnyView`` and saved notebooks are unchanged; the message
 shapes are @jupyter-widgets/base's (``packages/schema/messages.md`` in ipywidgets).

@@ -74,7 +74,7 @@ def test_batch_run_logs_follow_and_kill(kernel, tag, workdir):
     short_id = re.search(r"batch run (\S+) started", short.text).group(1)
     done = kernel.ok(f"%job logs {short_id} --follow", timeout=60)
     assert "short done" in done.text and "exited 0" in done.text, done.text
-    # private whatever the umask (issue 18 item 6): the folders 0700, what we write 0600
+    # private whatever the umask: the folders 0700, what we write 0600
     batch = workdir / ".monarch/default/batch"
     for folder in (batch, batch / run_id, batch / short_id, batch / short_id / ".monarch"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

@@ -1,4 +1,4 @@
-"""Issue 19's diagnosis aids against a real kernel and real ``--local hosts=2`` workers: quiet
+"""The diagnosis aids against a real kernel and real ``--local hosts=2`` workers: quiet
 ranks, ``%remote grep``, ``--diff``, live ``--group`` folding, per-rank resources and the stacks
 ``--timeout`` writes into the run log."""
 

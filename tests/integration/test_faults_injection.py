@@ -1,4 +1,4 @@
-"""Fault injection (issue #9): hostile files, killed processes, interrupts, races.
+"""Fault injection: hostile files, killed processes, interrupts, races.
 
 Real kernels, real workers, a real ``jupyter server``. Every test ends by
 checking that no process carrying its tag is left (the kernel included), and

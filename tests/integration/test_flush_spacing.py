@@ -1,4 +1,4 @@
-"""A big run's ranks space their messages out (issue 22 §1: the kernel's cost is per message):
+"""A big run's ranks space their messages out (the kernel's cost is per message):
 the spec's ``flush_every`` reaches the real actors, which then batch a rank's lines that long,
 and every line still arrives. Real kernel, real workers; ``flush_every`` is forced for 2 ranks."""
 

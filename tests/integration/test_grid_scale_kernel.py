@@ -1,4 +1,4 @@
-"""The live grid of many ranks in a real kernel sends what it draws (issue 22 §1): 1,024 simulated
+"""The live grid of many ranks in a real kernel sends what it draws: 1,024 simulated
 ranks (``benchmarks/_scale_driver.py``) print the same lines, so the grid is one group and each
 state sync carries one tile, whatever the ranks; the front end's "group identical" unticked
 while the cell runs (a state update, read on the shell-channel thread) brings the page of tiles

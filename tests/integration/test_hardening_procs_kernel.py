@@ -1,4 +1,4 @@
-"""Issue 18 item 4 end to end, with a real kernel and real ``--local hosts=2`` workers: a process
+"""A run's processes cannot leave it, end to end, with a real kernel and real ``--local hosts=2`` workers: a process
 that leaves its run with ``setsid`` and an empty environment keeps the run listed as running and
 is stopped by ``%job kill``; ``-e`` refuses our reserved names. Reaped by command line (an
 escapee sheds the test's tag with the rest of its environment)."""
@@ -67,7 +67,7 @@ def _grandchildren() -> list[int]:
 
 
 def test_a_grandchild_orphaned_after_its_run_is_still_stopped(job_kernel):
-    """Issue 18 item 4's gap: an escapee that outlives its run's leader starts a child and exits;
+    """An escapee that outlives its run's leader starts a child and exits;
     the child, re-parented outside the run (not to its leader, which has gone), shed the marker and
     its parent, but keeps the escapee's session: ``%remote runs`` lists it, ``%job kill`` stops it."""
     k = job_kernel
@@ -92,7 +92,7 @@ def test_env_refuses_the_run_marker(job_kernel):
 
 
 def test_a_stopped_worker_is_named_by_job_and_remote_fails_fast(job_kernel, tag):
-    """Issue 18 item 9: a SIGSTOPped worker is not live; ``%remote`` says so at once rather than
+    """A SIGSTOPped worker is not live; ``%remote`` says so at once rather than
     waiting for Monarch's 30 s timeout."""
     k = job_kernel
     k.ok("%remote true")
@@ -141,7 +141,7 @@ def full_runs_folder(tmp_path):
 
 
 def test_a_full_runs_folder_is_named_in_one_line(start_kernel, full_runs_folder):
-    """Issue 18 item 10: ENOSPC in the runs folder is one line naming it, for a run and --detach."""
+    """ENOSPC in the runs folder is one line naming it, for a run and --detach."""
     runs, fill = full_runs_folder
     k = start_kernel(env={"MONARCH_JUPYTER_RUNS_DIR": str(runs)})
     k.ok("%load_ext monarch_jupyter")
@@ -162,7 +162,7 @@ def _tagged_sleeps(tag: str, seconds: str) -> list[int]:
 
 @pytest.mark.parametrize("stop", ["%remote stop --all", "%job kill"])
 def test_a_run_stopped_from_another_kernel_says_so(job_kernel, start_kernel, tag, stop):
-    """Issue 18 item 12: the cell whose run another kernel stopped says it was stopped, and by
+    """The cell whose run another kernel stopped says it was stopped, and by
     what, rather than "did not succeed (rc -2)"."""
     a = job_kernel
     box: dict[str, object] = {}

@@ -1,4 +1,4 @@
-"""Issue 18 item 1: Monarch 0.7's local workers accept any peer on abstract Unix sockets, which
+"""Monarch 0.7's local workers accept any peer on abstract Unix sockets, which
 another user of the machine can connect to; the ``monarch-private`` kernel (its own network
 namespace, channels over ipc) keeps them out of reach. A real second user tries both kernels."""
 

@@ -355,7 +355,7 @@ def _rss_mb(pid: int) -> float:
 
 
 def test_memory_returns_after_a_giant_line(start_kernel):
-    """Issue 9 item 8: a 50 MB line without newline on 2 ranks once raised kernel RSS by
+    """A 50 MB line without newline on 2 ranks once raised kernel RSS by
     ~200 MB for good. What is kept of a line is bounded, so RSS must come back."""
     k = start_kernel()
     k.ok("%load_ext monarch_jupyter")

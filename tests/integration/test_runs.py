@@ -1,4 +1,4 @@
-"""Runs that outlive their kernel (issue #10, issue #9 item 2), with real kernels and real
+"""Runs that outlive their kernel, with real kernels and real
 ``--local hosts=2`` workers: restart mid-run then attach, attach from a second kernel,
 ``--detach`` then stop from another kernel, a worker killed while detached, ``%job kill`` with
 detached runs and escapees. Every test reaps what carries its tag."""

@@ -1,4 +1,4 @@
-"""A run of many ranks in a real kernel stays a bounded view (issue 22): 600 simulated ranks
+"""A run of many ranks in a real kernel stays a bounded view: 600 simulated ranks
 (``benchmarks/_scale_driver.py``: the Monarch side replaced, everything after the port real)
 print for 2 s; every cell write shows at most 24 ranks and folds the rest, the saved result is
 bounded, and every line is in the run log."""

@@ -1,5 +1,5 @@
 """The server extension under hostile trees: bounded responses and scans, against a real
-``jupyter server`` subprocess (issue 18: 300 contexts with a 1 MB status.json each made every
+``jupyter server`` subprocess (300 contexts with a 1 MB status.json each made every
 poll return 300 MB; 100,000 folders cost 0.21 s of CPU per poll)."""
 
 from __future__ import annotations

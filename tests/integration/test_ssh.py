@@ -386,7 +386,7 @@ def test_interrupted_apply_leaves_nothing(sshd, start_kernel, tag, workdir, tmp_
 
 @pytest.mark.parametrize("stop", ["%remote stop --all", "%job kill"])
 def test_a_run_stopped_from_another_kernel_says_by_what(sshd, start_kernel, tag, workdir, tmp_path, stop):
-    """Issue 18 item 12 on SSH: the stop is recorded on the hosts, whose files this machine's
+    """On SSH, the stop is recorded on the hosts, whose files this machine's
     kernel does not read (its runs folder is elsewhere here); the hosts send it with each exit."""
     write_jobs(workdir, sshd)
     env = {"MONARCH_JUPYTER_RUNS_DIR": str(tmp_path / "kernel-side")}

@@ -84,7 +84,7 @@ def test_not_a_job_is_refused(tmp_path):
         cache.load_job(path)
 
 
-# ── issue #9: hostile files, recovery, the lock ───────────────────────────
+# ── hostile files, recovery, the lock ───────────────────────────
 def _within(seconds, fn, *args):
     """Run fn in a thread; fail (instead of hanging the suite) if it blocks."""
     import threading

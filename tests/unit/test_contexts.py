@@ -90,7 +90,7 @@ def test_layout_matches_the_monarch_cli(tmp_path):
     assert layout.current() == "default"
 
 
-# ── issue #9: odd links, hostile files, the trusted spec ──────────────────
+# ── odd links, hostile files, the trusted spec ──────────────────
 @pytest.mark.parametrize(
     "target", ["../state.pkl", "/etc/state.pkl", "default/sub/state.pkl", "default/other"]
 )

@@ -1,4 +1,4 @@
-"""Pure tests of issue 19's diagnosis aids: quiet ranks, grep over the run log, the diff to the
+"""Pure tests of the diagnosis aids: quiet ranks, grep over the run log, the diff to the
 majority, live folding, per-rank resources (no kernel, no Monarch; a fake clock)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18, processes: a run's processes cannot leave it (``setsid`` + an empty environment, a
+"""Processes: a run's processes cannot leave it (``setsid`` + an empty environment, a
 child ``execve``'d with no environment, ``-e`` over our marker), stops count what they signalled.
 Real bash, no Monarch; every test reaps what it started, by the command line it gave."""
 

@@ -1,4 +1,4 @@
-"""``%load_ext`` imports only what the load and ``%job`` status need (issue 22 §3).
+"""``%load_ext`` imports only what the load and ``%job`` status need.
 
 A fresh interpreter loads the extension into a plain IPython shell and reports ``sys.modules``:
 Monarch, pyarrow, the widget libraries, urllib's HTTP stack and the ``%%remote`` run's modules

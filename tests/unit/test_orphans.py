@@ -1,4 +1,4 @@
-"""Reaping the workers of unfinished applies never touches anything else (issue #9)."""
+"""Reaping the workers of unfinished applies never touches anything else."""
 
 from __future__ import annotations
 

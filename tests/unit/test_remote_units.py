@@ -564,7 +564,7 @@ def test_fed_lines_are_cut_only_where_shown():
     assert rank.counts[OUT] == 3 + 100_001
 
 
-# ── bounded memory: giant lines (issue 9 item 8) ──
+# ── bounded memory: giant lines ──
 def _reference_lines(text: str) -> list[str]:
     """What a terminal shows, line by line, cut as the model cuts: from the whole text at once."""
     from monarch_jupyter.remote.lines import clip

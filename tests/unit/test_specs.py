@@ -127,7 +127,7 @@ def test_import_attr_failures_are_one_line(tmp_path, source, path, fragment):
     assert fragment in str(info.value) and "\n" not in str(info.value)
 
 
-# ── issue #9: the stray word and the total bound ──────────────────────────
+# ── the stray word and the total bound ──────────────────────────
 def test_stray_word_after_a_mesh_is_named():
     with pytest.raises(SpecError) as info:
         parse_apply("--local hosts=2 extra")
