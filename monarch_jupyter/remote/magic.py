@@ -288,17 +288,19 @@ class RemoteMagics(Magics):
             print(self.runner.start_detached(args, plan, log_path))
         except MonarchJupyterError as error:
             raise UsageError(f"%remote: {error}") from None
-        # saved with the notebook, this says the run was going and how to follow it
+        # saved with the notebook, the running payload says the run was going and how to follow
+        # it: the grid's own copy where there is a grid, one output either way
         state = _run_state(args, plan, log_path, observers=list(remote_package.observers))
-        display(state.running_bundle(), raw=True)
-        self._follow_detached(state, plan)
+        if not self._follow_detached(state, plan):
+            display(state.running_bundle(), raw=True)
 
-    def _follow_detached(self, state: RunState, plan: Plan) -> None:
-        """In a kernel with widgets: the detached run's live grid in this cell, fed between
-        cells on the kernel's event loop (:mod:`.follow`) while the kernel lives."""
+    def _follow_detached(self, state: RunState, plan: Plan) -> bool:
+        """In a kernel with widgets: the detached run's live grid in this cell (with the running
+        payload), fed between cells on the kernel's event loop (:mod:`.follow`) while the kernel
+        lives. False where there is no grid (nothing displayed)."""
         kernel_loop = getattr(getattr(self.shell, "kernel", None), "io_loop", None)
         if kernel_loop is None or self.detached_view is None:
-            return  # no kernel (terminal IPython) or no widgets: the lines above say it all
+            return False  # no kernel (terminal IPython) or no widgets: the lines above say it all
         from . import index
         from .drive import RunHandle
         from .follow import BackgroundFollow, BoundedSink
@@ -324,13 +326,14 @@ class RemoteMagics(Magics):
         )
         widget.detached = True
         state.observers.append(widget)
-        display(widget)
+        display(widget.grid_bundle(state), raw=True)
         sink = BoundedSink()
         handle = RunHandle(self.session.loop)
         follower = BackgroundFollow(state, sink, handle, kernel_loop.call_later)
         self.runner.follow(run_id, plan, sink, handle)
         self._followers = [f for f in self._followers if not f.state.finished] + [follower]
         follower.start()
+        return True
 
     # ── the grid's requests: on a thread of the grid's, possibly while a cell runs ──
     def grid_stacks(self, run_id: str, ranks: list[int]) -> str:

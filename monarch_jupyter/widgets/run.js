@@ -804,6 +804,10 @@ function render({ model, el: root }) {
     stop.disabled =
       finished || (!model.get('detached') && !model.get('kernel_id'));
     root.classList.toggle('monarch-run-finished', finished);
+    root.classList.toggle(
+      'monarch-run-detached',
+      Boolean(model.get('detached'))
+    );
     groupBox.checked = model.get('grouped');
     const byRank = new Map(tiles.map(t => [t.rank, t]));
     /** @type {[Tile, Group | undefined][]} */
