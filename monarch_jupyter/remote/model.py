@@ -26,6 +26,7 @@ from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ..schema import STATUSES as ALL_STATUSES
 from ..schema import status as _status
 from ..text import timefmt as _timefmt
+from ..text.terminal import html_text
 from .events import Event as Event
 from .events import Exited as Exited
 from .events import Finished as Finished
@@ -447,7 +448,7 @@ class RunState:
                 f"<td>{'' if r.returncode is None else r.returncode}</td>"
                 f"<td>{'' if r.duration is None else _timefmt.seconds(r.duration)}</td>"
                 f"<td>{r.total_lines}</td>"
-                f"<td><pre style='margin:0'>{html.escape(tail)}</pre></td>"
+                f"<td><pre style='margin:0'>{html_text(tail)}</pre></td>"
                 "</tr>"
             )
         if len(self.ranks) > HTML_RANKS:
