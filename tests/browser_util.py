@@ -144,6 +144,19 @@ def notebook(cells: Iterable[str | dict]) -> dict:
     }
 
 
+def saved_cells(path: Path) -> list[dict]:
+    """The cells of the notebook the server saved at ``path``; it writes the file in place, so a
+    read that lands mid-write sees it empty or cut short: read again until it parses (5 s at most)."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return json.loads(path.read_text())["cells"]
+        except ValueError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -12,6 +12,8 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -149,6 +151,17 @@ class Kernel:
             self.kc.stop_channels()
         finally:
             self.km.shutdown_kernel(now=True)
+
+
+def nbconvert_html(notebook: Path) -> Path:
+    """``jupyter nbconvert --to html`` of the saved ``notebook``: the HTML file beside it."""
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(notebook)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return notebook.with_suffix(".html")
 
 
 def new_tag() -> str:

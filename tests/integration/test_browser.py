@@ -22,7 +22,6 @@ import contextlib
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +38,7 @@ from browser_util import (
     new_page,
     notebook,
     run_cell,
+    saved_cells,
     wait_kernel_idle,
     wait_prompt,
     wait_until,
@@ -341,16 +341,7 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
 
 
 def _saved_cells(root: Path, name: str = NOTEBOOK_FILE) -> list[dict]:
-    """The saved notebook's cells; the server writes the file in place, so a read that lands
-    mid-write sees it empty or cut short: read again until it parses (a few seconds at most)."""
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            return json.loads((root / name).read_text())["cells"]
-        except ValueError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    return saved_cells(root / name)
 
 
 def _detached_run(server: JupyterServer, page, shot, root: Path) -> None:

@@ -10,13 +10,13 @@ result there at the end: the export shows the result once."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from harness import nbconvert_html
 
 pytestmark = pytest.mark.kernel
 
@@ -29,13 +29,7 @@ def _export(nb: nbformat.NotebookNode, folder: Path) -> str:
     """The HTML nbconvert makes of ``nb``, without its scripts (what shows with no JS)."""
     saved = folder / "saved.ipynb"
     nbformat.write(nb, saved)
-    subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(saved)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    page = (folder / "saved.html").read_text()
+    page = nbconvert_html(saved).read_text()
     return re.sub(r"<script\b.*?</script>", "", page, flags=re.DOTALL)
 
 
