@@ -448,7 +448,7 @@ class RunState:
                 f"<td>{'' if r.returncode is None else r.returncode}</td>"
                 f"<td>{'' if r.duration is None else _timefmt.seconds(r.duration)}</td>"
                 f"<td>{r.total_lines}</td>"
-                f"<td><pre style='margin:0'>{html_text(tail)}</pre></td>"
+                f"<td style='text-align:left'><pre style='margin:0'>{html_text(tail)}</pre></td>"
                 "</tr>"
             )
         if len(self.ranks) > HTML_RANKS:
