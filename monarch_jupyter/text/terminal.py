@@ -38,7 +38,6 @@ def terminal_text(text: str, colour: bool = True) -> str:
     return _CONTROL.sub(keep, text)
 
 
-
 # JupyterLab's mid-tone palette: fixed colours in exported HTML, legible on light and dark pages
 _HTML_COLOURS = ("#3e424d", "#e75c58", "#00a250", "#ddb62b", "#208ffb", "#d160c4", "#60c6c8", "#c5c1b4")
 

@@ -1,3 +1,6 @@
+"""text.terminal.html_text: the HTML copy of remote text."""
+
+from __future__ import annotations
 
 
 def test_html_text_colours_with_styles_and_escapes_the_rest() -> None:
