@@ -219,18 +219,16 @@ class RemoteMagics(Magics):
             raise RemoteError(message)
 
     def _end(self, args: RemoteArgs, state: RunState, renderer: TextRenderer, streams: _CellStreams) -> None:
-        """The run's last lines, the texts its flags ask for, then its result, as the cell's last
-        output. Where a grid stood, the cell is cleared first: a view of the grid had the lines
-        (the result holds them), or none did (nbclient, no widget manager) and the kept lines
-        are written again; only when they were too many to keep does the result go in the
-        grid's place, between them."""
+        """The run's last lines, the texts its flags ask for, then its result. Where a view of the
+        grid drew the lines, the cell is cleared and the result is its one output; where a grid
+        stood that no view drew (nbclient, no widget manager), the result takes the grid's place
+        (its lines stay, as streamed: writing them again would double them for every client that
+        ignores clear_output, and the IOPub traffic); else it is a new output."""
         from .render import group_end_text
 
         place = self._result_place(state)
-        if place is not None and (place[1] or streams.kept):
+        if place is not None and place[1]:
             clear_output(wait=True)
-            if not place[1]:
-                streams.replay()
             place = None
         streams(renderer.finish_streams())
         if args.group:
@@ -386,49 +384,24 @@ class RemoteMagics(Magics):
         return self.shell.user_ns
 
 
-#: the streamed text a cell keeps to write again where a grid no view drew gives way (chars)
-REPLAY_CHARS = 4 * 1024 * 1024
-
-
 class _CellStreams:
     """The cell's streamed lines: written as they come, silent once a view of the run's grid
-    says it draws them (one live view per cell); kept, up to ``limit`` characters, so that a
-    grid no view drew can give way to them at the end (:meth:`replay`)."""
+    says it draws them (one live view per cell)."""
 
     def __init__(
         self,
         write: Callable[[list[tuple[str, str]]], None],
         place: Callable[[], tuple[str, bool] | None],
-        limit: int = REPLAY_CHARS,
     ) -> None:
         self._write = write
         self._place = place
-        self._limit = limit
-        self._kept: list[tuple[str, str]] | None = []
-        self._size = 0
 
     def __call__(self, parts: list[tuple[str, str]]) -> None:
         if not parts:
             return
         place = self._place()
-        if place is not None and place[1]:
-            return  # the grid's now
-        self._write(parts)
-        if self._kept is not None:
-            self._size += sum(len(text) for _, text in parts)
-            self._kept.extend(parts)
-            if self._size > self._limit:
-                self._kept = None
-
-    @property
-    def kept(self) -> bool:
-        """Everything written is kept (none was dropped for the limit)."""
-        return self._kept is not None
-
-    def replay(self) -> None:
-        """Write the kept lines again (after the cell was cleared)."""
-        if self._kept:
-            self._write(self._kept)
+        if place is None or not place[1]:
+            self._write(parts)
 
 
 class _Pump:

@@ -303,6 +303,17 @@ def test_nbconvert_html_shows_each_output_once(tmp_path: Path, tag: str):
     assert "2 ok" in text
 
 
+def _left_current(server: JupyterServer) -> str | None:
+    """The left-area widget JupyterLab saved in the default workspace, if any."""
+    try:
+        workspace = server.api("/lab/api/workspaces/default")
+    except OSError:
+        return None
+    data = workspace.get("data", {}) if isinstance(workspace, dict) else {}
+    left = data.get("layout-restorer:data", {}).get("left", {}) if isinstance(data, dict) else {}
+    return left.get("current") if isinstance(left, dict) else None
+
+
 @pytest.mark.parametrize(
     ("ui", "theme"),
     [(LAB, "light"), (LAB, "dark"), (NOTEBOOK, "light")],
@@ -344,6 +355,8 @@ def test_the_sidebar_refreshes_shows_local_times_and_comes_back_on_reload(
         page.keyboard.press("Escape")
         restored = None
         if ui is LAB:  # Notebook 7's pages have no layout restorer
+            # the layout is saved a moment after it changes: reload once the workspace has it
+            wait_until(lambda: _left_current(server) == "monarch-jupyter-sidebar", 20, "the layout saved")
             page.reload()
             page.wait_for_selector(".jp-Notebook .jp-Cell")
             restored = page.locator(".jp-MonarchPanel").first

@@ -32,10 +32,10 @@ def shared(tmp_path_factory):
 
 
 def bundle(result):
-    """The run's result (a run that lasts also showed its payload with state running beside
-    the grid, emptied at its end: that one is not the result)."""
+    """The run's result: the last payload sent (a run that lasts showed its grid with a payload
+    of state running, which the result replaces: an update of that display, or a new output)."""
     for o in reversed(result.outputs):
-        if o.msg_type == "display_data" and MIME in o.content["data"]:
+        if o.msg_type in ("display_data", "update_display_data") and MIME in o.content["data"]:
             payload = o.content["data"][MIME]
             assert payload["state"] == "finished", payload
             return payload
