@@ -47,7 +47,7 @@ def cpu_hogs(seconds: float):
 
 def _payload(result):
     for o in reversed(result.outputs):
-        if o.msg_type == "display_data" and MIME in o.content["data"]:
+        if o.msg_type in ("display_data", "update_display_data") and MIME in o.content["data"]:
             return o.content["data"][MIME]
     raise AssertionError(f"no {MIME} output in {result.text!r}")
 
