@@ -245,6 +245,10 @@ class RemoteMagics(Magics):
             display(state.mime_bundle(), raw=True, display_id=place[0], update=True)
         else:
             display_unflushed(self.shell, state.mime_bundle())
+        for observer in self.run_observers():  # the grid is replaced: its model can go
+            done = getattr(observer, "on_result", None)
+            if callable(done):
+                done(state)
 
     def _result_place(self, state: RunState) -> tuple[str, bool] | None:
         """The display id of ``state``'s grid and whether a view of it rendered (an observer's

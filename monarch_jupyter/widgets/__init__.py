@@ -105,6 +105,13 @@ class RemoteRunObserver:
             return None
         return self.display_id, self.widget.view_shown
 
+    def on_result(self, state: RunState) -> None:
+        """``state``'s result took its grid's place: the grid's model is closed, so no view, saved
+        widget state or comm outlives it (a detached run's grid is another widget)."""
+        if state is self._shown_for and self.widget is not None:
+            self.widget.close()
+            self.widget, self._shown_for = None, None
+
 
 def _display_bundle(bundle: dict[str, object], display_id: str, update: bool) -> None:
     from IPython.display import display

@@ -26,6 +26,7 @@ def test_a_grouped_grid_of_many_ranks_sends_its_groups_and_expands_mid_cell(kern
     updates: list[tuple[float, dict, int]] = []  # (arrival, state, bytes)
     lines: list[tuple[float, dict]] = []
     idle_at = None
+    result_at = closed_at = None
     start = time.monotonic()
     while idle_at is None:
         assert time.monotonic() - start < 120, "the cell did not end"
@@ -41,6 +42,10 @@ def test_a_grouped_grid_of_many_ranks_sends_its_groups_and_expands_mid_cell(kern
             idle_at = now
         elif kind == "comm_open" and "tiles" in content["data"].get("state", {}):
             grid = content["comm_id"]
+        elif kind == "comm_close" and content["comm_id"] == grid:
+            closed_at = now
+        elif kind in ("display_data", "update_display_data") and "finished" in json.dumps(content["data"]):
+            result_at = now
         elif kind == "comm_msg" and content["comm_id"] == grid:
             data = content["data"]
             if data.get("method") == "update":
@@ -67,3 +72,5 @@ def test_a_grouped_grid_of_many_ranks_sends_its_groups_and_expands_mid_cell(kern
     assert arrived < idle_at - 0.5, (arrived - asked_at, idle_at - arrived)  # while the cell ran
     tails = [m["tails"] for t, m in lines if t > asked_at and "tails" in m]
     assert tails and len(tails[0]) >= 199 and all(v[-1][1].startswith("step") for v in tails[0].values())
+    # the result took the grid's place, then the grid's model closed: no widget outlives the cell
+    assert result_at is not None and closed_at is not None and result_at <= closed_at < idle_at

@@ -425,6 +425,7 @@ def test_throttle():
 
 # ── run grid: the widget ────────────────────────────────────────────────
 from monarch_jupyter.widgets import RemoteRunObserver  # noqa: E402
+from monarch_jupyter.widgets.comm_model import Model  # noqa: E402
 
 try:  # anywidget is a dependency of the run grid (pyproject: "anywidget>=0.9")
     from monarch_jupyter.widgets.run import RunWidget
@@ -646,7 +647,11 @@ def test_the_grid_is_one_output_with_its_running_copy_and_the_result_takes_its_p
     state.apply(model.Finished())
     assert len(shown) == 1 and state.to_mime()["state"] == "finished"
     assert observer.result_place(state) == (display_id, True)  # still there for the magic's end
-    observer.widget.close()
+    widget = observer.widget
+    assert widget.model_id in Model.instances
+    observer.on_result(state)  # the magic showed the result in the grid's place
+    assert widget.model_id not in Model.instances and observer.widget is None
+    assert observer.result_place(state) is None
 
 
 @needs_anywidget
