@@ -123,3 +123,62 @@ def _scenario(server: JupyterServer, page, shots: Path) -> None:
     deadline = time.monotonic() + 10
     while grid.locator(".monarch-run-tile[data-status='running']").count() and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+FOUR = "four.ipynb"
+FOUR_CELL = """%%remote
+echo "rank $MONARCH_RANK_hosts warming up the data loader for the next epoch"; sleep 8"""
+FIT_JS = """grid => {
+  const cut = e => e.scrollWidth > e.clientWidth + 1;
+  const statuses = [...grid.querySelectorAll('.monarch-run-tile .monarch-run-status')];
+  const header = grid.querySelector('.monarch-run-header');
+  const boxes = [...header.children].map(c => c.getBoundingClientRect()).filter(b => b.height > 0);
+  return {
+    tiles: grid.querySelectorAll('.monarch-run-tile').length,
+    rows: new Set([...grid.querySelectorAll('.monarch-run-tile')].map(t => Math.round(t.getBoundingClientRect().top))).size,
+    cut: statuses.filter(cut).map(e => e.textContent),
+    statuses: statuses.map(e => e.textContent),
+    // one line: every part of the header overlaps every other vertically
+    parts: [...header.children].map(c => [c.className, Math.round(c.getBoundingClientRect().top), Math.round(c.getBoundingClientRect().bottom)]),
+    oneLine: Math.max(...boxes.map(b => b.top)) < Math.min(...boxes.map(b => b.bottom)),
+    width: grid.getBoundingClientRect().width,
+  };
+}"""
+
+
+@pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
+def test_four_ranks_fit_one_row_with_whole_statuses(tmp_path: Path, tag: str, ui: Frontend) -> None:
+    """Four running ranks at the test's 1400 px viewport: one row of tiles, every status whole
+    (the label gives way first), the header on one line."""
+    root = tmp_path / "root"
+    root.mkdir()
+    cells = [
+        "%load_ext monarch_jupyter",
+        "%job apply --local hosts=4",
+        "%remote true",
+        FOUR_CELL,
+        "%job kill",
+    ]
+    (root / FOUR).write_text(json.dumps(notebook(cells)))
+    shots = ARTIFACTS / ui.name
+    shots.mkdir(parents=True, exist_ok=True)
+    with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
+        page.goto(f"{server.url}{server.ui.notebook_url(FOUR)}?token={server.token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell")
+        wait_kernel_idle(server, page, FOUR)
+        for index in range(3):
+            run_cell(page, index, 120)
+        run_cell(page, 3, wait=False)
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(3)
+        grid = cell.locator(".monarch-run-widget")
+        grid.locator(".monarch-run-tile").nth(3).wait_for(timeout=30_000)
+        wait_until(
+            lambda: grid.locator(".monarch-run-tile[data-status='running']").count() == 4, 20, "4 running"
+        )
+        fit = grid.evaluate(FIT_JS)
+        page.screenshot(path=str(shots / "03-four-ranks.png"))
+        wait_prompt(cell, 3, 60)
+        run_cell(page, 4, 60)
+    assert fit["tiles"] == 4 and fit["rows"] == 1, fit
+    assert not fit["cut"] and all("running" in s for s in fit["statuses"]), fit
+    assert fit["oneLine"], fit["parts"]
