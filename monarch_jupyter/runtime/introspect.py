@@ -202,9 +202,9 @@ class PortReader:
     future of the next raw message, ``value(raw)`` what ``receiver.recv()`` would have given.
 
     ``recv()`` wraps the Rust receive (``_receiver.recv_task()``) in a Python coroutine that a
-    tokio thread steps under the GIL, so each message took one more thread hop; awaiting the
-    Rust task directly and decoding on the loop (``_process``) took 100–135 instead of 140–210 µs
-    a message, sent and received (``benchmarks/bench_wire.py``, and in a kernel). Falls back to
+    tokio thread steps under the GIL, so each message took one more thread hop; this awaits the
+    Rust task directly and decodes on the loop (``_process``), which is faster
+    (``benchmarks/bench_wire.py``; the figure is in benchmarks/README.md). Falls back to
     ``recv()`` when the private fields are not there."""
 
     def __init__(self, receiver: Any) -> None:
