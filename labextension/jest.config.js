@@ -1,7 +1,7 @@
 /**
  * Unit tests: pure modules under node, DOM views under jsdom (per-file docblock).
- * The run grid's anywidget module (../monarch_jupyter/widgets/run.js, an ES module
- * with no build step) is transformed by ts-jest too, so its tests can import it.
+ * The widgets' specs import their TypeScript (widgets/run.ts), the source esbuild
+ * bundles into ../monarch_jupyter/widgets/run.js.
  */
 module.exports = {
   testEnvironment: 'node',

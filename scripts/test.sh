@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 export MONARCH_JUPYTER_BROWSER_TESTS=${MONARCH_JUPYTER_BROWSER_TESTS:-1}
 bash scripts/setup.sh
 
-echo "test: labextension (eslint, prettier, tsc on run.js, then jest)"
+echo "test: labextension (eslint, prettier, tsc on widgets/, then jest)"
 (cd labextension && ../.venv/bin/jlpm install --immutable >/dev/null && ../.venv/bin/jlpm lint:check \
   && ../.venv/bin/jlpm test --silent)
 

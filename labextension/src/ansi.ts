@@ -3,9 +3,8 @@
  * colours as JupyterLab's `ansi-*` classes or an `rgb()` built from numbers.
  * Every other terminal control (OSC titles, clipboard writes, links, cursor
  * moves) is dropped, as monarch_jupyter/termtext.py does for terminals.
- * Its twin for the run grid is `ansiSegments` in monarch_jupyter/widgets/run.js
- * (one file, as anywidget loads it); src/__tests__/ansi.spec.ts runs both on
- * the same cases.
+ * The run grid (widgets/run.ts) draws its lines with this module too: esbuild
+ * bundles it into monarch_jupyter/widgets/run.js.
  */
 
 /** One run of text with one style. */

@@ -1,13 +1,15 @@
 /** Small DOM helper shared by the views. */
 
-/** Create `<tag class=className>` with optional text content. */
+/** Create `<tag class=className>` (no class attribute for '') with optional text content. */
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
-  className: string,
+  className?: string,
   text?: string
 ): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
-  node.className = className;
+  if (className) {
+    node.className = className;
+  }
   if (text !== undefined) {
     node.textContent = text;
   }

@@ -66,4 +66,8 @@ class WidgetCodeHandler(JupyterHandler):
         self.set_header("Content-Type", WIDGET_FILES[name])
         # the stub asks for ?v=<version>: a new version is a new URL
         self.set_header("Cache-Control", "max-age=86400" if self.get_argument("v", "") else "no-cache")
-        self.finish((_WIDGETS / name).read_bytes())
+        try:
+            code = (_WIDGETS / name).read_bytes()
+        except FileNotFoundError:
+            raise web.HTTPError(404, f"{name} is not built: run `jlpm build` in labextension/") from None
+        self.finish(code)

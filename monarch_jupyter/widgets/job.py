@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ..jobs.specs.base import Spec
     from ..jobs.status import ApplyResult
 from ..text import timefmt as _timefmt
+from .code import read_code
 from .comm_model import Model, Synced
 
 JOB_JS = Path(__file__).with_name("job.js")
@@ -274,7 +275,7 @@ class StatusSource(Protocol):
 class JobWidget(Model):
     """A context's job, kept current from the session's published statuses (one model)."""
 
-    _esm = JOB_JS.read_text()
+    _esm = read_code(JOB_JS)
     _css = JOB_CSS.read_text()
 
     head = Synced("")

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..remote.model import Event, RunState
 from .busy_comm import Request, Served, serve_while_busy
+from .code import read_code
 from .comm_model import Model, Synced
 from .grid_fold import GridFold, Group
 from .run_model import PAGE, GridSync, Throttle, Tile, View, sync_interval
@@ -50,7 +51,7 @@ RUN_CSS = _HERE / "run.css"
 
 def code_version() -> str:
     """A digest of run.js and run.css: the loader's cache-busting query (new code, new URL)."""
-    return hashlib.sha256(RUN_JS.read_bytes() + RUN_CSS.read_bytes()).hexdigest()[:12]
+    return hashlib.sha256(read_code(RUN_JS).encode() + RUN_CSS.read_bytes()).hexdigest()[:12]
 
 
 def _stub() -> str:
@@ -327,7 +328,7 @@ class RunWidget(Model):
 
 def _code() -> dict[str, object]:
     """The grid's code for a loader that cannot fetch it from the server extension."""
-    return {"esm": RUN_JS.read_text(), "css": RUN_CSS.read_text()}
+    return {"esm": read_code(RUN_JS), "css": RUN_CSS.read_text()}
 
 
 def fallback_text(title: str) -> str:

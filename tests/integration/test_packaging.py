@@ -135,7 +135,8 @@ def test_the_wheel_ships_what_an_install_needs_and_nothing_else(built):
         "monarch_jupyter/py.typed",
         "monarch_jupyter/schema/remote-run.schema.json",
         "monarch_jupyter/schema/run_entry.schema.json",
-        "monarch_jupyter/widgets/run.js",
+        "monarch_jupyter/widgets/run.js",  # built from labextension/widgets/ (git-ignored)
+        "monarch_jupyter/widgets/job.js",
         "monarch_jupyter/widgets/run.css",
         "monarch_jupyter/widgets/run_stub.js",
         labext + "install.json",
@@ -186,6 +187,9 @@ def test_the_sdist_carries_the_sources_and_the_prebuilt_labextension(built):
         "labextension/yarn.lock",
         "monarch_jupyter/py.typed",
         "monarch_jupyter/labextension/static/style.js",  # prebuilt: an install from the sdist needs no Node.js
+        "monarch_jupyter/widgets/run.js",  # likewise the anywidget modules
+        "monarch_jupyter/widgets/job.js",
+        "labextension/widgets/run.ts",  # and their sources
         "jupyter-config/jupyter_server_config.d/monarch_jupyter.json",
     ):
         assert needed in names, needed

@@ -52,3 +52,13 @@ def test_a_code_request_with_an_id_is_answered_once_whichever_thread_reads_it() 
         ]
     finally:
         widget.close()
+
+
+def test_a_widget_module_not_built_is_one_line_saying_how(tmp_path):
+    from monarch_jupyter.errors import MonarchJupyterError
+    from monarch_jupyter.widgets.code import read_code
+
+    with pytest.raises(MonarchJupyterError) as caught:
+        read_code(tmp_path / "run.js")
+    assert str(caught.value) == f"{tmp_path / 'run.js'} is not built: run `jlpm build` in labextension/"
+    assert isinstance(caught.value, FileNotFoundError)

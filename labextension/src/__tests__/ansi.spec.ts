@@ -1,16 +1,18 @@
 /**
  * @jest-environment jsdom
  *
- * SGR colours in the renderer (src/ansi.ts) and its twin in the run grid
- * (monarch_jupyter/widgets/run.js), on the same cases.
+ * SGR colours in remote text (src/ansi.ts): the renderer's, and the run grid's
+ * (widgets/run.ts bundles the same module into monarch_jupyter/widgets/run.js).
  */
 import * as lab from '../ansi';
-import * as grid from '../../../monarch_jupyter/widgets/run.js';
+import * as grid from '../../widgets/run';
 
-const twins = [
-  ['renderer', lab.ansiSegments, lab.appendAnsi],
-  ['grid', grid.ansiSegments, grid.appendAnsi]
-] as const;
+const twins = [['renderer', lab.ansiSegments, lab.appendAnsi]] as const;
+
+it('is the one module in the renderer and the run grid', () => {
+  expect(grid.ansiSegments).toBe(lab.ansiSegments);
+  expect(grid.appendAnsi).toBe(lab.appendAnsi);
+});
 
 describe.each(twins)('%s ansiSegments', (_name, segments, append) => {
   it('keeps plain text as is', () => {

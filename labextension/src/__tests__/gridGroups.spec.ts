@@ -2,14 +2,10 @@
  * @jest-environment jsdom
  *
  * The run grid's grouped tiles, Stacks button, resources and bounded DOM
- * (monarch_jupyter/widgets/run.js) against a model that behaves like
+ * (widgets/run.ts, built into monarch_jupyter/widgets/run.js) against a model that behaves like
  * anywidget's.
  */
-import {
-  expandRuns,
-  formatBytes,
-  usageText
-} from '../../../monarch_jupyter/widgets/run.js';
+import { expandRuns, formatBytes, usageText } from '../../widgets/run';
 import { FakeModel, frame, gridView, settle } from './gridTestUtil';
 
 class Model extends FakeModel {

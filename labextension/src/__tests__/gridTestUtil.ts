@@ -1,10 +1,10 @@
 /**
- * What the run grid's specs share (monarch_jupyter/widgets/run.js): a model
+ * What the run grid's specs share (widgets/run.ts, built into monarch_jupyter/widgets/run.js): a model
  * that behaves like anywidget's (synced values, change events, custom
  * messages) and a view mounted per test under fake timers, unmounted after it.
  * Not a spec itself (jest runs *.spec.ts only).
  */
-import widget from '../../../monarch_jupyter/widgets/run.js';
+import widget from '../../widgets/run';
 
 type Handler = (...args: any[]) => void;
 

@@ -1,15 +1,11 @@
 /**
  * @jest-environment jsdom
  *
- * The run grid's anywidget front end (monarch_jupyter/widgets/run.js) against a
+ * The run grid's anywidget front end (widgets/run.ts, built into monarch_jupyter/widgets/run.js) against a
  * model that behaves like anywidget's: synced values, change events, custom
  * messages.
  */
-import {
-  WRITES_PER_FRAME,
-  formatSeconds,
-  statusText
-} from '../../../monarch_jupyter/widgets/run.js';
+import { WRITES_PER_FRAME, formatSeconds, statusText } from '../../widgets/run';
 import {
   FakeModel as GridModel,
   frame,

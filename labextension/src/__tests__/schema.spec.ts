@@ -69,10 +69,12 @@ describe('the status vocabulary', () => {
   });
 
   it('is the one the run widget gets: failing is decided by the kernel side', () => {
-    const source = fs.readFileSync(
-      path.join(ROOT, 'monarch_jupyter', 'widgets', 'run.js'),
-      'utf8'
-    );
+    const dir = path.join(ROOT, 'labextension', 'widgets');
+    const source = fs
+      .readdirSync(dir)
+      .filter(name => name.endsWith('.ts'))
+      .map(name => fs.readFileSync(path.join(dir, name), 'utf8'))
+      .join('\n');
     // no list of failing statuses of its own...
     for (const status of FAILING_STATUSES) {
       expect(source).not.toContain(`"${status}"`);

@@ -1,4 +1,3 @@
-// @ts-check
 // Front end of monarch_jupyter.widgets.job.JobWidget (anywidget ES module).
 //
 // Everything shown is plain synced state: `head` and `details` (HTML made and
@@ -8,42 +7,29 @@
 // `to_data`). The topology is sampled by the kernel only while a view is on
 // screen: this view says so with {kind: "watch", view, on}.
 
-/**
- * @typedef {object} Action
- * @property {string} id
- * @property {string} label
- * @property {string} [style]    '' | 'danger' | 'accept'
- * @property {string} [confirm]  a question asked before the action runs
- * @property {string} [href]     a link opened instead of a kernel message
- * @property {boolean} [disabled]
- * @property {string} [why]      why it is disabled (its tooltip)
- */
+import { el } from '../src/dom';
 
-/**
- * @template {keyof HTMLElementTagNameMap} K
- * @param {K} tag
- * @param {string} [className]
- * @param {string} [text]
- * @returns {HTMLElementTagNameMap[K]}
- */
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
+/** One button of the widget, as widgets/job.py sends it. */
+export interface IAction {
+  id: string;
+  label: string;
+  /** '' | 'danger' | 'accept' */
+  style?: string;
+  /** a question asked before the action runs */
+  confirm?: string;
+  /** a link opened instead of a kernel message */
+  href?: string;
+  disabled?: boolean;
+  /** why it is disabled (its tooltip) */
+  why?: string;
 }
 
 // JupyterLab's button classes: the look follows the theme (job.css for front ends without them).
 const KINDS = { danger: 'jp-mod-warn', accept: 'jp-mod-accept' };
 
-/** @param {Action} action @param {() => void} onClick */
-function button(action, onClick) {
+function button(action: IAction, onClick: () => void) {
   const node = el('button', `monarch-job-${action.id}`, action.label);
-  const kind = KINDS[/** @type {keyof typeof KINDS} */ (action.style || '')];
+  const kind = KINDS[(action.style || '') as keyof typeof KINDS];
   node.classList.add('jp-mod-styled', kind || 'jp-mod-reject');
   node.type = 'button';
   node.disabled = Boolean(action.disabled);
@@ -54,8 +40,7 @@ function button(action, onClick) {
   return node;
 }
 
-/** @param {any} actor */
-function actorRow(actor) {
+function actorRow(actor: any) {
   const row = el('tr', 'monarch-topo-actor');
   row.dataset.actor = actor.name;
   row.dataset.stuck = actor.stuck ? 'true' : 'false';
@@ -72,8 +57,7 @@ function actorRow(actor) {
   return row;
 }
 
-/** @param {any} data @returns {HTMLElement} */
-function topologyView(data) {
+function topologyView(data: any): HTMLElement {
   const box = el('div', 'monarch-topology');
   box.dataset.stuck = String(data.stuck || 0);
   box.append(el('div', 'monarch-topology-summary', data.summary || ''));
@@ -98,9 +82,7 @@ function topologyView(data) {
           header.append(el('th', '', name));
         }
         table.append(header);
-        proc.actors.forEach((/** @type {any} */ actor) =>
-          table.append(actorRow(actor))
-        );
+        proc.actors.forEach((actor: any) => table.append(actorRow(actor)));
         procNode.append(table);
       }
       hostNode.append(procNode);
@@ -110,8 +92,8 @@ function topologyView(data) {
   return box;
 }
 
-/** @param {number} seconds @returns {string} how long ago, in whole units (text/timefmt.age) */
-export function age(seconds) {
+/** How long ago, in whole units (text/timefmt.age) */
+export function age(seconds: number): string {
   const s = Math.max(0, Math.floor(seconds));
   if (s < 60) {
     return `${s} s`;
@@ -125,8 +107,8 @@ export function age(seconds) {
   return `${Math.floor(s / 86400)} d`;
 }
 
-/** @param {{ model: any, el: HTMLElement }} view */
-function render({ model, el: root }) {
+// eslint-disable-next-line max-lines-per-function -- one closure, written before these limits
+function render({ model, el: root }: { model: any; el: HTMLElement }) {
   const viewId = Math.random().toString(36).slice(2);
   const box = el('div', 'monarch-job-widget');
   const head = el('div', 'monarch-job-head');
@@ -137,8 +119,7 @@ function render({ model, el: root }) {
   const topo = el('div', 'monarch-job-topology');
   box.append(head, details, buttons, confirmRow, message, topo);
   root.append(box);
-  /** @type {string | null} */
-  let asking = null;
+  let asking: string | null = null;
 
   // Times the kernel wrote as <time data-monarch-since=epoch>local time</time>: "· N ago", live.
   const ages = () => {
@@ -154,8 +135,7 @@ function render({ model, el: root }) {
   };
   const ticker = setInterval(ages, 5000);
 
-  /** @param {Action} action */
-  const run = action => {
+  const run = (action: IAction) => {
     if (action.href) {
       window.open(action.href, '_blank', 'noopener');
     } else {
@@ -166,8 +146,7 @@ function render({ model, el: root }) {
   const drawActions = () => {
     buttons.textContent = '';
     confirmRow.textContent = '';
-    /** @type {Action[]} */
-    const actions = model.get('actions') || [];
+    const actions: IAction[] = model.get('actions') || [];
     const pending = actions.find(a => a.id === asking && !a.disabled);
     if (!pending) {
       asking = null;
@@ -227,8 +206,7 @@ function render({ model, el: root }) {
   };
 
   let watching = false;
-  /** @param {boolean} on */
-  const watch = on => {
+  const watch = (on: boolean) => {
     if (on !== watching && model.get('topology_available')) {
       watching = on;
       model.send({ kind: 'watch', view: viewId, on });

@@ -1,4 +1,3 @@
-// @ts-check
 // Front end of monarch_jupyter.widgets.run.RunWidget (anywidget ES module).
 //
 // Tiles come from the synced `tiles` list: the tiles this view draws (a page of
@@ -10,57 +9,31 @@
 // {rank: n}, tails?: {rank: lines}, earlier?: {rank: n}} for the ranks drawn (a
 // rank newly drawn: its tail, replacing what was kept) and are kept here, per rank,
 // so clicking a tile works while the cell is still running. Redraws are
-// coalesced to one per animation frame. Linted by labextension's eslint and
-// prettier, type-checked by tsc (JSDoc) and tested by its jest tests.
+// coalesced to one per animation frame. Bundled by esbuild (jlpm build:widgets)
+// with src/ansi.ts and src/dom.ts into monarch_jupyter/widgets/run.js, one ES
+// module as anywidget loads it; tested by labextension's jest tests.
 
-/**
- * One rank's tile, as widgets/run_model.py `tile_json` sends it.
- * @typedef {object} Tile
- * @property {number} rank
- * @property {string} label
- * @property {string} status
- * @property {boolean} failing
- * @property {number | null} returncode
- * @property {number | null} duration
- * @property {number | null} started  epoch seconds
- * @property {string | null} error
- * @property {number | null} [quiet_since]  epoch seconds of its last output, while quiet
- */
+import { appendAnsi } from '../src/ansi';
+import { el } from '../src/dom';
+import {
+  expandRuns,
+  formatSeconds,
+  plainText,
+  statusText,
+  usageText
+} from './format';
+import { interruptKernel } from './server';
+import type { IGroup, Line, IModel, ITile, IUsage } from './types';
 
-/**
- * Ranks whose output is identical so far, as widgets/grid_fold.py sends them.
- * @typedef {object} Group
- * @property {string} label  hosts=[0-6,8] (8)
- * @property {number[][]} ranks  tile indices as [first, last] runs
- * @property {number} count
- * @property {number} rank  the first member: its tile stands for the group
- * @property {string} status
- * @property {boolean} failing
- * @property {boolean} quiet
- * @property {boolean} [idle]
- */
-
-/**
- * A rank's resources, as the kernel's usage answer sends them.
- * @typedef {object} Usage
- * @property {number | null} [cpu]  % of one core
- * @property {number | null} [rss]  bytes
- * @property {number | null} [gpu_mib]
- * @property {boolean} [idle]  ~0 % CPU while the others work
- */
-
-/** @typedef {[string, string]} Line  [stream, text] */
-
-/**
- * The part of anywidget's model this view uses.
- * @typedef {object} Model
- * @property {(name: string) => any} get
- * @property {(name: string, value: any) => void} set
- * @property {() => void} save_changes
- * @property {(content: object) => void} send
- * @property {(event: string, callback: (...args: any[]) => void) => void} on
- * @property {(event: string, callback: (...args: any[]) => void) => void} off
- */
+export { ansiSegments, appendAnsi } from '../src/ansi';
+export {
+  expandRuns,
+  formatBytes,
+  formatSeconds,
+  plainText,
+  statusText,
+  usageText
+} from './format';
 
 const KEEP = 500; // lines kept per rank in the browser
 const PAGE = 200; // tiles drawn at most, then a button draws this many more (a bounded DOM)
@@ -72,319 +45,16 @@ const USAGE_EVERY = 2000; // ms between resources requests while the grid is vis
 const STACKS_KEPT = 3; // stacks answers shown at once (the newest first)
 
 /**
- * @template {keyof HTMLElementTagNameMap} K
- * @param {K} tag
- * @param {string} [className]
- * @param {string} [text]
- * @returns {HTMLElementTagNameMap[K]}
- */
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
-
-// SGR colours in remote text, drawn safely (textContent and numbers only): the
-// twin of labextension/src/ansi.ts (this module is one file, as anywidget loads
-// it); labextension's jest runs both on the same cases. Every other terminal
-// control is dropped.
-const ANSI_NAMES = [
-  'black',
-  'red',
-  'green',
-  'yellow',
-  'blue',
-  'magenta',
-  'cyan',
-  'white'
-];
-/* eslint-disable no-control-regex */
-const ANSI_CONTROL =
-  /\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]P_^X][\s\S]*?(?:\x07|\x1b\\|\x9c|$)|\x9b[0-?]*[ -/]*[@-~]|[\x9d\x90\x9e\x9f\x98][\s\S]*?(?:\x07|\x1b\\|\x9c|$)|\x1b[ -/]*[0-~]|\x1b|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/g;
-const ANSI_SGR = /^\x1b\[([0-9;:]*)m$/;
-/* eslint-enable no-control-regex */
-
-/**
- * @typedef {object} Segment
- * @property {string} text
- * @property {string[]} classes  JupyterLab's ansi-* classes
- * @property {string} color  rgb(...) or ''
- * @property {string} background  rgb(...) or ''
- */
-
-/** @param {number} n */
-function ansi256(n) {
-  if (n < 8) {
-    return ANSI_NAMES[n];
-  }
-  if (n < 16) {
-    return `${ANSI_NAMES[n - 8]}-intense`;
-  }
-  if (n < 232) {
-    const steps = [0, 95, 135, 175, 215, 255];
-    const i = n - 16;
-    return `rgb(${steps[Math.floor(i / 36)]}, ${steps[Math.floor(i / 6) % 6]}, ${steps[i % 6]})`;
-  }
-  const grey = 8 + (n - 232) * 10;
-  return `rgb(${grey}, ${grey}, ${grey})`;
-}
-
-/** @param {number | undefined} value */
-function ansiByte(value) {
-  return Math.max(0, Math.min(255, Math.floor(value ?? 0)));
-}
-
-/**
- * @param {string} params
- * @param {{fg: string, bg: string, bold: boolean, underline: boolean}} style
- */
-function applySgr(params, style) {
-  const codes = params === '' ? [0] : params.split(/[;:]/).map(Number);
-  for (let i = 0; i < codes.length; i++) {
-    const code = codes[i];
-    if (code === 0 || Number.isNaN(code)) {
-      Object.assign(style, { fg: '', bg: '', bold: false, underline: false });
-    } else if (code === 1 || code === 22) {
-      style.bold = code === 1;
-    } else if (code === 4 || code === 24) {
-      style.underline = code === 4;
-    } else if (code >= 30 && code <= 37) {
-      style.fg = ANSI_NAMES[code - 30];
-    } else if (code >= 90 && code <= 97) {
-      style.fg = `${ANSI_NAMES[code - 90]}-intense`;
-    } else if (code >= 40 && code <= 47) {
-      style.bg = ANSI_NAMES[code - 40];
-    } else if (code >= 100 && code <= 107) {
-      style.bg = `${ANSI_NAMES[code - 100]}-intense`;
-    } else if (code === 39 || code === 49) {
-      style[code === 39 ? 'fg' : 'bg'] = '';
-    } else if (code === 38 || code === 48) {
-      let value = '';
-      if (codes[i + 1] === 5) {
-        value = ansi256(ansiByte(codes[i + 2]));
-        i += 2;
-      } else if (codes[i + 1] === 2) {
-        const rgb = codes.slice(i + 2, i + 5);
-        value = `rgb(${ansiByte(rgb[0])}, ${ansiByte(rgb[1])}, ${ansiByte(rgb[2])})`;
-        i += 4;
-      }
-      style[code === 38 ? 'fg' : 'bg'] = value;
-    }
-  }
-}
-
-/**
- * `text` as styled segments: SGR applied, every other control dropped.
- * @param {string} text
- * @returns {Segment[]}
- */
-export function ansiSegments(text) {
-  const style = { fg: '', bg: '', bold: false, underline: false };
-  /** @type {Segment[]} */
-  const out = [];
-  /** @param {string} part */
-  const push = part => {
-    if (!part) {
-      return;
-    }
-    /** @param {string} v */
-    const named = v => v !== '' && !v.startsWith('rgb');
-    const classes = [];
-    if (named(style.fg)) {
-      classes.push(`ansi-${style.fg}-fg`);
-    }
-    if (named(style.bg)) {
-      classes.push(`ansi-${style.bg}-bg`);
-    }
-    if (style.bold) {
-      classes.push('ansi-bold');
-    }
-    if (style.underline) {
-      classes.push('ansi-underline');
-    }
-    out.push({
-      text: part,
-      classes,
-      color: style.fg.startsWith('rgb') ? style.fg : '',
-      background: style.bg.startsWith('rgb') ? style.bg : ''
-    });
-  };
-  const control = new RegExp(ANSI_CONTROL.source, 'g');
-  let last = 0;
-  let match;
-  while ((match = control.exec(text)) !== null) {
-    push(text.slice(last, match.index));
-    last = match.index + match[0].length;
-    const sgr = ANSI_SGR.exec(match[0]);
-    if (sgr) {
-      applySgr(sgr[1], style);
-    }
-  }
-  push(text.slice(last));
-  return out;
-}
-
-/**
- * Append `text` to `parent` with its colours: spans with textContent, never HTML.
- * @param {HTMLElement} parent
- * @param {string} text
- */
-export function appendAnsi(parent, text) {
-  for (const part of ansiSegments(text)) {
-    if (!part.classes.length && !part.color && !part.background) {
-      parent.append(document.createTextNode(part.text));
-      continue;
-    }
-    const span = document.createElement('span');
-    span.className = part.classes.join(' ');
-    span.style.color = part.color;
-    span.style.backgroundColor = part.background;
-    span.textContent = part.text;
-    parent.append(span);
-  }
-}
-
-/**
- * `text` without any terminal control (a tile's one-line preview).
- * @param {string} text
- */
-export function plainText(text) {
-  return ansiSegments(text)
-    .map(part => part.text)
-    .join('');
-}
-
-/**
- * "4.2s", "2m 05s"; empty for an unknown time.
- * @param {number | null | undefined} seconds
- */
-export function formatSeconds(seconds) {
-  if (seconds === null || seconds === undefined || seconds < 0) {
-    return '';
-  }
-  if (seconds < 60) {
-    return `${seconds.toFixed(1)}s`;
-  }
-  const whole = Math.round(seconds);
-  return `${Math.floor(whole / 60)}m ${String(whole % 60).padStart(2, '0')}s`;
-}
-
-/**
- * [[0, 2], [5, 5]] -> [0, 1, 2, 5]
- * @param {number[][]} runs
- */
-export function expandRuns(runs) {
-  /** @type {number[]} */
-  const out = [];
-  for (const [first, last] of runs) {
-    for (let i = first; i <= last; i++) {
-      out.push(i);
-    }
-  }
-  return out;
-}
-
-/**
- * "310 MB", "1.2 GB" (decimal units, as remote/resources.py writes them).
- * @param {number | null | undefined} bytes
- */
-export function formatBytes(bytes) {
-  if (bytes === null || bytes === undefined || bytes < 0) {
-    return '';
-  }
-  let value = bytes;
-  for (const unit of ['B', 'KB', 'MB', 'GB']) {
-    if (value < 1000 || unit === 'GB') {
-      return unit === 'B' || unit === 'KB' || value >= 100
-        ? `${Math.round(value)} ${unit}`
-        : `${value.toFixed(1)} ${unit}`;
-    }
-    value /= 1000;
-  }
-  return '';
-}
-
-/**
- * "cpu 98% · 1.2 GB · gpu 900 MiB"; '' without a sample.
- * @param {Usage | undefined} usage
- */
-export function usageText(usage) {
-  if (!usage || usage.cpu === null || usage.cpu === undefined) {
-    return '';
-  }
-  let text = `cpu ${Math.round(usage.cpu)}% · ${formatBytes(usage.rss)}`;
-  if (usage.gpu_mib !== null && usage.gpu_mib !== undefined) {
-    text += ` · gpu ${usage.gpu_mib} MiB`;
-  }
-  return text;
-}
-
-/**
- * "failed · rc 3", "running", "timed out".
- * @param {Tile} tile
- */
-export function statusText(tile) {
-  const status = tile.status.replace('_', ' ');
-  if (
-    tile.returncode !== null &&
-    tile.returncode !== undefined &&
-    tile.status !== 'running'
-  ) {
-    return `${status} · rc ${tile.returncode}`;
-  }
-  return status;
-}
-
-// Interrupt this kernel through the server's REST API: the same request as the
-// toolbar's interrupt button. The kernel thread is busy running the cell, so a
-// widget message would only be read after the run.
-/** @param {string} kernelId */
-async function interruptKernel(kernelId) {
-  const config = document.getElementById('jupyter-config-data');
-  const page = config ? JSON.parse(config.textContent || '{}') : {};
-  const base = (page.baseUrl || '/').replace(/\/?$/, '/');
-  /** @type {Record<string, string>} */
-  const headers = {};
-  if (page.token) {
-    headers.Authorization = `token ${page.token}`;
-  }
-  const xsrf = document.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/);
-  if (xsrf) {
-    headers['X-XSRFToken'] = decodeURIComponent(xsrf[1]);
-  }
-  const response = await fetch(
-    `${base}api/kernels/${encodeURIComponent(kernelId)}/interrupt`,
-    {
-      method: 'POST',
-      headers,
-      credentials: 'same-origin'
-    }
-  );
-  if (!response.ok) {
-    throw new Error(`interrupt failed: HTTP ${response.status}`);
-  }
-}
-
-/**
  * Draw the grid into `root` and follow the model; returns the clean-up function.
- * @param {{ model: Model, el: HTMLElement }} view
+ * @param } view
  */
-function render({ model, el: root }) {
-  /** @type {Map<number, Line[]>} */
-  const buffers = new Map(); // rank -> [[stream, text], ...]
-  /** @type {Map<number, number>} */
-  const dropped = new Map(); // rank -> lines not received
-  /** @type {Map<number, number>} */
-  const received = new Map(); // rank -> lines appended in all (the detail pane appends the new)
-  /** @type {Map<number, number>} */
-  const resets = new Map(); // rank -> times its kept lines were replaced (the pane is redrawn)
-  /** @type {Record<string, Line[]>} */
-  const tails = model.get('tails') || {};
+// eslint-disable-next-line max-lines-per-function -- one closure, written before these limits
+function render({ model, el: root }: { model: IModel; el: HTMLElement }) {
+  const buffers: Map<number, Line[]> = new Map(); // rank -> [[stream, text], ...]
+  const dropped: Map<number, number> = new Map(); // rank -> lines not received
+  const received: Map<number, number> = new Map(); // rank -> lines appended in all (the detail pane appends the new)
+  const resets: Map<number, number> = new Map(); // rank -> times its kept lines were replaced (the pane is redrawn)
+  const tails: Record<string, Line[]> = model.get('tails') || {};
   for (const [rank, lines] of Object.entries(tails)) {
     buffers.set(Number(rank), lines.slice());
   }
@@ -419,8 +89,7 @@ function render({ model, el: root }) {
   detail.setAttribute('aria-live', 'polite');
   root.append(header, grid, more, stacksPane, detail);
   const pageLimit = () => model.get('limit') || PAGE; // tiles drawn: grows by PAGE with `more`
-  /** @type {Map<number, Usage>} */
-  const usage = new Map(); // tile index -> its latest resources sample
+  const usage: Map<number, IUsage> = new Map(); // tile index -> its latest resources sample
   let requests = 0; // ids of this view's requests
 
   let frame = 0;
@@ -437,18 +106,17 @@ function render({ model, el: root }) {
     keepDrawing();
   };
 
-  /** @param {number} rank */
-  function lastLine(rank) {
+  function lastLine(rank: number) {
     const lines = buffers.get(rank);
     return lines && lines.length ? lines[lines.length - 1][1] : '';
   }
 
   /**
    * Ask the kernel for these tiles' stacks; the answer lands in the stacks pane.
-   * @param {string} label
-   * @param {number[]} ranks
+   * @param label
+   * @param ranks
    */
-  function askStacks(label, ranks) {
+  function askStacks(label: string, ranks: number[]) {
     const id = `stacks-${++requests}-${Date.now()}`;
     const box = el('details', 'monarch-run-stacksBox');
     box.open = true;
@@ -464,10 +132,9 @@ function render({ model, el: root }) {
     model.send({ kind: 'stacks', id, ranks });
   }
 
-  /** @param {{id?: string, text?: string, error?: string}} msg */
-  function showStacks(msg) {
+  function showStacks(msg: { id?: string; text?: string; error?: string }) {
     const box = Array.from(stacksPane.children).find(
-      node => /** @type {HTMLElement} */ (node).dataset.id === msg.id
+      node => (node as HTMLElement).dataset.id === msg.id
     );
     if (!box) {
       return;
@@ -483,32 +150,35 @@ function render({ model, el: root }) {
   /**
    * A drawn tile: its node, kept and updated in place while the tile stays on the page (a
    * redraw of 200 tiles that rebuilt them all was 1,613 new nodes a change: frames over 50 ms).
-   * @typedef {object} Drawn
-   * @property {HTMLDivElement} node
-   * @property {HTMLElement} label
-   * @property {HTMLElement} status
-   * @property {HTMLElement} elapsed
-   * @property {HTMLElement} last
-   * @property {HTMLElement | null} usage
-   * @property {HTMLElement | null} stacks  its Stacks button (when the hosts can dump stacks)
-   * @property {Tile} tile  what the node shows now (its handlers read it when used)
-   * @property {Group | undefined} group
-   * @property {number} written  the generation it was last written in (-1: never)
    */
-  /** @type {Map<number, Drawn>} */
-  let drawn = new Map(); // tile rank -> its node, for the tiles on the page
+  interface IDrawn {
+    node: HTMLDivElement;
+    label: HTMLElement;
+    status: HTMLElement;
+    elapsed: HTMLElement;
+    last: HTMLElement;
+    usage: HTMLElement | null;
+    /** its Stacks button (when the hosts can dump stacks) */
+    stacks: HTMLElement | null;
+    /** what the node shows now (its handlers read it when used) */
+    tile: ITile;
+    group: IGroup | undefined;
+    /** the generation it was last written in (-1: never) */
+    written: number;
+  }
+  let drawn: Map<number, IDrawn> = new Map(); // tile rank -> its node, for the tiles on the page
 
   /**
    * Set a node's text only when it differs: an unchanged assignment still costs a relayout.
    * A node holding one text node keeps it and changes its data: replacing it (textContent)
    * inserts a node, and JupyterLab's `:has()` rules on the output area then restyle the cell.
-   * @param {HTMLElement} node
-   * @param {string} text
+   * @param node
+   * @param text
    */
-  function setText(node, text) {
+  function setText(node: HTMLElement, text: string) {
     const only = node.firstChild;
     if (only && only === node.lastChild && only.nodeType === Node.TEXT_NODE) {
-      const textNode = /** @type {Text} */ (only);
+      const textNode = only as Text;
       if (textNode.data !== text) {
         textNode.data = text;
       }
@@ -518,28 +188,27 @@ function render({ model, el: root }) {
   }
 
   /**
-   * @param {HTMLElement} node
-   * @param {string} name
-   * @param {string} value
+   * @param node
+   * @param name
+   * @param value
    */
-  function setAttr(node, name, value) {
+  function setAttr(node: HTMLElement, name: string, value: string) {
     if (node.getAttribute(name) !== value) {
       node.setAttribute(name, value);
     }
   }
 
-  /** @param {Drawn} entry  the ranks a tile stands for, as its handlers need them */
-  function members(entry) {
+  /** The ranks a tile stands for, as its handlers need them */
+  function members(entry: IDrawn) {
     return entry.group ? expandRuns(entry.group.ranks) : [entry.tile.rank];
   }
 
-  /** @param {Drawn} entry */
-  function labelOf(entry) {
+  function labelOf(entry: IDrawn) {
     return entry.group ? entry.group.label : entry.tile.label;
   }
 
-  /** @returns {Drawn} a tile's node with its handlers, filled by updateTile */
-  function createTile() {
+  /** A tile's node with its handlers, filled by updateTile */
+  function createTile(): IDrawn {
     const node = el('div');
     const label = el('span', 'monarch-run-label');
     const status = el('span', 'monarch-run-status');
@@ -550,8 +219,7 @@ function render({ model, el: root }) {
     const foot = el('div', 'monarch-run-tileFoot');
     foot.append(elapsed, last);
     node.append(head, foot);
-    /** @type {Drawn} */
-    const entry = {
+    const entry: IDrawn = {
       node,
       label,
       status,
@@ -559,7 +227,7 @@ function render({ model, el: root }) {
       last,
       usage: null,
       stacks: null,
-      tile: /** @type {any} */ (null),
+      tile: null as any,
       group: undefined,
       written: -1
     };
@@ -602,12 +270,13 @@ function render({ model, el: root }) {
 
   /**
    * Show `tile` (standing for `group`, several ranks, when given) in `entry`'s node.
-   * @param {Drawn} entry
-   * @param {Tile} tile
-   * @param {number} now  epoch seconds
-   * @param {Group} [group]
+   * @param entry
+   * @param tile
+   * @param now  epoch seconds
+   * @param [group]
    */
-  function updateTile(entry, tile, now, group) {
+  // eslint-disable-next-line complexity -- one closure, written before these limits
+  function updateTile(entry: IDrawn, tile: ITile, now: number, group?: IGroup) {
     entry.tile = tile;
     entry.group = group;
     const { node } = entry;
@@ -683,21 +352,22 @@ function render({ model, el: root }) {
   /**
    * The detail pane as drawn: new lines of its rank are appended, the rest redrawn only when
    * another rank is shown or its kept lines were replaced.
-   * @typedef {object} Pane
-   * @property {number} rank
-   * @property {number} reset  resets.get(rank) when drawn
-   * @property {number} total  received.get(rank) when drawn
-   * @property {HTMLElement} head
-   * @property {HTMLElement | null} dropped
-   * @property {HTMLElement} pre
    */
-  /** @type {Pane | null} */
-  let pane = null;
-  /** @param {Tile[]} tiles */
-  function drawDetail(tiles) {
+  interface IPane {
+    rank: number;
+    /** resets.get(rank) when drawn */
+    reset: number;
+    /** received.get(rank) when drawn */
+    total: number;
+    head: HTMLElement;
+    dropped: HTMLElement | null;
+    pre: HTMLElement;
+  }
+  let pane: IPane | null = null;
+  // eslint-disable-next-line complexity -- one closure, written before these limits
+  function drawDetail(tiles: ITile[]) {
     const rank = model.get('selected');
-    /** @type {Tile | null} */
-    const aside = model.get('detail');
+    const aside: ITile | null = model.get('detail');
     const tile =
       tiles.find(t => t && t.rank === rank) ||
       (aside && aside.rank === rank ? aside : undefined);
@@ -738,12 +408,17 @@ function render({ model, el: root }) {
 
   /**
    * Bring the pane up to date: its head, its count of lines not shown, the lines received since.
-   * @param {Pane} shown
-   * @param {string} headText
-   * @param {number} lost
-   * @param {number} total
+   * @param shown
+   * @param headText
+   * @param lost
+   * @param total
    */
-  function updatePane(shown, headText, lost, total) {
+  function updatePane(
+    shown: IPane,
+    headText: string,
+    lost: number,
+    total: number
+  ) {
     setText(shown.head, headText);
     if (lost && !shown.dropped) {
       shown.dropped = el('div', 'monarch-run-dropped');
@@ -770,10 +445,10 @@ function render({ model, el: root }) {
   }
 
   /**
-   * @param {HTMLElement} pre
-   * @param {Line[]} lines
+   * @param pre
+   * @param lines
    */
-  function appendLines(pre, lines) {
+  function appendLines(pre: HTMLElement, lines: Line[]) {
     if (lines.length) {
       pre.querySelector('.monarch-run-empty')?.remove();
     }
@@ -790,10 +465,10 @@ function render({ model, el: root }) {
     }
   }
 
+  // eslint-disable-next-line complexity, max-lines-per-function -- one closure, written before these limits
   function draw() {
     frame = 0;
-    /** @type {Tile[]} */
-    const synced = model.get('tiles') || [];
+    const synced: ITile[] = model.get('tiles') || [];
     const tiles = synced.filter(t => t && t.label !== undefined);
     const now = Date.now() / 1000;
     setText(title, model.get('title'));
@@ -810,8 +485,7 @@ function render({ model, el: root }) {
     );
     groupBox.checked = model.get('grouped');
     const byRank = new Map(tiles.map(t => [t.rank, t]));
-    /** @type {[Tile, Group | undefined][]} */
-    let shown = [];
+    let shown: [ITile, IGroup | undefined][] = [];
     const limit = pageLimit();
     const groups = shownGroups();
     let total = 0;
@@ -844,7 +518,7 @@ function render({ model, el: root }) {
       `${total - shown.length} more tiles: show ${Math.min(PAGE, total - shown.length)} more`
     );
     const focused = grid.contains(document.activeElement)
-      ? Number(/** @type {HTMLElement} */ (document.activeElement).dataset.rank)
+      ? Number((document.activeElement as HTMLElement).dataset.rank)
       : refocus;
     refocus = -1;
     if (!shown.length) {
@@ -859,10 +533,8 @@ function render({ model, el: root }) {
     } else {
       // the tiles on the page keep their nodes: only what changed in them is written
       const canStacks = Boolean(model.get('can_stacks'));
-      /** @type {Map<number, Drawn>} */
-      const next = new Map(); // the tiles no longer shown let go of their nodes
-      /** @type {[Tile, Group | undefined, Drawn][]} */
-      const placed = []; // the shown tiles that have a node this frame, in order
+      const next: Map<number, IDrawn> = new Map(); // the tiles no longer shown let go of their nodes
+      const placed: [ITile, IGroup | undefined, IDrawn][] = []; // the shown tiles that have a node this frame, in order
       let made = 0;
       let behind = false; // some tile is still to be made or written: another frame follows
       for (const [tile, group] of shown) {
@@ -919,7 +591,7 @@ function render({ model, el: root }) {
         }
       });
       while (current.length > placed.length) {
-        /** @type {Element} */ (grid.lastElementChild).remove();
+        (grid.lastElementChild as Element).remove();
       }
       const target = drawn.get(focused);
       if (target && document.activeElement !== target.node) {
@@ -929,8 +601,8 @@ function render({ model, el: root }) {
     drawDetail(tiles);
   }
 
-  /** @returns {Group[]} the groups to draw ([] when not grouping) */
-  function shownGroups() {
+  /** The groups to draw ([] when not grouping) */
+  function shownGroups(): IGroup[] {
     return model.get('grouped') ? model.get('groups') || [] : [];
   }
 
@@ -963,23 +635,26 @@ function render({ model, el: root }) {
       stop.disabled = false;
     }
   });
-  /** @param {{kind?: string, lines?: Record<string, Line[]>, dropped?: Record<string, number>}} msg */
-  const onLines = msg => {
+  type LinesMessage = {
+    kind?: string;
+    lines?: Record<string, Line[]>;
+    dropped?: Record<string, number>;
+  };
+  // eslint-disable-next-line complexity -- one closure, written before these limits
+  const onLines = (msg: LinesMessage) => {
     if (msg && msg.kind === 'stacks') {
-      showStacks(/** @type {any} */ (msg));
+      showStacks(msg as any);
       return;
     }
     if (msg && msg.kind === 'usage') {
-      onUsage(/** @type {any} */ (msg));
+      onUsage(msg as any);
       return;
     }
     if (!msg || msg.kind !== 'lines') {
       return;
     }
-    /** @type {Record<string, Line[]>} */
-    const tailsNow = /** @type {any} */ (msg).tails || {};
-    /** @type {Record<string, number>} */
-    const earlier = /** @type {any} */ (msg).earlier || {};
+    const tailsNow: Record<string, Line[]> = (msg as any).tails || {};
+    const earlier: Record<string, number> = (msg as any).earlier || {};
     for (const [rank, lines] of Object.entries(tailsNow)) {
       buffers.set(Number(rank), lines.slice(-KEEP)); // a rank drawn again: its tail, anew
       dropped.set(Number(rank), earlier[rank] || 0);
@@ -1027,8 +702,8 @@ function render({ model, el: root }) {
     askedAt = now;
     model.send({ kind: 'usage', id: asking });
   };
-  /** @param {{id?: string, ranks?: Record<string, Usage>}} msg */
-  const onUsage = msg => {
+
+  const onUsage = (msg: { id?: string; ranks?: Record<string, IUsage> }) => {
     if (msg.id === asking) {
       asking = '';
     }
