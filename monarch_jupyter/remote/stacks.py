@@ -2,8 +2,8 @@
 stacks folded across ranks in clush's notation (pure: no Monarch, no threads).
 
 Each rank's text is its command's processes, one line each (``pid 123 S hrtimer_nanosleep:
-sleep 30``; a Python process's line is followed by its py-spy dump); the run's wrapper shell
-is left out while anything else runs. Ranks fold when their texts are equal
+sleep 30``; a Python process's line is followed by its py-spy dump: the threads of
+:mod:`.pyspy`, printed as py-spy's own text prints them); the run's wrapper shell is left out while anything else runs. Ranks fold when their texts are equal
 once what differs between identical code paths is dropped (:func:`normalise`: pids, thread ids,
 thread states, addresses, the rank's own folder); the largest group comes first::
 
@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from ..text.rank_sets import rank_set
+from .pyspy import Frame, Thread
 
 Answer = Mapping[str, Any]  # one rank, as the host sent it
 INDENT = "    "
@@ -42,14 +43,50 @@ def merge(answers: Iterable[Iterable[Answer]]) -> list[Answer]:
     return [seen[k] for k in sorted(seen)]
 
 
+class CellFrame(Frame, total=False):
+    """A frame of notebook code, named by its cell: ``(cell number, source line)``."""
+
+    cell: tuple[int, str]
+
+
+def frame_line(frame: Frame) -> list[str]:
+    """A frame as py-spy's text prints it (``name (file:line)``; a native frame without a line:
+    ``name (file)``); a notebook frame as its cell and line, then its source line."""
+    cell = cast("CellFrame", frame).get("cell")
+    if cell is not None:
+        return [f"{frame['name']} (cell [{cell[0]}] line {frame['line']})", INDENT + cell[1].strip()]
+    where = f"{frame['file']}:{frame['line']}" if frame["line"] else frame["file"]
+    return [f"{frame['name']} ({where})"]
+
+
+def stack_lines(threads: list[Thread]) -> list[str]:
+    """Threads as py-spy's text dump prints them: ``Thread 123 (idle): "MainThread"``, then each
+    frame, indented, innermost first."""
+    out: list[str] = []
+    for thread in threads:
+        name = f': "{thread["name"]}"' if thread["name"] is not None else ""
+        out.append(f"Thread {thread['id']} ({thread['status']}){name}")
+        out += [INDENT + line for frame in thread["frames"] for line in frame_line(frame)]
+    return out
+
+
+def _idle_line(hidden: int, shown: bool) -> str:
+    if not shown:
+        return "(every thread idle in Monarch's loops: no endpoint running there)"
+    return f"({hidden} more thread{'s' if hidden != 1 else ''} idle in Monarch's loops)"
+
+
 def process_text(proc: Answer) -> str:
     """One process: its line, then (Python) its stack, indented, or why there is none."""
     if proc.get("python"):
         lines = [f"pid {proc['pid']}" + (f": {proc['cmd']}" if proc.get("cmd") else "")]
     else:
         lines = [f"pid {proc['pid']} {proc['state']} {proc['wchan']}: {proc['cmd']}"]
-    if proc.get("stack"):
-        lines += [INDENT + line for line in str(proc["stack"]).splitlines()]
+    threads, more, idle = proc.get("threads") or [], proc.get("more") or 0, proc.get("idle") or 0
+    if threads or idle:
+        stack = stack_lines(threads) + ([f"… {more} more lines"] if more else [])
+        stack += [_idle_line(idle, bool(threads))] if idle else []
+        lines += [INDENT + line for line in stack]
     elif proc.get("error"):
         lines.append(f"{INDENT}(no stack: {proc['error']})")
     return "\n".join(lines)
@@ -126,7 +163,6 @@ def render(run_id: str, command: str, ranks: list[Answer], title: str | None = N
 # ── the user's actor procs (%remote stacks --actors) ──────────────────────
 Locate = Callable[[str, int], "tuple[int, str] | None"]  # (qualname, line) → (cell, source line)
 
-_FRAME = re.compile(r"^(?P<indent>\s+)(?P<func>.+) \((?P<file>[^()]+?):(?P<line>\d+)\)$")
 DYNAMIC = "<dynamic-code>"  # cloudpickle's file name for notebook code sent by value
 #: files of the threads every Monarch proc has (its event loops, the dispatch loop waiting, our
 #: output pumps): a thread with only these frames is idle machinery, not shown
@@ -141,56 +177,30 @@ MACHINERY = (
 )
 
 
-def _machinery(line: str) -> bool:
-    match = _FRAME.match(line)
-    if match is None:
-        return True  # a native frame without a line, or py-spy's own remark: neutral
-    file = match["file"]
-    return file.startswith(MACHINERY) or (file == "<string>" and match["func"] == "_pump")
+def _machinery(frame: Frame) -> bool:
+    if not frame["line"]:
+        return True  # a native frame without a line: neutral
+    file = frame["file"]
+    return file.startswith(MACHINERY) or (file == "<string>" and frame["name"] == "_pump")
 
 
-def threads(stack: str) -> list[list[str]]:
-    """A py-spy dump split into threads: each its ``Thread …`` line, then its frames."""
-    out: list[list[str]] = []
-    for line in stack.splitlines():
-        if line.startswith("Thread ") or not out:
-            out.append([line])
-        else:
-            out[-1].append(line)
+def with_cells(frames: list[Frame], locate: Locate) -> list[Frame]:
+    """``frames`` with each frame of notebook code named by its cell (``cell``: its number and
+    source line) where ``locate`` finds it."""
+    out: list[Frame] = []
+    for frame in frames:
+        found = locate(frame["name"], frame["line"]) if frame["file"] == DYNAMIC else None
+        out.append(frame if found is None else CellFrame(**frame, cell=found))
     return out
 
 
-def with_cells(stack: str, locate: Locate) -> str:
-    """``stack`` with each frame of notebook code named by its cell and followed by its source
-    line: ``allreduce (cell [5] line 7)`` then ``    time.sleep(600)``."""
-    out: list[str] = []
-    for line in stack.splitlines():
-        match = _FRAME.match(line)
-        found = locate(match["func"], int(match["line"])) if match and match["file"] == DYNAMIC else None
-        if match is None or found is None:
-            out.append(line)
-            continue
-        out.append(f"{match['indent']}{match['func']} (cell [{found[0]}] line {match['line']})")
-        out.append(f"{match['indent']}{INDENT}{found[1].strip()}")
-    return "\n".join(out)
-
-
-def actor_stack(stack: str, locate: Locate | None = None) -> str:
-    """An actor proc's dump without its idle machinery threads (one line counts them), its
+def actor_stack(threads: list[Thread], locate: Locate | None = None) -> tuple[list[Thread], int]:
+    """``(an actor proc's threads but its idle machinery ones, how many of those)``, its
     notebook frames named by cell."""
-    shown, hidden = [], 0
-    for thread in threads(stack):
-        if all(_machinery(line) for line in thread[1:]):
-            hidden += 1
-        else:
-            shown.extend(thread)
-    text = "\n".join(shown)
+    shown = [t for t in threads if not all(_machinery(f) for f in t["frames"])]
     if locate is not None:
-        text = with_cells(text, locate)
-    if hidden:
-        more = f"({hidden} more thread{'s' if hidden != 1 else ''} idle in Monarch's loops)"
-        text += f"\n{more}" if text else "(every thread idle in Monarch's loops: no endpoint running there)"
-    return text
+        shown = [{**t, "frames": with_cells(t["frames"], locate)} for t in shown]
+    return shown, len(threads) - len(shown)
 
 
 def actor_answers(answers: Iterable[Iterable[Answer]], locate: Locate | None = None) -> list[Answer]:
@@ -198,10 +208,12 @@ def actor_answers(answers: Iterable[Iterable[Answer]], locate: Locate | None = N
     cells named (:func:`actor_stack`)."""
     out: list[Answer] = []
     for rank in merge(answers):
-        procs = [
-            {**p, "cmd": "", "stack": actor_stack(str(p["stack"]), locate)} if p.get("stack") else p
-            for p in rank.get("processes") or []
-        ]
+        procs = []
+        for p in rank.get("processes") or []:
+            if p.get("threads"):
+                shown, idle = actor_stack(p["threads"], locate)
+                p = {**p, "cmd": "", "threads": shown, "idle": idle}
+            procs.append(p)
         out.append({**rank, "processes": procs})
     return out
 

@@ -30,6 +30,21 @@ def locate(qualname: str, line: int):
     return (5, CELL[line]) if line in CELL else None
 
 
+def threads(text: str) -> list[dict]:
+    """A py-spy text dump (no header) as :class:`pyspy.Thread` records."""
+    out: list[dict] = []
+    for line in text.splitlines():
+        if line.startswith("Thread "):
+            head, _, name = line.partition(": ")
+            tid, _, status = head[len("Thread ") :].partition(" (")
+            out.append({"id": tid, "status": status[:-1], "name": name.strip('"'), "frames": []})
+        else:
+            name, _, where = line.strip()[:-1].rpartition(" (")
+            file, _, number = where.rpartition(":")
+            out[-1]["frames"].append({"name": name, "file": file, "line": int(number)})
+    return out
+
+
 def answer(rank: int, pid: int, stack: str) -> dict:
     proc = {"pid": pid, "state": "S", "wchan": "-", "cmd": "python -m bootstrap_main", "python": True}
     return {
@@ -40,13 +55,19 @@ def answer(rank: int, pid: int, stack: str) -> dict:
         "state": "running",
         "pid": pid,
         "actor": True,
-        "processes": [{**proc, "stack": stack, "error": None}],
+        "processes": [{**proc, "threads": threads(stack), "more": 0, "error": None}],
     }
 
 
+def _text(stack: str, locate=None) -> str:
+    shown, idle = stacks.actor_stack(threads(stack), locate)
+    proc = {"pid": 1, "python": True, "cmd": "", "threads": shown, "idle": idle}
+    return "\n".join(line.removeprefix("    ") for line in stacks.process_text(proc).splitlines()[1:])
+
+
 def test_idle_threads_are_hidden_and_counted():
-    assert stacks.actor_stack(IDLE) == "(every thread idle in Monarch's loops: no endpoint running there)"
-    text = stacks.actor_stack(STUCK, locate)
+    assert _text(IDLE) == "(every thread idle in Monarch's loops: no endpoint running there)"
+    text = _text(STUCK, locate)
     assert text.splitlines()[:5] == [
         'Thread 102 (idle): "monarch-actor-driver"',
         "    allreduce (cell [5] line 7)",
@@ -58,7 +79,8 @@ def test_idle_threads_are_hidden_and_counted():
 
 
 def test_a_frame_no_cell_defines_keeps_its_file():
-    assert "helper (<dynamic-code>:99)" in stacks.with_cells("    helper (<dynamic-code>:99)", locate)
+    [frame] = stacks.with_cells([{"name": "helper", "file": "<dynamic-code>", "line": 99}], locate)
+    assert stacks.frame_line(frame) == ["helper (<dynamic-code>:99)"]
 
 
 def test_the_stuck_rank_stands_out_and_the_rest_fold():

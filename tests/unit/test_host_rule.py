@@ -1,6 +1,7 @@
 """The rule of ``remote/host/`` (stated in its ``__init__``): its modules travel to the workers by
 value, so they import only the standard library, ``monarch`` (the actor), each other and the
-stdlib-only leaves ``system.procfs``, ``system.files``, ``errors`` and ``remote.protocol``."""
+stdlib-only leaves ``system.procfs``, ``system.files``, ``errors``, ``remote.protocol`` and
+``remote.pyspy``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ LEAVES = {
     "monarch_jupyter.system.files",
     "monarch_jupyter.errors",
     "monarch_jupyter.remote.protocol",
+    "monarch_jupyter.remote.pyspy",
 }
 MONARCH_ALLOWED = {"monarch_jupyter.remote.host.actor"}  # the one Monarch actor
 # cloudpickle is Monarch's own dependency (it pickles actors with it): on every worker. The session

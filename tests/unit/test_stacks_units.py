@@ -10,10 +10,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from monarch_jupyter.remote import stacks, verbs
+from monarch_jupyter.remote import pyspy, stacks, verbs
 from monarch_jupyter.remote.args import RemoteVerb, help_text, parse_line
 from monarch_jupyter.remote.host import dumps
 from monarch_jupyter.remote.host.layout import MARKER, META, RUNS_DIR_ENV
@@ -21,15 +22,23 @@ from monarch_jupyter.text.parser import ArgumentsError
 from monarch_jupyter.text.rank_sets import rank_set
 
 
+def _frame(text: str) -> dict:
+    """``name (file:line)`` or ``name (file)`` as a :class:`pyspy.Frame`."""
+    name, _, where = text[:-1].rpartition(" (")
+    file, _, line = where.rpartition(":") if ":" in where else (where, "", "0")
+    return {"name": name, "file": file, "line": int(line)}
+
+
 def dump(pid: int, tid: str, state: str, frames: list[str]) -> dict:
-    stack = "\n".join([f'Thread {tid} ({state}): "MainThread"', *(f"    {f}" for f in frames)])
+    thread = {"id": tid, "status": state, "name": "MainThread", "frames": [_frame(f) for f in frames]}
     return {
         "pid": pid,
         "state": "S",
         "wchan": "do_select",
         "cmd": "python -u -c …",
         "python": True,
-        "stack": stack,
+        "threads": [thread],
+        "more": 0,
     }
 
 
@@ -95,7 +104,7 @@ def test_normalise_drops_pids_threads_addresses_and_the_rank_folder():
 def test_process_lines_errors_and_ranks_without_processes():
     sleep = {"pid": 5, "state": "S", "wchan": "hrtimer_nanosleep", "cmd": "sleep 30", "python": False}
     assert stacks.process_text(sleep) == "pid 5 S hrtimer_nanosleep: sleep 30"
-    failed = {**sleep, "python": True, "stack": None, "error": "py-spy took over 5 s"}
+    failed = {**sleep, "python": True, "threads": None, "error": "py-spy took over 5 s"}
     assert stacks.process_text(failed).splitlines()[1] == "    (no stack: py-spy took over 5 s)"
     gone = {**rank(0), "state": "exited", "returncode": 0}
     assert stacks.rank_text(gone) == "(no process left: exited, rc 0)"
@@ -217,7 +226,9 @@ def test_the_host_dumps_a_ranks_group_and_its_strays(tmp_path, monkeypatch):
         assert cmds[stray.pid]["wchan"] not in ("", None) and cmds[stray.pid]["state"] in "SR"
         assert cmds[leader.pid]["wrapper"] and not cmds[stray.pid]["wrapper"]
         python = [p for p in answer["processes"] if p["python"]]
-        assert len(python) == 1 and "sleeping_in_rank_one (<string>:3)" in python[0]["stack"], python
+        assert len(python) == 1 and "sleeping_in_rank_one (<string>:3)" in stacks.process_text(python[0]), (
+            python
+        )
         text = stacks.render("r1", "x", [answer])
         assert "sleeping_in_rank_one" in text and "sleep 61" in text and text.splitlines()[1] == "hosts=1:"
         assert asyncio.run(dumps.run_stacks("r1", [0], None, False)) != []  # rank 0: its folder, no process
@@ -228,13 +239,57 @@ def test_the_host_dumps_a_ranks_group_and_its_strays(tmp_path, monkeypatch):
             proc.wait()
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "py-spy"
+
+
+@pytest.mark.parametrize("name", ["dump", "native"])
+def test_py_spys_json_prints_as_its_own_text(name):
+    """A real capture (tests/fixtures/py-spy: ``target.py`` dumped by py-spy 0.4.3 as text and
+    as JSON, one after the other, while it slept): the JSON parsed and printed is py-spy's
+    text dump without its header."""
+    threads = pyspy.parse((FIXTURES / f"{name}.json").read_bytes())
+    text = (FIXTURES / f"{name}.txt").read_text().splitlines()
+    assert stacks.stack_lines(threads) == text[3:]
+    assert [t["name"] for t in threads] == ["MainThread", "helper", "Thread-1 (pump)"]
+
+
 def test_a_dump_is_bounded():
-    text = "Process 1: python\nPython v3.11.7 (/usr/bin/python)\n\n" + "\n".join(f"f{i}" for i in range(300))
-    body = dumps.dump_body(text)
-    assert body.splitlines()[0] == "f0" and body.splitlines()[-1] == "… 100 more lines"
-    assert len(body.splitlines()) == dumps.MAX_LINES + 1
+    threads = pyspy.parse((FIXTURES / "dump.json").read_bytes())
+    kept, more = pyspy.trim(threads, 10)
+    assert pyspy.lines(kept) == 10 and more == pyspy.lines(threads) - 10 and len(kept) == 2
+    assert kept[1]["frames"] == threads[1]["frames"][:1]
+    proc = {"pid": 1, "python": True, "cmd": "", "threads": kept, "more": more}
+    assert stacks.process_text(proc).splitlines()[-1] == f"    … {more} more lines"
+    assert pyspy.trim(threads, 100) == (threads, 0)
     assert dumps.command_text(["python", "-c", "a\nb", "x"]) == "python -c a⏎… x"
     assert asyncio.run(dumps.dump(1, False, None))[1].startswith("no py-spy")
+    assert dumps.stack(b"x" * 10)[1].startswith("py-spy's output: not JSON")
+    assert dumps.stack(b'{"a": 1}')[1] == "py-spy's output: a dict, not a list of threads"
+    assert dumps.stack(b'[{"active": 1}]')[1] == "py-spy's output: thread 0: 'active' is int"
+
+
+def test_a_real_dump_is_read_as_json(tmp_path):
+    """py-spy itself on a Python process this test starts (and kills)."""
+    binary = dumps.py_spy()
+    assert binary is not None
+    code = "import time\ndef napping():\n    time.sleep(60)\nnapping()\n"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            stack, error = asyncio.run(dumps.dump(proc.pid, False, binary))
+            found = stack is not None and any(
+                f["name"] == "napping" for t in stack["threads"] for f in t["frames"]
+            )
+            if found or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert found, (stack, error)
+        assert stack["threads"][0]["status"] == "idle" and stack["more"] == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert asyncio.run(dumps.dump(proc.pid, False, binary))[1].startswith("py-spy failed: Error:")
 
 
 def test_the_wrapper_shell_is_shown_only_when_nothing_else_runs():
@@ -249,8 +304,3 @@ def test_the_wrapper_shell_is_shown_only_when_nothing_else_runs():
     sleep = {"pid": 5, "state": "S", "wchan": "hrtimer_nanosleep", "cmd": "sleep 30", "python": False}
     assert stacks.rank_text(rank(0, shell, sleep)) == "pid 5 S hrtimer_nanosleep: sleep 30"
     assert stacks.rank_text(rank(0, shell)) == "pid 4 S do_wait: bash -c trap …"
-
-
-def test_colours_are_dropped_from_a_dump():
-    text = "Python v3.11\n\nThread \x1b[33m\x1b[1m11\x1b[0m (idle)\n    \x1b[32mf\x1b[0m (\x1b[36m<string>\x1b[0m:\x1b[2m3\x1b[0m)"
-    assert dumps.dump_body(text) == "Thread 11 (idle)\n    f (<string>:3)"

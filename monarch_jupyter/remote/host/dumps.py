@@ -4,8 +4,9 @@ process line (state, wchan, command) for the others. Plain data for ``%remote st
 A rank's processes are its process group (the leader's pid, from ``meta.json``) and the
 processes carrying the run's marker outside every group (strays), given to the rank whose
 ``MONARCH_RANK_<dim>`` variables they carry. py-spy ships with torchmonarch, next to the
-worker's Python; each dump is bounded in time (``DUMP_TIMEOUT``) and length (``MAX_LINES``),
-so one stuck process never hangs the verb.
+worker's Python; its JSON (``dump --json``, parsed by :mod:`..pyspy`) is bounded in time
+(``DUMP_TIMEOUT``), size (``MAX_JSON``) and the lines kept (``MAX_LINES``), so one stuck
+process never hangs the verb.
 """
 
 from __future__ import annotations
@@ -13,21 +14,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from ...system import procfs as _procfs
+from .. import pyspy
 from .layout import META, check_run_id, read_json, read_status, runs_root
 from .runs import leader_alive, leader_pid, marked_pids
 
 DUMP_TIMEOUT = 5.0  # seconds one py-spy dump may take
-MAX_LINES = 200  # lines kept of one dump
+MAX_LINES = 200  # lines (threads and frames) kept of one dump
+MAX_JSON = 8 << 20  # bytes read of py-spy's output: far above a real dump (~300 bytes a frame)
 CMD_WIDTH = 160  # characters kept of a command line
 PLAIN = {"NO_COLOR": "1", "CLICOLOR": "0", "CLICOLOR_FORCE": "0", "TERM": "dumb"}  # py-spy without colours
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 Answer = dict[str, Any]  # one rank's stacks, plain data (see rank_stacks)
 
@@ -49,26 +50,32 @@ def command_text(argv: list[str] | None) -> str:
     return text if len(text) <= CMD_WIDTH else text[: CMD_WIDTH - 1] + "…"
 
 
-def dump_body(text: str) -> str:
-    """py-spy's dump without its header (the process line and the Python version), at most
-    ``MAX_LINES`` lines."""
-    lines = _ANSI.sub("", text).rstrip("\n").splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("Python v"):
-            lines = lines[i + 1 :]
-            break
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    if len(lines) > MAX_LINES:
-        lines = [*lines[:MAX_LINES], f"… {len(lines) - MAX_LINES} more lines"]
-    return "\n".join(lines)
+async def _read(stream: asyncio.StreamReader | None, most: int) -> bytes | None:
+    """At most ``most`` bytes of ``stream`` until its end; None if it had more."""
+    out = b""
+    while stream is not None and (chunk := await stream.read(1 << 16)):
+        out += chunk
+        if len(out) > most:
+            return None
+    return out
 
 
-async def dump(pid: int, native: bool, binary: str | None) -> tuple[str | None, str | None]:
-    """``(stack text, None)`` from py-spy, or ``(None, why not)``."""
+def stack(out: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """``({"threads", "more"}, None)`` from py-spy's JSON, at most ``MAX_LINES`` lines of it
+    (``more``: how many were cut), or ``(None, why not)``."""
+    try:
+        threads = pyspy.parse(out)
+    except pyspy.DumpError as error:
+        return None, f"py-spy's output: {error}"
+    kept, more = pyspy.trim(threads, MAX_LINES)
+    return {"threads": kept, "more": more}, None
+
+
+async def dump(pid: int, native: bool, binary: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """``({"threads", "more"}, None)`` from py-spy (:func:`stack`), or ``(None, why not)``."""
     if binary is None:
         return None, f"no py-spy next to {sys.executable} or on the PATH"
-    argv = [binary, "dump", "--pid", str(pid)] + (["--native"] if native else [])
+    argv = [binary, "dump", "--json", "--pid", str(pid)] + (["--native"] if native else [])
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -80,20 +87,30 @@ async def dump(pid: int, native: bool, binary: str | None) -> tuple[str | None, 
     except OSError as error:
         return None, f"py-spy: {error}"
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), DUMP_TIMEOUT)
+        out, err = await asyncio.wait_for(
+            asyncio.gather(_read(proc.stdout, MAX_JSON), _read(proc.stderr, MAX_JSON)), DUMP_TIMEOUT
+        )
     except asyncio.TimeoutError:
+        out = err = b""
+        why: str | None = f"py-spy took over {DUMP_TIMEOUT:g} s"
+    else:
+        why = None if out is not None and err is not None else f"py-spy wrote over {MAX_JSON >> 20} MiB"
+    if why is not None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
-        return None, f"py-spy took over {DUMP_TIMEOUT:g} s"
+        return None, why
+    await proc.wait()
     if proc.returncode != 0:
-        why = (err or out).decode(errors="replace").strip().splitlines()
-        return None, f"py-spy failed: {why[-1] if why else f'rc {proc.returncode}'}"
-    return dump_body(out.decode(errors="replace")), None
+        lines = (err or out or b"").decode(errors="replace").strip().splitlines()
+        lines = [line for line in lines if line.startswith("Error:")] or lines  # not its backtrace
+        return None, f"py-spy failed: {lines[-1] if lines else f'rc {proc.returncode}'}"
+    return stack(out or b"")
 
 
 async def process(pid: int, native: bool, binary: str | None) -> dict[str, Any]:
-    """One process: pid, state, wchan, command line, and for Python its dump (or why none)."""
+    """One process: pid, state, wchan, command line, and for Python its dump (``threads``,
+    :class:`.pyspy.Thread`, and ``more``, the lines cut) or why none (``error``)."""
     python = _is_python(pid)
     line = {  # read before py-spy, which pauses the process while it reads it
         "pid": pid,
@@ -103,7 +120,7 @@ async def process(pid: int, native: bool, binary: str | None) -> dict[str, Any]:
         "python": python,
     }
     stack, error = await dump(pid, native, binary) if python else (None, None)
-    return {**line, "stack": stack, "error": error}
+    return {**line, "threads": None, "more": 0, **(stack or {}), "error": error}
 
 
 def _owner(pid: int, points: dict[str, dict[str, int]]) -> str | None:
