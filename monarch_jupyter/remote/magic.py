@@ -245,20 +245,22 @@ class RemoteMagics(Magics):
             display(state.mime_bundle(), raw=True, display_id=place[0], update=True)
         else:
             display_unflushed(self.shell, state.mime_bundle())
-        for observer in self.run_observers():  # the grid is replaced: its model can go
-            done = getattr(observer, "on_result", None)
-            if callable(done):
-                done(state)
+        for done in self._observer_hooks("on_result"):  # the grid is replaced: its model can go
+            done(state)
 
     def _result_place(self, state: RunState) -> tuple[str, bool] | None:
         """The display id of ``state``'s grid and whether a view of it rendered (an observer's
         ``result_place``); None where no grid was shown."""
-        for observer in self.run_observers():
-            place = getattr(observer, "result_place", None)
-            found = place(state) if callable(place) else None
+        for place in self._observer_hooks("result_place"):
+            found = place(state)
             if found is not None:
                 return found
         return None
+
+    def _observer_hooks(self, name: str) -> list[Callable[..., Any]]:
+        """The run observers' methods called ``name``: a hook an observer may leave out."""
+        hooks = (getattr(observer, name, None) for observer in self.run_observers())
+        return [hook for hook in hooks if callable(hook)]
 
     def _debug_relay(self, name: str) -> Watch:
         """``breakpoint()`` in a session cell: pdb's lines asked here (the kernel's input)."""
