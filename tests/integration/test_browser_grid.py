@@ -62,13 +62,19 @@ def _stacks_text(grid, label: str) -> str:
     return text.inner_text() if text.count() else ""
 
 
-@pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
-def test_grid_groups_and_stacks_in_the_browser(tmp_path: Path, tag: str, ui: Frontend) -> None:
+def _server_root(tmp_path: Path, name: str, cells: list[str], ui: Frontend) -> tuple[Path, Path]:
+    """The server's root holding notebook ``name`` of ``cells``, and the folder for its screenshots."""
     root = tmp_path / "root"
     root.mkdir()
-    (root / FILE).write_text(json.dumps(notebook(CELLS)))
+    (root / name).write_text(json.dumps(notebook(cells)))
     shots = ARTIFACTS / ui.name
     shots.mkdir(parents=True, exist_ok=True)
+    return root, shots
+
+
+@pytest.mark.parametrize("ui", [LAB, NOTEBOOK], ids=lambda ui: ui.name)
+def test_grid_groups_and_stacks_in_the_browser(tmp_path: Path, tag: str, ui: Frontend) -> None:
+    root, shots = _server_root(tmp_path, FILE, CELLS, ui)
     with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -150,8 +156,6 @@ FIT_JS = """grid => {
 def test_four_ranks_fit_one_row_with_whole_statuses(tmp_path: Path, tag: str, ui: Frontend) -> None:
     """Four running ranks at the test's 1400 px viewport: one row of tiles, every status whole
     (the label gives way first), the header on one line."""
-    root = tmp_path / "root"
-    root.mkdir()
     cells = [
         "%load_ext monarch_jupyter",
         "%job apply --local hosts=4",
@@ -159,9 +163,7 @@ def test_four_ranks_fit_one_row_with_whole_statuses(tmp_path: Path, tag: str, ui
         FOUR_CELL,
         "%job kill",
     ]
-    (root / FOUR).write_text(json.dumps(notebook(cells)))
-    shots = ARTIFACTS / ui.name
-    shots.mkdir(parents=True, exist_ok=True)
+    root, shots = _server_root(tmp_path, FOUR, cells, ui)
     with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
         page.goto(f"{server.url}{server.ui.notebook_url(FOUR)}?token={server.token}")
         page.wait_for_selector(".jp-Notebook .jp-Cell")
