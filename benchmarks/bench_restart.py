@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _trees import compiled
+
 from harness import Kernel, new_tag, reap
 
 
@@ -70,7 +72,7 @@ def main() -> None:
             for i, tree in enumerate(args.trees):
                 cwd = Path(folder) / str(i)
                 cwd.mkdir()
-                env = {"PYTHONPATH": os.path.abspath(tree)}
+                env = {"PYTHONPATH": str(compiled(tree))}
                 kernels[tree] = kernel = Kernel(cwd, tag, env)
                 timed(kernel, "%load_ext monarch_jupyter")
                 timed(kernel, "%job apply --local hosts=2")

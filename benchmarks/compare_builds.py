@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _trees import compiled
 from compare_ipyparallel import FIRST_A, FIRST_LINE, MJ, add_gap, ok
 
 from harness import TAG_VAR, Kernel, new_tag, reap
@@ -127,7 +128,7 @@ def main() -> None:
     )
     add_gap(parser)
     opts = parser.parse_args()
-    trees = [str(Path(t).resolve()) for t in opts.trees]
+    trees = [str(compiled(t)) for t in opts.trees]
     names = ["before", "after"]
 
     folder = Path(tempfile.mkdtemp(prefix="bench-builds-"))
