@@ -107,104 +107,139 @@ export function age(seconds: number): string {
   return `${Math.floor(s / 86400)} d`;
 }
 
-// eslint-disable-next-line max-lines-per-function -- one closure, written before these limits
-function render({ model, el: root }: { model: any; el: HTMLElement }) {
-  const viewId = Math.random().toString(36).slice(2);
-  const box = el('div', 'monarch-job-widget');
-  const head = el('div', 'monarch-job-head');
-  const details = el('div', 'monarch-job-details');
-  const buttons = el('div', 'monarch-job-actions');
-  const confirmRow = el('div', 'monarch-job-confirm-row');
-  const message = el('div', 'monarch-job-message');
-  const topo = el('div', 'monarch-job-topology');
+/** Times the kernel wrote as <time data-monarch-since=epoch>local time</time>: "· N ago", live. */
+function showAges(box: HTMLElement): void {
+  for (const node of box.querySelectorAll('time[data-monarch-since]')) {
+    const since = Number(node.getAttribute('data-monarch-since'));
+    let tail = node.nextElementSibling;
+    if (!tail || !tail.classList.contains('monarch-job-ago')) {
+      tail = el('span', 'monarch-job-ago');
+      node.after(tail);
+    }
+    tail.textContent = ` · ${age(Date.now() / 1000 - since)} ago`;
+  }
+}
+
+/** The widget's nodes. */
+interface IJobParts {
+  box: HTMLElement;
+  head: HTMLElement;
+  details: HTMLElement;
+  buttons: HTMLElement;
+  confirmRow: HTMLElement;
+  message: HTMLElement;
+  topo: HTMLElement;
+}
+
+function buildParts(root: HTMLElement): IJobParts {
+  const parts = {
+    box: el('div', 'monarch-job-widget'),
+    head: el('div', 'monarch-job-head'),
+    details: el('div', 'monarch-job-details'),
+    buttons: el('div', 'monarch-job-actions'),
+    confirmRow: el('div', 'monarch-job-confirm-row'),
+    message: el('div', 'monarch-job-message'),
+    topo: el('div', 'monarch-job-topology')
+  };
+  const { box, head, details, buttons, confirmRow, message, topo } = parts;
   box.append(head, details, buttons, confirmRow, message, topo);
   root.append(box);
-  let asking: string | null = null;
+  return parts;
+}
 
-  // Times the kernel wrote as <time data-monarch-since=epoch>local time</time>: "· N ago", live.
-  const ages = () => {
-    for (const node of box.querySelectorAll('time[data-monarch-since]')) {
-      const since = Number(node.getAttribute('data-monarch-since'));
-      let tail = node.nextElementSibling;
-      if (!tail || !tail.classList.contains('monarch-job-ago')) {
-        tail = el('span', 'monarch-job-ago');
-        node.after(tail);
+/** The buttons, and the confirmation row of the one that asks first. */
+class Actions {
+  private asking: string | null = null; // the action whose confirmation is shown
+
+  constructor(
+    private readonly model: any,
+    private readonly parts: IJobParts
+  ) {}
+
+  readonly draw = () => {
+    const { buttons, confirmRow } = this.parts;
+    buttons.textContent = '';
+    confirmRow.textContent = '';
+    const actions: IAction[] = this.model.get('actions') || [];
+    const pending = actions.find(a => a.id === this.asking && !a.disabled);
+    if (!pending) {
+      this.asking = null;
+    }
+    for (const action of actions) {
+      if (action.id !== this.asking) {
+        buttons.append(button(action, () => this.press(action)));
       }
-      tail.textContent = ` · ${age(Date.now() / 1000 - since)} ago`;
+    }
+    if (pending) {
+      this.drawConfirm(pending);
     }
   };
-  const ticker = setInterval(ages, 5000);
 
-  const run = (action: IAction) => {
+  private press(action: IAction): void {
+    if (action.confirm) {
+      this.asking = action.id;
+      this.draw();
+    } else {
+      this.run(action);
+    }
+  }
+
+  private drawConfirm(pending: IAction): void {
+    const { confirmRow } = this.parts;
+    confirmRow.append(el('span', '', pending.confirm || ''));
+    confirmRow.append(
+      button(
+        {
+          ...pending,
+          id: 'confirm',
+          label: `Confirm ${pending.label.toLowerCase()}`
+        },
+        () => {
+          this.asking = null;
+          this.draw();
+          this.run(pending);
+        }
+      )
+    );
+    confirmRow.append(
+      button({ id: 'cancel', label: 'Cancel' }, () => {
+        this.asking = null;
+        this.draw();
+      })
+    );
+  }
+
+  private run(action: IAction): void {
     if (action.href) {
       window.open(action.href, '_blank', 'noopener');
     } else {
-      model.send({ kind: 'action', id: action.id });
+      this.model.send({ kind: 'action', id: action.id });
     }
-  };
+  }
+}
 
-  const drawActions = () => {
-    buttons.textContent = '';
-    confirmRow.textContent = '';
-    const actions: IAction[] = model.get('actions') || [];
-    const pending = actions.find(a => a.id === asking && !a.disabled);
-    if (!pending) {
-      asking = null;
-    }
-    for (const action of actions) {
-      if (action.id === asking) {
-        continue;
-      }
-      buttons.append(
-        button(action, () => {
-          if (action.confirm) {
-            asking = action.id;
-            drawActions();
-          } else {
-            run(action);
-          }
-        })
-      );
-    }
-    if (pending) {
-      confirmRow.append(el('span', '', pending.confirm || ''));
-      confirmRow.append(
-        button(
-          {
-            ...pending,
-            id: 'confirm',
-            label: `Confirm ${pending.label.toLowerCase()}`
-          },
-          () => {
-            asking = null;
-            drawActions();
-            run(pending);
-          }
-        )
-      );
-      confirmRow.append(
-        button({ id: 'cancel', label: 'Cancel' }, () => {
-          asking = null;
-          drawActions();
-        })
-      );
-    }
-  };
+/** The synced HTML, the message and the topology. */
+function drawState(model: any, parts: IJobParts): void {
+  const { head, details, message, topo } = parts;
+  head.innerHTML = model.get('head');
+  details.innerHTML = model.get('details');
+  const text = model.get('message') || '';
+  message.textContent = text;
+  message.dataset.error = String(Boolean(model.get('message_error')));
+  showAges(parts.box);
+  const data = model.get('topology') || {};
+  topo.textContent = '';
+  if (data.hosts || data.error) {
+    topo.append(topologyView(data));
+  }
+}
 
-  const draw = () => {
-    head.innerHTML = model.get('head');
-    details.innerHTML = model.get('details');
-    const text = model.get('message') || '';
-    message.textContent = text;
-    message.dataset.error = String(Boolean(model.get('message_error')));
-    ages();
-    const data = model.get('topology') || {};
-    topo.textContent = '';
-    if (data.hosts || data.error) {
-      topo.append(topologyView(data));
-    }
-  };
-
+/**
+ * Tell the kernel while this view is on screen ({kind: "watch", view, on}): it samples the
+ * topology only then. Returns the clean-up function.
+ */
+function watchTopology(model: any, box: HTMLElement): () => void {
+  const viewId = Math.random().toString(36).slice(2);
   let watching = false;
   const watch = (on: boolean) => {
     if (on !== watching && model.get('topology_available')) {
@@ -234,7 +269,21 @@ function render({ model, el: root }: { model: any; el: HTMLElement }) {
       model.send({ kind: 'watch', view: viewId, on: true });
     }
   }, 30_000);
+  model.on('change:topology_available', decide);
+  decide();
+  return () => {
+    clearInterval(renew);
+    observer?.disconnect();
+    document.removeEventListener('visibilitychange', decide);
+    watch(false);
+  };
+}
 
+function render({ model, el: root }: { model: any; el: HTMLElement }) {
+  const parts = buildParts(root);
+  const ticker = setInterval(() => showAges(parts.box), 5000);
+  const actions = new Actions(model, parts);
+  const draw = () => drawState(model, parts);
   for (const name of [
     'head',
     'details',
@@ -244,17 +293,13 @@ function render({ model, el: root }: { model: any; el: HTMLElement }) {
   ]) {
     model.on(`change:${name}`, draw);
   }
-  model.on('change:actions', drawActions);
-  model.on('change:topology_available', decide);
+  model.on('change:actions', actions.draw);
   draw();
-  drawActions();
-  decide();
+  actions.draw();
+  const stopWatching = watchTopology(model, parts.box);
   return () => {
     clearInterval(ticker);
-    clearInterval(renew);
-    observer?.disconnect();
-    document.removeEventListener('visibilitychange', decide);
-    watch(false);
+    stopWatching();
   };
 }
 

@@ -11,6 +11,10 @@ Neither the payload nor a rank takes properties the schema does not name.
 ``run_entry.schema.json`` is a JSON Schema of one entry of the runs index
 (``.monarch/<context>/runs/<id>.json``, written by ``remote/index.py``, read by the
 server extension); the tests check that its properties are ``RunEntry``'s fields.
+
+``widget-messages.schema.json`` is a JSON Schema of the widgets' custom messages, both
+ways (the run grid's requests and answers, the ``%job`` widget's requests); the tests
+check that its kinds are those the Python handlers and the TypeScript read and send.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 PATH = Path(__file__).with_name("remote-run.schema.json")
 RUN_ENTRY_PATH = Path(__file__).with_name("run_entry.schema.json")  # read by the tests only
+WIDGET_MESSAGES_PATH = Path(__file__).with_name("widget-messages.schema.json")  # read by the tests only
 SCHEMA: dict = json.loads(PATH.read_text(encoding="utf-8"))
 
 MIME_TYPE: str = SCHEMA["x-mime-type"]
