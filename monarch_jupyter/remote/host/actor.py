@@ -81,6 +81,14 @@ def _send(port: Any, message: Message) -> None:
     port.send(encode(message))  # plain tuples: see protocol
 
 
+def _refused(
+    run_id: str, key: str, rank: int, error: str, duration: float = 0.0, pid: int | None = None
+) -> Exit:
+    """The one message of a rank whose command never ran, or whose run cannot be followed:
+    no output, no return code, ``error`` says why."""
+    return Exit(run_id, key, rank, pid, [], None, duration, error)
+
+
 def _run_meta(run_id: str, key: str, rank: int, point: dict[str, int], spec: RunSpec) -> dict[str, object]:
     """What a rank folder's meta.json says of any run (a command's or a session cell's)."""
     return {
@@ -192,7 +200,7 @@ class RemoteActor(Actor):
         except Exception as error:  # no rank: cannot even report properly
             message = f"no rank: {error}"
             if port is not None:
-                _send(port, Exit(run_id, key, -1, None, [], None, 0.0, message))
+                _send(port, _refused(run_id, key, -1, message))
             return -1, None, message
         leftovers = _Leftovers()
         try:
@@ -201,7 +209,7 @@ class RemoteActor(Actor):
             leftovers.close()
             message = f"could not start: {_reason(error)}"
             if port is not None:
-                _send(port, Exit(run_id, key, rank, None, [], None, time.monotonic() - started, message))
+                _send(port, _refused(run_id, key, rank, message, time.monotonic() - started))
             return rank, None, message
         self._started += 1
         if self._started % PRUNE_EVERY == 1:  # off the path of this run
@@ -242,7 +250,7 @@ class RemoteActor(Actor):
             leftovers.close()
             message = f"could not start: {_reason(error)}"
             if port is not None:
-                _send(port, Exit(run_id, key, rank, None, [], None, time.monotonic() - started, message))
+                _send(port, _refused(run_id, key, rank, message, time.monotonic() - started))
             return rank, None, message
         self._runs[run_id] = proc
         self._ended[run_id] = asyncio.get_running_loop().create_future()
@@ -411,20 +419,13 @@ class RemoteActor(Actor):
             _, _, rank = _rank_env()
             folder = layout.rank_dir(run_id, key, rank)
         except Exception as error:
-            _send(port, Exit(run_id, key, -1, None, [], None, 0.0, f"cannot follow: {error}"))
+            _send(port, _refused(run_id, key, -1, f"cannot follow: {error}"))
             return
         if not folder.is_dir():
             _send(
                 port,
-                Exit(
-                    run_id,
-                    key,
-                    rank,
-                    None,
-                    [],
-                    None,
-                    0.0,
-                    f"run {run_id} is not on this host (pruned, or it never started here)",
+                _refused(
+                    run_id, key, rank, f"run {run_id} is not on this host (pruned, or it never started here)"
                 ),
             )
             return
@@ -440,7 +441,7 @@ class RemoteActor(Actor):
         try:
             reader = tail.Tail(folder, replay, tail.REPLAY_LINES)
         except OSError as exc:
-            _send(port, Exit(run_id, key, rank, pid, [], None, 0.0, f"cannot read the run's files: {exc}"))
+            _send(port, _refused(run_id, key, rank, f"cannot read the run's files: {exc}", pid=pid))
             return
         first: list[Chunk] = []
         if reader.skipped:
