@@ -40,6 +40,7 @@ from ..protocol import (
     Chunk,
     Data,
     Exit,
+    GrepQuery,
     Heartbeat,
     Message,
     RunSpec,
@@ -521,21 +522,11 @@ class RemoteActor(Actor):
         return await dumps.actor_stacks(procs, native, os.getppid())
 
     @endpoint
-    async def grep(
-        self,
-        run_id: str,
-        pattern: str,
-        ignore_case: bool,
-        context: int,
-        ranks: list[int] | None,
-        streams: list[str],
-    ) -> list[dict[str, Any]]:
-        """The lines of run ``run_id``'s rank files on this host matching ``pattern``:
-        :func:`.search.grep_run`, off the actor's loop (files may be large)."""
-        mine = self._mine()
-        return await asyncio.to_thread(
-            search.grep_run, run_id, pattern, ignore_case, context, ranks, streams, mine
-        )
+    async def grep(self, run_id: str, query: tuple[Any, ...]) -> list[dict[str, Any]]:
+        """The lines of run ``run_id``'s rank files on this host that ``query`` (a
+        :class:`~..protocol.GrepQuery` as a plain tuple) matches: :func:`.search.grep_run`, off
+        the actor's loop (files may be large)."""
+        return await asyncio.to_thread(search.grep_run, run_id, GrepQuery(*query), self._mine())
 
     @endpoint
     async def usage(self, run_ids: list[str], interval: float) -> dict[str, list[dict[str, Any]]]:
