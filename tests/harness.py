@@ -153,6 +153,20 @@ class Kernel:
             self.km.shutdown_kernel(now=True)
 
 
+RUN_MIME = "application/vnd.monarch.remote+json"  # a %%remote run's saved payload
+
+
+def run_payload(result: Result) -> dict:
+    """The run's result: the last payload sent (a run that lasts showed its grid with a payload
+    of state running, which the result replaces: an update of that display, or a new output)."""
+    for o in reversed(result.outputs):
+        if o.msg_type in ("display_data", "update_display_data") and RUN_MIME in o.content["data"]:
+            payload = o.content["data"][RUN_MIME]
+            assert payload["state"] == "finished", payload
+            return payload
+    raise AssertionError(f"no {RUN_MIME} output in {result.text!r}")
+
+
 def nbconvert_html(notebook: Path) -> Path:
     """``jupyter nbconvert --to html`` of the saved ``notebook``: the HTML file beside it."""
     subprocess.run(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .drive import RunHandle
@@ -43,36 +44,28 @@ class BoundedSink:
         self.queue.put(event)
 
 
+@dataclass(eq=False)
 class BackgroundFollow:
     """Applies a followed run's events to ``state`` on the kernel thread, tick by tick."""
 
-    def __init__(
-        self,
-        state: RunState,
-        sink: BoundedSink,
-        handle: RunHandle,
-        call_later: Callable[[float, Callable[[], None]], Any],
-        interval: float = INTERVAL,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.state = state
-        self.sink = sink
-        self.handle = handle
-        self._call_later = call_later
-        self.interval = interval
-        self._clock = clock
-        self.ticks = 0
+    state: RunState
+    sink: BoundedSink
+    handle: RunHandle
+    call_later: Callable[[float, Callable[[], None]], Any]  # the kernel loop's scheduler
+    interval: float = INTERVAL
+    clock: Callable[[], float] = time.monotonic
+    ticks: int = field(default=0, init=False)
 
     def start(self) -> None:
-        self._call_later(0, self.tick)
+        self.call_later(0, self.tick)
 
     def tick(self) -> None:
         """Apply what arrived (for at most TICK_BUDGET), let observers send; re-arm until the end."""
         state = self.state
         try:
             self.ticks += 1
-            deadline = self._clock() + TICK_BUDGET
-            while not state.finished and self._clock() < deadline:
+            deadline = self.clock() + TICK_BUDGET
+            while not state.finished and self.clock() < deadline:
                 try:
                     event = self.sink.queue.get_nowait()
                 except queue.Empty:
@@ -90,7 +83,7 @@ class BackgroundFollow:
         except KeyboardInterrupt:  # an interrupt of the idle kernel (the grid's Stop) landed here
             pass
         if not state.finished:
-            self._call_later(self.interval, self.tick)
+            self.call_later(self.interval, self.tick)
 
     def stop(self) -> None:
         """Stop following (the run goes on)."""

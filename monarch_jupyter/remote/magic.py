@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -410,27 +411,19 @@ class _CellStreams:
             self._write(parts)
 
 
+@dataclass(eq=False)
 class _Pump:
     """Applies a run's events and writes coalesced output until the run finished. Ctrl-C stops
     the run (a second one stops waiting for it); it is read between events (:class:`_CtrlC`)."""
 
-    def __init__(
-        self,
-        state: RunState,
-        renderer: TextRenderer,
-        sink: queue.SimpleQueue[Event],
-        handle: RunHandle,
-        write: Callable[[list[tuple[str, str]]], None],
-        watch: Watch | None = None,
-    ) -> None:
-        self.watch = watch
-        self.state = state
-        self.renderer = renderer
-        self.sink = sink
-        self.handle = handle
-        self.write = write
-        self.interrupted = False
-        self.give_up_at: float | None = None
+    state: RunState
+    renderer: TextRenderer
+    sink: queue.SimpleQueue[Event]
+    handle: RunHandle
+    write: Callable[[list[tuple[str, str]]], None]
+    watch: Watch | None = None
+    interrupted: bool = field(default=False, init=False)
+    give_up_at: float | None = field(default=None, init=False)
 
     def run(self) -> bool:
         seen = 0

@@ -9,9 +9,10 @@ torchmonarch, see ``engines.send_by_value``), so cloudpickle would write each cl
 definition into every message and rebuild it on arrival (``benchmarks/bench_wire.py``
 measures what that costs).
 
-Client → actor (the ``run`` endpoint's argument)::
+Client → actor (the ``run`` endpoint's argument; the ``grep`` endpoint's)::
 
     RunSpec(mode, command, env, workdir, client_cwd, output_dir, meta, torch, flush_every, session)
+    GrepQuery(pattern, ignore_case, context, ranks, streams)
 
 Actor → client (on the run's port; ``key`` is the mesh name the client sent, ``rank``
 the actor's flat rank in that mesh, ``pid`` the command's process group, None when
@@ -63,6 +64,17 @@ class RunSpec(NamedTuple):
     # a session cell (``--session``): (the job's key, the session's name, the cell's first line
     # number in the notebook); None: a command
     session: tuple[str, str, int] | None = None
+
+
+class GrepQuery(NamedTuple):
+    """What ``%remote grep`` asks each host of a run's rank files (the ``grep`` endpoint's
+    argument, sent as a plain tuple)."""
+
+    pattern: str  # a regular expression
+    ignore_case: bool
+    context: int  # lines either side of a hit
+    ranks: list[int] | None  # None: every rank of the run on the host
+    streams: list[str]  # OUT and/or ERR
 
 
 class Data(NamedTuple):

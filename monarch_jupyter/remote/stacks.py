@@ -147,11 +147,17 @@ def render(run_id: str, command: str, ranks: list[Answer], title: str | None = N
     title = title or f"run {run_id} ({command!r})"
     if not ranks:
         return f"{title}: none of its ranks is on the hosts (pruned, or never started)\n"
+    return _grouped(title, "rank", ranks)
+
+
+def _grouped(title: str, unit: str, ranks: list[Answer], tail: str = "") -> str:
+    """``title: N units, M different stacks`` and ``tail``, then each group's ranks and its
+    stack (:func:`fold`): the one layout of a run's and the actor procs' stacks."""
     groups = fold(ranks)
     n = len(ranks)
     out = [
-        f"{title}: {n} rank{'s' if n != 1 else ''}, "
-        f"{len(groups)} different stack{'s' if len(groups) != 1 else ''}"
+        f"{title}: {n} {unit}{'s' if n != 1 else ''}, "
+        f"{len(groups)} different stack{'s' if len(groups) != 1 else ''}{tail}"
     ]
     for members, text in groups:
         count = f" ({len(members)})" if len(members) > 1 else ""
@@ -228,14 +234,4 @@ def render_actors(ranks: list[Answer], gone: int = 0) -> str:
     )
     if not ranks:
         return f"no actor proc of this kernel is running{tail}\n"
-    groups = fold(ranks)
-    n = len(ranks)
-    out = [
-        f"actors ({', '.join(meshes)}): {n} proc{'s' if n != 1 else ''}, "
-        f"{len(groups)} different stack{'s' if len(groups) != 1 else ''}{tail}"
-    ]
-    for members, text in groups:
-        count = f" ({len(members)})" if len(members) > 1 else ""
-        out.append(f"{_label(members)}{count}:")
-        out += [INDENT + line for line in text.splitlines()]
-    return "\n".join(out) + "\n"
+    return _grouped(f"actors ({', '.join(meshes)})", "proc", ranks, tail)

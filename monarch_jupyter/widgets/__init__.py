@@ -27,15 +27,15 @@ def in_widget_kernel(shell: object) -> bool:
     """
     if getattr(shell, "kernel", None) is None:
         return False
-    # Found, not imported: importing ipywidgets costs ~40 ms that %load_ext need not pay.
+    # Found, not imported: %load_ext does not pay ipywidgets' import (benchmarks/README.md, load).
     import importlib.util
 
     return importlib.util.find_spec("ipywidgets") is not None
 
 
-#: A run shorter than this shows no grid at all: building and displaying the widget
-#: costs ~8 ms and an output message, most of a warm ``%remote true``, and a grid
-#: that flashes once tells nothing (the run's result follows as its own output).
+#: A run shorter than this shows no grid at all: the widget would cost a short run most of its
+#: time and an output message (benchmarks/README.md, the grid), and a grid that flashes once
+#: tells nothing (the run's result follows as its own output).
 SHOW_AFTER = 0.3
 
 

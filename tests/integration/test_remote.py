@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import job_kernel, tagged_pids, worker_pids
+from harness import RUN_MIME, job_kernel, run_payload, tagged_pids, worker_pids
 from monarch_jupyter.remote.spool import read_log
-
-MIME = "application/vnd.monarch.remote+json"
 
 # the module's kernel comes from its own `shared` fixture, not conftest's
 pytestmark = pytest.mark.kernel
@@ -29,17 +27,6 @@ pytestmark = pytest.mark.kernel
 def shared(tmp_path_factory):
     with job_kernel(tmp_path_factory.mktemp("remote") / "nb", "hosts=2,aux=1", "%remote true") as kernel:
         yield kernel  # the actors are warm
-
-
-def bundle(result):
-    """The run's result: the last payload sent (a run that lasts showed its grid with a payload
-    of state running, which the result replaces: an update of that display, or a new output)."""
-    for o in reversed(result.outputs):
-        if o.msg_type in ("display_data", "update_display_data") and MIME in o.content["data"]:
-            payload = o.content["data"][MIME]
-            assert payload["state"] == "finished", payload
-            return payload
-    raise AssertionError(f"no {MIME} output in {result.text!r}")
 
 
 def lines(result):
@@ -82,7 +69,7 @@ def test_streams_lines_as_they_are_printed(shared):
     assert "[hosts=0:err] second" in err and "[hosts=1:err] second" in err  # on the cell's stderr
     assert ":err]" not in text
     assert "aux" not in text  # default: the first mesh only
-    b = bundle(r)
+    b = run_payload(r)
     assert b["summary"]["ok"] == 2 and b["target"] == "mesh hosts (2 ranks)"
     assert b["ranks"][1]["lines"] == [["out", "first"], ["err", "second"]]
     log = read_log(Path(shared.cwd, b["log_path"]))
@@ -96,14 +83,14 @@ def test_a_short_run_shows_its_result_only_and_a_long_one_its_grid(shared):
     widget = "application/vnd.jupyter.widget-view+json"
     short = shared.ok("%remote true")
     assert [o.msg_type for o in short.outputs] == ["display_data"]
-    assert MIME in short.outputs[0].content["data"]
+    assert RUN_MIME in short.outputs[0].content["data"]
     long = shared.ok("%%remote\necho early; sleep 0.8; echo late")
     grids = [o for o in long.outputs if o.msg_type == "display_data" and widget in o.content["data"]]
     assert len(grids) == 1, [o.msg_type for o in long.outputs]
     assert grids[0].content["data"]["text/plain"] == "%%remote mesh hosts (2 ranks)"
     early = next(o.t for o in long.outputs if o.msg_type == "stream" and "early" in o.content["text"])
     assert early < grids[0].t  # shown where the output stood once the run had lasted
-    assert MIME in long.outputs[-1].content["data"]
+    assert RUN_MIME in long.outputs[-1].content["data"]
 
 
 def test_partial_lines_progress_bars_and_utf8(shared):
@@ -121,7 +108,7 @@ def test_partial_lines_progress_bars_and_utf8(shared):
     tend = next(t for t, text in outs if "café done" in text)
     assert t10 < t60 < tend and tend - t10 > 1.5, outs
     assert "\ufffd" not in r.stream()
-    assert bundle(r)["ranks"][0]["lines"][-1] == ["out", ["loading 60%", "café done"][-1]]
+    assert run_payload(r)["ranks"][0]["lines"][-1] == ["out", ["loading 60%", "café done"][-1]]
 
 
 def test_per_rank_order_and_targets(shared):
@@ -131,7 +118,7 @@ def test_per_rank_order_and_targets(shared):
         got = [int(line.split()[-1]) for line in text.splitlines() if line.startswith(f"[hosts/{label}]")]
         assert got == list(range(1, 301)), label
     assert re.search(r"^\[aux/hosts=0\] +300$", text, re.MULTILINE)
-    assert bundle(r)["target"] == "meshes hosts, aux (3 ranks)"
+    assert run_payload(r)["target"] == "meshes hosts, aux (3 ranks)"
 
     r = shared.ok("%remote --point hosts=1 echo P $MONARCH_RANK_hosts")
     assert lines(r) == ["[hosts=1] P 1"]
@@ -197,7 +184,7 @@ def test_quiet_and_failures(shared):
     assert r.error["evalue"] == "%%remote: 1 of 1 ranks did not succeed: hosts=1 (rc 3)"
     assert r.error["traceback"] == ["RemoteError: %%remote: 1 of 1 ranks did not succeed: hosts=1 (rc 3)"]
     r = shared.ok("%remote --no-raise exit 2")
-    assert bundle(r)["summary"]["failed"] == 2
+    assert run_payload(r)["summary"]["failed"] == 2
     r = shared.execute("%remote --bogus true")
     assert "UsageError" in r.text and "unknown flag" in r.text
 
@@ -222,7 +209,7 @@ def test_timeout_stops_every_rank(shared):
     assert took < 4, took
     assert "[hosts=0] go" in r.stream() and "never" not in r.stream()
     assert r.error and "timed out" in r.error["evalue"] and "hosts=0" in r.error["evalue"]
-    assert bundle(r)["summary"]["timed_out"] == 2
+    assert run_payload(r)["summary"]["timed_out"] == 2
     time.sleep(0.3)
     assert not [c for c in commands(tagged_pids(shared.tag)) if "sleep" in c]
 
@@ -249,7 +236,7 @@ def test_interrupt_stops_remote_processes_and_next_cell_is_clean(shared):
         r.error["traceback"] == [r.error["traceback"][0]]
         and "KeyboardInterrupt: %%remote stopped" in r.error["traceback"][0]
     )
-    assert bundle(r)["summary"]["interrupted"] == 2
+    assert run_payload(r)["summary"]["interrupted"] == 2
     sleeping = [c for c in commands(tagged_pids(shared.tag)) if "sleep" in c]
     assert not sleeping, sleeping
     nxt = shared.ok("%remote echo next")
@@ -263,7 +250,7 @@ def test_flood_is_coalesced_and_spooled(shared):
     most = max(sum(1 for u in times if t <= u < t + 1.0) for t in times)
     assert most <= 20 + 1, times  # 20 in any second, plus the final write
     assert len(r.stream()) < 400_000
-    b = bundle(r)
+    b = run_payload(r)
     log = read_log(Path(shared.cwd, b["log_path"]))
     assert log["hosts=0"] == log["hosts=1"] == [str(i) for i in range(1, 200001)]
     assert b["ranks"][0]["truncated"] == 200000 - 200
@@ -289,7 +276,7 @@ def test_worker_killed_mid_run(start_kernel, tag):
     assert time.monotonic() - start < 8
     assert r.error and r.error["ename"] == "RemoteError"
     assert re.search(r"hosts=\d \(worker process \d+ died\)", r.error["evalue"]), r.error["evalue"]
-    b = bundle(r)
+    b = run_payload(r)
     assert b["summary"] == {"ok": 1, "failed": 1, "timed_out": 0, "skipped": 0, "interrupted": 0}
     ok = next(x for x in b["ranks"] if x["status"] == "ok")
     assert ok["lines"][-1] == ["out", "tick 6"]
@@ -369,7 +356,7 @@ def test_memory_returns_after_a_giant_line(start_kernel):
     r = k.ok(giant.format(50), timeout=180)
     cut = f"(+{(50 << 20) - 2000} chars)"
     assert r.stream().count(cut) == 2, r.stream()[-500:]  # each rank's line, shown cut
-    assert all(rank["lines"][-1][1].endswith(cut) for rank in bundle(r)["ranks"])
+    assert all(rank["lines"][-1][1].endswith(cut) for rank in run_payload(r)["ranks"])
     k.ok("%remote true")
     k.ok("%remote true")
     k.ok("gc.collect()")

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import child_pids, poll, worker_pids
+from harness import child_pids, poll, run_payload, worker_pids
 from monarch_jupyter.remote.spool import read_log
 
-MIME = "application/vnd.monarch.remote+json"
 PER_HOST = "--per-host procs=16"
 LINES = 300  # × 0.2 s: 60 s of printing
 HOG = "import time\nend = time.monotonic() + float(__import__('sys').argv[1])\nwhile time.monotonic() < end: pass"
@@ -43,13 +42,6 @@ def cpu_hogs(seconds: float):
             with contextlib.suppress(OSError):
                 hog.kill()
             hog.wait(10)
-
-
-def _payload(result):
-    for o in reversed(result.outputs):
-        if o.msg_type in ("display_data", "update_display_data") and MIME in o.content["data"]:
-            return o.content["data"][MIME]
-    raise AssertionError(f"no {MIME} output in {result.text!r}")
 
 
 def _workers(tag: str) -> list[int]:
@@ -97,7 +89,7 @@ def test_a_starved_and_stopped_worker_loses_no_rank_and_a_killed_one_is_reported
     assert stopped.get("for", 0) >= 10.0
     assert r.error is None, r.text[-3000:]
     assert "died" not in r.text and "stopped answering" not in r.text and "failed a probe" not in r.text
-    payload = _payload(r)
+    payload = run_payload(r)
     assert payload["summary"]["ok"] == 32, payload["summary"]
     log = read_log(k.cwd / payload["log_path"])
     ranks = [key for key in log if key != "#" and not key.endswith(":err")]
@@ -141,7 +133,7 @@ def test_a_starved_and_stopped_worker_loses_no_rank_and_a_killed_one_is_reported
     assert r.error and r.error["ename"] == "RemoteError", r.text[-2000:]
     # the host worker or a rank's own proc, whichever the drive saw gone first, is named
     assert re.search(r"worker process \d+ died", r.error["evalue"]), r.error["evalue"]
-    payload = _payload(r)
+    payload = run_payload(r)
     assert payload["summary"]["ok"] == 16 and payload["summary"]["failed"] == 16, payload["summary"]
     notes = read_log(k.cwd / payload["log_path"])["#"]
     assert sum(bool(re.search(r"worker process \d+ died", n)) for n in notes) == 16, notes

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...system.files import read_fd
-from ..protocol import ERR, OUT
+from ..protocol import ERR, OUT, GrepQuery
 from .dumps import rank_folders
 
 MAX_HITS = 1000  # matching lines kept per rank and stream (the rest only counted)
@@ -114,23 +114,16 @@ def read_newest(path: Path, limit: int = READ_LIMIT) -> tuple[bytes, bool]:
     return data, start == 0
 
 
-def grep_run(
-    run_id: str,
-    pattern: str,
-    ignore_case: bool,
-    context: int,
-    ranks: list[int] | None,
-    streams: list[str],
-    mine: dict[str, int] | None = None,
-) -> list[dict[str, Any]]:
-    """Each chosen rank of run ``run_id`` on this host and stream: ``{"key", "rank", "point",
-    "stream", "hits", "count", "whole"}`` (``whole``: line numbers count from the file's start)."""
-    regex = compile_pattern(pattern, ignore_case)
+def grep_run(run_id: str, query: GrepQuery, mine: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """Each rank of run ``run_id`` on this host and stream ``query`` chose: ``{"key", "rank",
+    "point", "stream", "hits", "count", "whole"}`` (``whole``: line numbers count from the
+    file's start)."""
+    regex = compile_pattern(query.pattern, query.ignore_case)
     answers = []
-    for folder, meta in rank_folders(run_id, ranks, None, mine):
-        for stream in (s for s in (OUT, ERR) if s in streams):
+    for folder, meta in rank_folders(run_id, query.ranks, None, mine):
+        for stream in (s for s in (OUT, ERR) if s in query.streams):
             data, whole = read_newest(folder / stream)
-            hits, count = search(data, regex, context)
+            hits, count = search(data, regex, query.context)
             answers.append(
                 {
                     "key": meta.get("key"),

@@ -60,11 +60,11 @@ RUN_PROLOGUE = (
 
 
 # ── the leader's start: a child subreaper without forking the worker ──
-# A Popen with a preexec_fn must fork() the worker (~130 MB, a dozen threads): 13.5 ms of CPU per
-# shell between parent and child on the 2-core CI machine, against ~2 ms for the vfork a Popen
-# without one uses (figures in commit ee82a0c's body). So perl, Debian's essential perl-base,
-# sets the flag and execs bash: ~4.5 ms. Without perl, on another architecture, or where the call
-# fails (probed once per process), the leader is forked with the preexec_fn as before.
+# The leader becomes a child subreaper without a Popen preexec_fn, which would fork() the whole
+# worker at every shell (a Popen without one vforks; the costs: benchmarks/README.md, the worker
+# side). So perl, Debian's essential perl-base, sets the flag and execs bash. Without perl, on
+# another architecture, or where the call fails (probed once per process), the leader is forked
+# with the preexec_fn as before.
 _PRCTL_NR = {"x86_64": 157, "aarch64": 167}  # prctl(2)'s syscall number
 _PERL_SUBREAPER = "syscall({nr}, {flag}, 1, 0, 0, 0) == 0 or exit 126; "
 _PERL_EXEC_BASH = 'exec {"bash"} "bash", "-c", $ARGV[0]; exit 127'

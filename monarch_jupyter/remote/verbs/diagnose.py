@@ -16,7 +16,7 @@ from ...errors import MonarchJupyterError
 from ...text.parser import ArgumentsError
 from ..args import dims, flat_ranks
 from ..errors import RunsError
-from ..protocol import ERR, OUT
+from ..protocol import ERR, OUT, GrepQuery
 from .registry import Cell, arg, verb
 from .runs import USAGE_INTERVAL, first_line, run_entries, running_entries
 
@@ -241,9 +241,8 @@ def grep(
         where = f"log {entry.log}"
     if ask:
         try:
-            answers = cell.runner.call_all(
-                "grep", entry.id, pattern, ignore_case, context, sorted({r for r, _ in ask}), list(streams)
-            )
+            query = GrepQuery(pattern, ignore_case, context, sorted({r for r, _ in ask}), list(streams))
+            answers = cell.runner.call_all("grep", entry.id, tuple(query))  # plain tuple: see protocol
         except MonarchJupyterError as error:
             if not found:
                 raise RunsError(
