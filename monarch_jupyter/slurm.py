@@ -1,5 +1,5 @@
 """Persisted path: caches pickle ``monarch_jupyter.slurm.SlurmJob`` by reference, and notebooks
-import it from here. The class lives in :mod:`.job.engines.slurm_job`; this shim never grows."""
+import it from here. The class lives in :mod:`.jobs.engines.slurm_job`; this shim never grows."""
 
 from __future__ import annotations
 

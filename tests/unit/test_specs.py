@@ -1,6 +1,3 @@
-import subprocess
-import sys
-
 import pytest
 
 from monarch_jupyter.errors import SpecError
@@ -179,43 +176,3 @@ def test_ssh_paths_saved_before_still_read_the_same():
     old = "monarch_jupyter.ssh_jobs.ssh__py_python3__port_22222__m_box_127x2e0x2e0x2e2_127x2e0x2e0x2e3"
     spec = spec_from_saved(old)
     assert spec.meshes == (("box", ("127.0.0.2", "127.0.0.3")),) and spec.path == old
-
-
-def test_persisted_import_paths_resolve():
-    """local_jobs.<attr> and ssh_jobs.<attr> (saved spec files, the CLI) and
-    slurm.SlurmJob (pickled in caches) keep their dotted paths."""
-    import importlib
-
-    from monarch.job import ProcessJob
-
-    def resolve(path):
-        module, _, attr = path.rpartition(".")
-        return getattr(importlib.import_module(module), attr)
-
-    assert isinstance(resolve("monarch_jupyter.local_jobs.hosts_2"), ProcessJob)
-    # an SSHJob enables Monarch's transport when built, which must come before any other Monarch
-    # call of the process: built in a fresh one
-    probe = (
-        "import importlib\n"
-        "m = importlib.import_module('monarch_jupyter.ssh_jobs')\n"
-        "ssh = getattr(m, 'ssh__py_python3__port_22222__m_hosts_h1_h2')\n"
-        "print(type(ssh).__name__, ssh._meshes)"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
-    assert out.stdout.split(None, 1) == ["SSHJob", "{'hosts': ['h1', 'h2']}\n"], out.stderr
-    slurm_class = resolve("monarch_jupyter.slurm.SlurmJob")
-    assert slurm_class.__module__ == "monarch_jupyter.slurm" and slurm_class.__qualname__ == "SlurmJob"
-
-
-def test_a_pickled_slurm_job_still_unpickles():
-    """Caches hold ``monarch_jupyter.slurm.SlurmJob`` by reference: a pickle naming that
-    path (protocol 4, as cache.dump_job writes) loads into our class."""
-    import pickle
-
-    from monarch_jupyter.jobs.engines.slurm_job import SlurmJob
-
-    job = SlurmJob({"hosts": 1}, python_exe="/usr/bin/python3", exclusive=False)
-    data = pickle.dumps(job, protocol=4)
-    assert b"monarch_jupyter.slurm" in data and b"SlurmJob" in data
-    loaded = pickle.loads(data)
-    assert type(loaded) is SlurmJob and loaded._meshes == {"hosts": 1}
