@@ -28,7 +28,7 @@ import { liveViews } from './liveView';
 // eslint-disable-next-line jupyter/prefer-lazy-imports
 import { MonarchPanel } from './panel';
 import { requestAPI } from './request';
-import { IShellEvent, IShellRequest, OPEN_SHELL_EVENT } from './shell';
+import { IShellEvent, IShellRequest, OPEN_SHELL_EVENT } from './shellEvent';
 
 /**
  * Open a terminal running a shell on a rank: the server starts it (its route

@@ -3,7 +3,6 @@
  * panel per rank.
  */
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
-import { Widget } from '@lumino/widgets';
 
 import {
   IRank,
@@ -25,6 +24,7 @@ import {
   truncatedNotice
 } from './model';
 import { el } from './dom';
+import { PayloadRenderer } from './payloadRenderer';
 import { appendAnsi } from './ansi';
 import {
   IOutliers,
@@ -239,19 +239,17 @@ function nextTask(): Promise<void> {
 }
 
 /** Renders `application/vnd.monarch.remote+json` outputs. */
-export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
+export class RunResultRenderer extends PayloadRenderer {
   constructor(options: IRenderMime.IRendererOptions) {
-    super();
-    this._mimeType = options.mimeType;
-    this.addClass(CLASS);
+    super(options, CLASS);
   }
 
   /** Render the model's payload, or a short error for an invalid one. */
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this.node.textContent = '';
     let result: IRunResult;
+    const data = this.freshPayload(model);
     try {
-      result = parseRunResult(model.data[this._mimeType]);
+      result = parseRunResult(data);
     } catch (error) {
       this.node.appendChild(
         el('div', `${CLASS}-error`, `Cannot show run result: ${error}`)
@@ -296,8 +294,6 @@ export class RunResultRenderer extends Widget implements IRenderMime.IRenderer {
     }
     return Promise.resolve();
   }
-
-  private _mimeType: string;
 }
 
 /** Renderer factory for the run-result mimetype. */

@@ -9,26 +9,22 @@
  * app) answers: POST /monarch-jupyter/shell, then `terminal:open`.
  */
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
-import { Widget } from '@lumino/widgets';
 
 import { el } from './dom';
+import { PayloadRenderer } from './payloadRenderer';
+import { requestShell } from './shellEvent';
+
+export {
+  IShellEvent,
+  IShellRequest,
+  OPEN_SHELL_EVENT,
+  requestShell
+} from './shellEvent';
 
 export const SHELL_MIME = 'application/vnd.monarch.shell+json';
 
-/** The window event asking the plugin for a terminal: its detail is an `IShellEvent`. */
-export const OPEN_SHELL_EVENT = 'monarch-jupyter:open-shell';
-
 /** How long after `%remote shell` ran its output still opens a terminal by itself. */
 export const FRESH_SECONDS = 120;
-
-/** What the server's shell route takes: a folder (relative `path` or absolute `folder`) and a rank. */
-export interface IShellRequest {
-  path?: string;
-  folder?: string;
-  context: string | null;
-  rank: number;
-  mesh?: string | null;
-}
 
 /** The payload `%remote shell` displays (rank_shell.bundle). */
 export interface IShellPayload {
@@ -41,12 +37,6 @@ export interface IShellPayload {
   /** Epoch seconds. */
   created: number;
   id: string;
-}
-
-export interface IShellEvent {
-  request: IShellRequest;
-  /** Called with a line saying what happened ('' when the terminal opened). */
-  report: (message: string) => void;
 }
 
 function str(value: unknown): string {
@@ -97,34 +87,19 @@ export function parseRank(text: string): number | null {
   return /^\d{1,6}$/.test(t) ? Number(t) : null;
 }
 
-/** Ask the plugin for a terminal (see `OPEN_SHELL_EVENT`). */
-export function requestShell(
-  request: IShellRequest,
-  report: (message: string) => void
-): void {
-  window.dispatchEvent(
-    new CustomEvent<IShellEvent>(OPEN_SHELL_EVENT, {
-      detail: { request, report }
-    })
-  );
-}
-
 /** Outputs that opened their terminal already, in this page (re-renders must not open another). */
 const OPENED = new Set<string>();
 
 const CLASS = 'jp-MonarchShell';
 
 /** Renders `%remote shell`'s payload: the command, a button, and the outcome line. */
-export class ShellRenderer extends Widget implements IRenderMime.IRenderer {
+export class ShellRenderer extends PayloadRenderer {
   constructor(options: IRenderMime.IRendererOptions) {
-    super();
-    this._mimeType = options.mimeType;
-    this.addClass(CLASS);
+    super(options, CLASS);
   }
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this.node.textContent = '';
-    const payload = parseShellPayload(model.data[this._mimeType]);
+    const payload = parseShellPayload(this.freshPayload(model));
     if (!payload) {
       this.node.appendChild(el('div', `${CLASS}-error`, 'Not a shell payload'));
       return Promise.resolve();
@@ -157,8 +132,6 @@ export class ShellRenderer extends Widget implements IRenderMime.IRenderer {
     }
     return Promise.resolve();
   }
-
-  private _mimeType: string;
 }
 
 export const shellRendererFactory: IRenderMime.IRendererFactory = {

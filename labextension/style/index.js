@@ -1,2 +1,3 @@
 import './base.css';
 import './diff.css';
+import './ansi.css';

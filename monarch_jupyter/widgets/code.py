@@ -1,4 +1,5 @@
-"""The anywidget modules' code, as ``jlpm build:widgets`` writes it from labextension/widgets/*.ts."""
+"""The anywidget modules' code, as ``jlpm build:widgets`` writes it from labextension/widgets/*.ts
+(and the grid's run.css, from labextension/widgets/run.css)."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ RUN_CSS = _HERE / "run.css"
 
 def code_version() -> str:
     """A digest of run.js and run.css: the loader's cache-busting query (new code, new URL)."""
-    return hashlib.sha256(read_code(RUN_JS).encode() + RUN_CSS.read_bytes()).hexdigest()[:12]
+    return hashlib.sha256((read_code(RUN_JS) + read_code(RUN_CSS)).encode()).hexdigest()[:12]
 
 
 def _stub() -> str:
@@ -328,7 +328,7 @@ class RunWidget(Model):
 
 def _code() -> dict[str, object]:
     """The grid's code for a loader that cannot fetch it from the server extension."""
-    return {"esm": read_code(RUN_JS), "css": RUN_CSS.read_text()}
+    return {"esm": read_code(RUN_JS), "css": read_code(RUN_CSS)}
 
 
 def fallback_text(title: str) -> str:
