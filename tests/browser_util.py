@@ -443,6 +443,18 @@ def wait_kernel_idle(server: JupyterServer, page: Any, notebook: str, timeout: f
     page.wait_for_function(server.ui.kernel_idle_js, timeout=timeout * 1000)
 
 
+def open_and_run(
+    server: JupyterServer, page: Any, notebook: str, cells: int, timeout: float, query: str = ""
+) -> None:
+    """``notebook`` opened (``query``: e.g. ``reset&``), its kernel idle, its first ``cells`` run
+    one by one, each given ``timeout`` seconds."""
+    page.goto(f"{server.url}{server.ui.notebook_url(notebook)}?{query}token={server.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    wait_kernel_idle(server, page, notebook)
+    for index in range(cells):
+        run_cell(page, index, timeout)
+
+
 def run_cell(page: Any, index: int, timeout: float = 60, wait: bool = True) -> None:
     """Select cell ``index``, run it with Shift+Enter and (``wait``) wait for its execution count."""
     cell = page.locator(".jp-Notebook .jp-Cell").nth(index)

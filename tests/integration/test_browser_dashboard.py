@@ -22,8 +22,7 @@ from browser_util import (
     chromium_page,
     jupyter_server,
     notebook,
-    run_cell,
-    wait_kernel_idle,
+    open_and_run,
 )
 from harness import poll
 
@@ -77,11 +76,7 @@ def _shots(ui: Frontend) -> Path:
 
 def _open_notebook(server: JupyterServer, page) -> None:
     """The notebook open, its three cells run: the %job widget shows a running telemetry job."""
-    page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK_FILE)}?token={server.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    wait_kernel_idle(server, page, NOTEBOOK_FILE)
-    for index in range(3):
-        run_cell(page, index, 90)
+    open_and_run(server, page, NOTEBOOK_FILE, 3, 90)
     page.locator(".jp-Notebook .jp-Cell").nth(2).locator("a.monarch-job-dashboard").wait_for()
 
 

@@ -26,8 +26,8 @@ from browser_util import (
     chromium_page,
     jupyter_server,
     notebook,
+    open_and_run,
     run_cell,
-    wait_kernel_idle,
     wait_prompt,
     wait_until,
 )
@@ -88,11 +88,7 @@ def test_grid_groups_and_stacks_in_the_browser(tmp_path: Path, tag: str, ui: Fro
 
 
 def _scenario(server: JupyterServer, page, shots: Path) -> None:
-    page.goto(f"{server.url}{server.ui.notebook_url(FILE)}?token={server.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    wait_kernel_idle(server, page, FILE)
-    for index in range(3):
-        run_cell(page, index, 90)
+    open_and_run(server, page, FILE, 3, 90)
     run_cell(page, 3, wait=False)
     grid = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-run-widget")
     grid.wait_for(timeout=30_000)
@@ -165,11 +161,7 @@ def test_four_ranks_fit_one_row_with_whole_statuses(tmp_path: Path, tag: str, ui
     ]
     root, shots = _server_root(tmp_path, FOUR, cells, ui)
     with jupyter_server(root, tmp_path / "jupyter", tag, ui) as server, chromium_page(tag) as page:
-        page.goto(f"{server.url}{server.ui.notebook_url(FOUR)}?token={server.token}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell")
-        wait_kernel_idle(server, page, FOUR)
-        for index in range(3):
-            run_cell(page, index, 120)
+        open_and_run(server, page, FOUR, 3, 120)
         run_cell(page, 3, wait=False)
         cell = page.locator(".jp-Notebook .jp-Cell").nth(3)
         grid = cell.locator(".monarch-run-widget")

@@ -17,8 +17,7 @@ from browser_util import (
     chromium_page,
     jupyter_server,
     notebook,
-    run_cell,
-    wait_kernel_idle,
+    open_and_run,
     wait_until,
 )
 from harness import worker_pids
@@ -64,11 +63,7 @@ def test_job_widget_topology_and_kill(tmp_path: Path, tag: str) -> None:
 
 
 def _scenario(server: JupyterServer, page, shot, tag: str) -> None:
-    page.goto(f"{server.url}{server.ui.notebook_url(NOTEBOOK)}?reset&token={server.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    wait_kernel_idle(server, page, NOTEBOOK)
-    for index in range(4):
-        run_cell(page, index, timeout=120)
+    open_and_run(server, page, NOTEBOOK, 4, 120, query="reset&")
     widget = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".monarch-job-widget")
     widget.wait_for()
     assert widget.locator(".monarch-job-state").inner_text() == "running"
