@@ -3,9 +3,10 @@ stacks folded across ranks in clush's notation (pure: no Monarch, no threads).
 
 Each rank's text is its command's processes, one line each (``pid 123 S hrtimer_nanosleep:
 sleep 30``; a Python process's line is followed by its py-spy dump: the threads of
-:mod:`.pyspy`, printed as py-spy's own text prints them); the run's wrapper shell is left out while anything else runs. Ranks fold when their texts are equal
-once what differs between identical code paths is dropped (:func:`normalise`: pids, thread ids,
-thread states, addresses, the rank's own folder); the largest group comes first::
+:mod:`.pyspy`, printed as py-spy's own text prints them); the run's wrapper shell is left out
+while anything else runs. Ranks fold when their texts are equal once what differs between
+identical code paths is dropped (:func:`normalise`: pids, thread ids, thread states, addresses,
+the rank's own folder); the largest group comes first::
 
     hosts=[0-6,8] (8):
         pid …: python -u -c …
