@@ -103,6 +103,22 @@ def test_values_both_ways_bounded(namespace):
     assert "could not unpickle" in session.ask(sock, {"op": "push", "items": {"v": b"junk"}})["error"]
 
 
+def test_a_runs_folder_deeper_than_a_socket_address_still_serves(tmp_path, monkeypatch):
+    root = tmp_path / ("deep" * 30) / "runs"
+    root.mkdir(parents=True, mode=0o700)
+    monkeypatch.setenv(layout.RUNS_DIR_ENV, str(root))
+    folder = session.session_dir("job", "main", "hosts", 0)
+    assert len(str(folder / session.SOCK)) > 107  # past sun_path: a plain bind would fail
+    record = session.ensure(folder, dict(os.environ), None, {"name": "main", "key": "hosts", "rank": 0})
+    try:
+        assert cell((folder, record), "x = 6 * 7", "a").returncode == 0
+        assert cell((folder, record), "x", "b").value == "42"
+        assert session.ask(folder / session.SOCK, {"op": "ping"})["pid"] == record["pid"]
+    finally:
+        asyncio.run(session.stop(folder, record, grace=1.0))
+    assert not session.alive(record)
+
+
 def test_another_user_is_refused(namespace, second_user):
     folder, _ = namespace
     opened = [folder, *[p for p in folder.parents if p != folder.parents[-1]]]
@@ -114,7 +130,8 @@ def test_another_user_is_refused(namespace, second_user):
         probe = (
             "import socket, struct, pickle\n"
             "s = socket.socket(socket.AF_UNIX)\n"
-            f"s.connect({str(folder / session.SOCK)!r})\n"
+            f"import os; os.chdir({str(folder)!r})\n"  # relative: any runs folder's depth fits
+            f"s.connect({session.SOCK!r})\n"
             "d = pickle.dumps({'op': 'ping'})\n"
             # the host may close before the request is written (EPIPE) or after (reset, EOF)
             "try:\n    s.sendall(struct.pack('!Q', len(d)) + d)\n"

@@ -46,7 +46,6 @@ ASK_TIMEOUT = 5.0  # a ping or a stop's answer
 SLICE = 0.00025  # while a quick cell runs, how often the answer and the files are looked at
 INTERRUPTS = 3  # SIGINTs a stop sends (``grace`` apart) before it gives up: the namespace stays
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}")
-SOCK_MAX = 107  # sun_path's size on Linux, less its NUL
 
 # the namespace process's program: the server's main, sent by value on stdin (see session_server)
 BOOT = (
@@ -86,12 +85,23 @@ def _private_dirs(folder: Path) -> None:
 
 
 # ── asking a namespace process ────────────────────────────────────────
+def connect(sock_path: Path) -> socket.socket:
+    """A connection to the namespace listening on ``sock_path`` (at most ``ASK_TIMEOUT`` s)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(ASK_TIMEOUT)
+        with server.unix_address(str(sock_path)) as address:
+            conn.connect(address)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def ask(sock_path: Path, message: dict[str, Any], timeout: float | None = ASK_TIMEOUT) -> dict[str, Any]:
     """One request, its answer (blocking, at most ``timeout`` s per read; None: as long as the
     namespace takes, e.g. to evaluate a pull)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(ASK_TIMEOUT)
-        conn.connect(str(sock_path))
+    with connect(sock_path) as conn:
         conn.settimeout(timeout)
         server.send_message(conn, message)
         return server.recv_message(conn)
@@ -112,11 +122,6 @@ def start(folder: Path, env: dict[str, str], workdir: str | None, about: dict[st
 
     _private_dirs(folder)
     sock = folder / SOCK
-    if len(str(sock)) > SOCK_MAX:
-        raise SessionError(
-            f"the session's socket path {sock} is longer than a Unix socket allows: set "
-            "MONARCH_JUPYTER_RUNS_DIR to a shorter folder before %job apply"
-        )
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock)
     owner = os.getppid()  # the host's worker: the namespace ends with it (%job kill)
@@ -266,10 +271,12 @@ class SessionCell(RankOutput):
         self._answered = False
         self._done: asyncio.Future[int] | None = None
         self._stopping: asyncio.Future[None] | None = None
-        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self.conn.settimeout(ASK_TIMEOUT)
-            self.conn.connect(str(sock))
+            self.conn = connect(sock)
+        except BaseException:
+            self.tail.close()
+            raise
+        try:
             server.send_message(self.conn, request)
         except BaseException:
             self.conn.close()

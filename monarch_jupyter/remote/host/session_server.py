@@ -49,6 +49,25 @@ HEADER_SIZE = 8
 MAX_REQUEST = 1 << 31  # bytes: a push's values are bounded by the kernel, far below this
 VALUE_CHARS = 4000  # the shown repr of a cell's last expression, cut to this
 OWNER_POLL = 1.0  # seconds between two looks at whether the host's worker is still there
+SUN_PATH_MAX = 107  # a Unix socket address's path, less its NUL (Linux)
+
+
+# ── the socket's address ───────────────────────────────────────────
+@contextlib.contextmanager
+def unix_address(path: str) -> Any:
+    """An address that binds or connects to the socket ``path``, whatever its length: ``path``
+    itself when it fits, else ``/proc/self/fd/<fd>/<name>`` through a descriptor of its folder
+    (held while the block runs). A runs folder set deep (``MONARCH_JUPYTER_RUNS_DIR``) must not
+    make a session impossible, and sun_path holds only 107 bytes."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        yield path
+        return
+    folder, name = os.path.split(path)
+    fd = os.open(folder or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{name}"
+    finally:
+        os.close(fd)
 
 
 # ── framing ───────────────────────────────────────────────────────────
@@ -117,7 +136,8 @@ class Server:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
-            listener.bind(self.sock_path)
+            with unix_address(self.sock_path) as address:
+                listener.bind(address)
         finally:
             os.umask(old)
         listener.listen(64)
