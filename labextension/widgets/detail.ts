@@ -1,10 +1,9 @@
 /** The run grid's detail pane: the selected rank's output under the tiles. */
 
 import { appendAnsi } from '../src/ansi';
-import { el } from '../src/dom';
+import { el, optionalLine, setText } from '../src/dom';
 import { statusText } from './format';
 import { KEEP, LineStore } from './lines';
-import { setText } from './tile';
 import type { IGroup, IModel, ITile, Line } from './types';
 
 /**
@@ -102,16 +101,12 @@ export class DetailPane {
     total: number
   ): void {
     setText(shown.head, headText);
-    if (lost && !shown.dropped) {
-      shown.dropped = el('div', 'monarch-run-dropped');
-      shown.head.after(shown.dropped);
-    } else if (!lost && shown.dropped) {
-      shown.dropped.remove();
-      shown.dropped = null;
-    }
-    if (shown.dropped) {
-      setText(shown.dropped, `${lost} earlier lines not shown`);
-    }
+    shown.dropped = optionalLine(
+      shown.dropped,
+      lost ? `${lost} earlier lines not shown` : '',
+      'monarch-run-dropped',
+      made => shown.head.after(made)
+    );
     const fresh = Math.min(total - shown.total, KEEP);
     shown.total = total;
     if (fresh <= 0) {

@@ -13,13 +13,13 @@
 // with src/ansi.ts and src/dom.ts into monarch_jupyter/widgets/run.js, one ES
 // module as anywidget loads it; tested by labextension's jest tests.
 
-import { el } from '../src/dom';
+import { el, setText } from '../src/dom';
 import { DetailPane } from './detail';
 import { shownTiles, TileGrid } from './grid';
 import { ILinesMessage, LineStore } from './lines';
 import { IStacksAnswer, IUsageAnswer, Requests } from './requests';
 import { interruptKernel } from './server';
-import { ITileView, setAttr, setText } from './tile';
+import { ITileView, setAttr } from './tile';
 import type { IGroup, IModel, ITile } from './types';
 
 export { ansiSegments, appendAnsi } from '../src/ansi';

@@ -1,6 +1,6 @@
 /** One tile of the run grid: its node, made once and updated in place. */
 
-import { el } from '../src/dom';
+import { el, optionalLine, setText } from '../src/dom';
 import {
   expandRuns,
   formatSeconds,
@@ -39,23 +39,6 @@ export interface IDrawn {
   group: IGroup | undefined;
   /** the generation it was last written in (-1: never) */
   written: number;
-}
-
-/**
- * Set a node's text only when it differs: an unchanged assignment still costs a relayout.
- * A node holding one text node keeps it and changes its data: replacing it (textContent)
- * inserts a node, and JupyterLab's `:has()` rules on the output area then restyle the cell.
- */
-export function setText(node: HTMLElement, text: string) {
-  const only = node.firstChild;
-  if (only && only === node.lastChild && only.nodeType === Node.TEXT_NODE) {
-    const textNode = only as Text;
-    if (textNode.data !== text) {
-      textNode.data = text;
-    }
-  } else if (node.textContent !== text) {
-    node.textContent = text;
-  }
 }
 
 /** Set an attribute only when it differs (as setText). */
@@ -172,17 +155,12 @@ function elapsedSeconds(tile: ITile, now: number) {
 
 /** Its resources line, made or removed as a sample comes or goes. */
 function writeUsage(entry: IDrawn, sample: IUsage | undefined) {
-  const resources = usageText(sample);
-  if (resources && !entry.usage) {
-    entry.usage = el('div', 'monarch-run-usage');
-    entry.node.append(entry.usage);
-  } else if (!resources && entry.usage) {
-    entry.usage.remove();
-    entry.usage = null;
-  }
-  if (entry.usage) {
-    setText(entry.usage, resources);
-  }
+  entry.usage = optionalLine(
+    entry.usage,
+    usageText(sample),
+    'monarch-run-usage',
+    made => entry.node.append(made)
+  );
 }
 
 /** The node's attributes: class, rank, status, count, title. */
