@@ -98,6 +98,8 @@ export interface IRunResult {
   run_id: string | null;
   /** 'running': written while the run went on (version 2); version 1 is always finished. */
   state: RunStateName;
+  /** A detached run's running payload: no cell replaced it when the run ended. */
+  detached: boolean;
 }
 
 /*
@@ -304,7 +306,8 @@ export function parseRunResult(data: unknown): IRunResult {
     ranks,
     omitted: raw.length - ranks.length,
     run_id: optStr(data, 'run_id'),
-    state: data.state === 'running' ? 'running' : 'finished'
+    state: data.state === 'running' ? 'running' : 'finished',
+    detached: data.detached === true
   };
 }
 
@@ -323,6 +326,9 @@ export function runningNote(result: IRunResult): string {
     return '';
   }
   const which = result.run_id ? `Run ${result.run_id}` : 'This run';
+  if (result.detached) {
+    return `${which} was started detached and may have ended since — run ${attachLine(result)} to see its output (live while it runs).`;
+  }
   return `${which} was still running when saved — run ${attachLine(result)} to follow it (its output so far, then live).`;
 }
 

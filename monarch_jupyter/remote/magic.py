@@ -297,7 +297,7 @@ class RemoteMagics(Magics):
         # it: the grid's own copy where there is a grid, one output either way
         state = _run_state(args, plan, log_path, observers=list(remote_package.observers))
         if not self._follow_detached(state, plan):
-            display(state.running_bundle(), raw=True)
+            display(state.running_bundle(detached=True), raw=True)
 
     def _follow_detached(self, state: RunState, plan: Plan) -> bool:
         """In a kernel with widgets: the detached run's live grid in this cell (with the running

@@ -93,6 +93,7 @@ class _PayloadVersion(TypedDict):
 
 class _PayloadHead(_PayloadVersion, total=False):
     run_id: str  # only when the run is in the runs index
+    detached: bool  # only in a detached run's running payload (True)
 
 
 class _Payload(TypedDict):
@@ -466,15 +467,22 @@ class RunState:
     def attach_line(self) -> str:
         return f"%remote attach {self.run_id}" if self.run_id else "%remote attach"
 
-    def running_bundle(self) -> dict[str, object]:
+    def running_bundle(self, detached: bool = False) -> dict[str, object]:
         """What stands in the cell while the run goes on (payload ``state: running``): saved
-        mid-run and reopened, it says the run was still going and how to follow it. No
-        text/plain: a terminal prints that at once, mid-run, where the note is wrong. No lines:
-        they would be those of the moment it was shown, and the front end draws the payload
-        (hidden) beside the live grid: at 4,096 ranks ~41,000 DOM nodes of nothing to see."""
-        text = f"run {self.run_id or ''} still running when saved: {self.attach_line()} follows it"
+        mid-run and reopened, it says the run was still going and how to follow it. A detached
+        run's stays when the run ends (no cell is there to replace it), so it says only that the
+        run was started detached (``detached: true``). No text/plain: a terminal prints that at
+        once, mid-run, where the note is wrong. No lines: they would be those of the moment it
+        was shown, and the front end draws the payload (hidden) beside the live grid: at 4,096
+        ranks ~41,000 DOM nodes of nothing to see."""
+        payload = self.to_mime(lines=False)
+        if detached:
+            payload["detached"] = True
+            text = f"run {self.run_id or ''} was started detached: {self.attach_line()} shows its output"
+        else:
+            text = f"run {self.run_id or ''} still running when saved: {self.attach_line()} follows it"
         return {
-            MIME_TYPE: self.to_mime(lines=False),
+            MIME_TYPE: payload,
             "text/html": f"<div class='monarch-remote-running'>{html.escape(text)}</div>",
         }
 

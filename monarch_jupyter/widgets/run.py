@@ -323,7 +323,7 @@ class RunWidget(Model):
         front ends, and the running payload with its HTML for a notebook reopened without this
         kernel (``RunState.running_bundle``)."""
         bundle, _metadata = Model._repr_mimebundle_(self)
-        return {**bundle, "text/plain": fallback_text(self.title), **state.running_bundle()}
+        return {**bundle, "text/plain": fallback_text(self.title), **state.running_bundle(self.detached)}
 
 
 def _code() -> dict[str, object]:

@@ -21,6 +21,7 @@ from monarch_jupyter.remote.args import (
 from monarch_jupyter.remote.lines import TAIL_LINES, visible
 from monarch_jupyter.remote.model import (
     ERR,
+    MIME_TYPE,
     OUT,
     Exited,
     Finished,
@@ -676,6 +677,22 @@ def test_payloads_the_model_writes_match_the_schema():
         validator.validate(bad)
 
 
+def test_a_detached_runs_running_payload_says_so_and_matches_the_schema():
+    """No cell replaces a detached run's payload when it ends: saved later, it must not say the
+    run was still running, so it carries ``detached`` and its HTML says only how to see it."""
+    validator = _validator()
+    s = _state(2)
+    s.run_id = "20261201-010203-abc123"
+    attached, detached = s.running_bundle(), s.running_bundle(detached=True)
+    assert "detached" not in attached[MIME_TYPE] and "still running" in attached["text/html"]
+    assert detached[MIME_TYPE]["detached"] is True and detached[MIME_TYPE]["state"] == "running"
+    assert "still running" not in detached["text/html"] and "started detached" in detached["text/html"]
+    validator.validate(detached[MIME_TYPE])
+    bad = dict(detached[MIME_TYPE], detached=False)  # only ever present as true
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(bad)
+
+
 def test_todays_saved_payloads_still_match_the_schema():
     """Old notebooks must keep rendering: the frozen version-1 payloads (and those in
     notebooks/) are valid, so the renderer, checked against the same schema, reads them."""
@@ -909,7 +926,10 @@ def test_the_payload_properties_are_the_schemas():
     s.apply(Lost(1, "worker process 9 died"))
     s.apply(Finished())
     payload = s.to_mime()
-    assert set(payload) == set(SCHEMA["properties"]) and SCHEMA["additionalProperties"] is False
+    detached = s.running_bundle(detached=True)[MIME_TYPE]  # "detached": in that payload only
+    assert (
+        set(payload) | set(detached) == set(SCHEMA["properties"]) and SCHEMA["additionalProperties"] is False
+    )
     rank = SCHEMA["$defs"]["rank"]
     assert set(payload["ranks"][1]) == set(rank["properties"]) and rank["additionalProperties"] is False
     validator = _validator()

@@ -89,6 +89,13 @@ describe('parseRunResult', () => {
       payload({ version: 2, run_id: 'x', state: 'finished' })
     );
     expect(runningNote(ended)).toBe('');
+    const detached = parseRunResult(
+      payload({ version: 2, run_id: 'x', state: 'running', detached: true })
+    );
+    expect(detached.detached).toBe(true);
+    expect(runningNote(detached)).toBe(
+      'Run x was started detached and may have ended since — run %remote attach x to see its output (live while it runs).'
+    );
   });
 
   it('rejects other versions and non-objects', () => {
