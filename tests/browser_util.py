@@ -361,6 +361,22 @@ class JupyterServer:
         except OSError:
             return ""
 
+    def kernel_stacks(self) -> str:
+        """``py-spy dump`` of every Python process the server started (its kernels): where a
+        kernel that never finished its cell was stuck, printed with the log of a failing test."""
+        spy = Path(sys.executable).with_name("py-spy")
+        dumps = []
+        for pid in _descendants(self.proc.pid)[:6]:  # the kernels first, then their workers
+            try:
+                done = subprocess.run(
+                    [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=20
+                )
+            except (OSError, subprocess.TimeoutExpired) as error:
+                dumps.append(f"pid {pid}: no dump ({error})")
+                continue
+            dumps.append(f"pid {pid}:\n{done.stdout or done.stderr}")
+        return "\n".join(dumps)
+
     def stop(self) -> None:
         """SIGTERM our process group (server and the kernels it started), then SIGKILL."""
         if self.proc.poll() is None:
@@ -394,9 +410,28 @@ def jupyter_server(
         yield server
     except Exception:
         print(f"---- jupyter {ui.app} log ----\n{server.log()}")
+        print(f"---- its kernels' stacks ----\n{server.kernel_stacks()}")
         raise
     finally:
         server.stop()
+
+
+def _descendants(root: int) -> list[int]:
+    """The pids of ``root``'s descendants that run Python, children before grandchildren."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in parents.get(todo.pop(0), []):
+            todo.append(child)
+            with contextlib.suppress(OSError):
+                if "python" in os.readlink(f"/proc/{child}/exe"):
+                    found.append(child)
+    return found
 
 
 @contextlib.contextmanager
