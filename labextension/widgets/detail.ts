@@ -1,7 +1,8 @@
 /** The run grid's detail pane: the selected rank's output under the tiles. */
 
 import { appendAnsi } from '../src/ansi';
-import { el, optionalLine, setText } from '../src/dom';
+import { el } from '../src/dom';
+import { optionalLine, setText } from './nodes';
 import { statusText } from './format';
 import { KEEP, LineStore } from './lines';
 import type { IGroup, IModel, ITile, Line } from './types';

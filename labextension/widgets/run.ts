@@ -13,12 +13,13 @@
 // with src/ansi.ts and src/dom.ts into monarch_jupyter/widgets/run.js, one ES
 // module as anywidget loads it; tested by labextension's jest tests.
 
-import { el, setText } from '../src/dom';
+import { el } from '../src/dom';
 import { DetailPane } from './detail';
 import { shownTiles, TileGrid } from './grid';
 import { ILinesMessage, LineStore } from './lines';
 import { IStacksAnswer, IUsageAnswer, Requests } from './requests';
 import { interruptKernel } from './server';
+import { setText } from './nodes';
 import { ITileView, setAttr } from './tile';
 import type { IGroup, IModel, ITile } from './types';
 

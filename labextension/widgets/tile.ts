@@ -1,6 +1,7 @@
 /** One tile of the run grid: its node, made once and updated in place. */
 
-import { el, optionalLine, setText } from '../src/dom';
+import { el } from '../src/dom';
+import { optionalLine, setText } from './nodes';
 import {
   expandRuns,
   formatSeconds,

@@ -1,10 +1,10 @@
 /**
  * @jest-environment jsdom
  *
- * The DOM helpers the views share (src/dom.ts): an optional line is made once, kept in
+ * The grid's text-node helpers (widgets/nodes.ts): an optional line is made once, kept in
  * place while its text changes, and removed when its text is empty.
  */
-import { optionalLine, setText } from '../dom';
+import { optionalLine, setText } from '../../widgets/nodes';
 
 describe('optionalLine', () => {
   it('makes, updates in place and removes its line', () => {
