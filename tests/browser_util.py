@@ -36,7 +36,9 @@ from typing import Any
 
 import pytest
 
+from daemons import descendants
 from harness import TAG_VAR, poll
+from monarch_jupyter.system import procfs
 
 REPO = Path(__file__).resolve().parents[1]
 # This checkout's prebuilt labextension (`cd labextension && jlpm build:prod`).
@@ -366,7 +368,8 @@ class JupyterServer:
         kernel that never finished its cell was stuck, printed with the log of a failing test."""
         spy = Path(sys.executable).with_name("py-spy")
         dumps = []
-        for pid in _descendants(self.proc.pid)[:6]:  # the kernels first, then their workers
+        below = descendants(self.proc.pid)  # the server's children (its kernels) first
+        for pid in [p for p in below if "python" in (procfs.exe(p) or "")][:6]:
             try:
                 done = subprocess.run(
                     [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=20
@@ -414,24 +417,6 @@ def jupyter_server(
         raise
     finally:
         server.stop()
-
-
-def _descendants(root: int) -> list[int]:
-    """The pids of ``root``'s descendants that run Python, children before grandchildren."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in parents.get(todo.pop(0), []):
-            todo.append(child)
-            with contextlib.suppress(OSError):
-                if "python" in os.readlink(f"/proc/{child}/exe"):
-                    found.append(child)
-    return found
 
 
 @contextlib.contextmanager
