@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 HEADER = "!Q"  # a message's length (a format, not a struct.Struct: this module is pickled by value)
@@ -54,7 +55,7 @@ SUN_PATH_MAX = 107  # a Unix socket address's path, less its NUL (Linux)
 
 # ── the socket's address ───────────────────────────────────────────
 @contextlib.contextmanager
-def unix_address(path: str) -> Any:
+def unix_address(path: str) -> Iterator[str]:
     """An address that binds or connects to the socket ``path``, whatever its length: ``path``
     itself when it fits, else ``/proc/self/fd/<fd>/<name>`` through a descriptor of its folder
     (held while the block runs). A runs folder set deep (``MONARCH_JUPYTER_RUNS_DIR``) must not
