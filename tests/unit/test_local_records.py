@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from monarch_jupyter.jobs import local_records as _local_records
+from monarch_jupyter.jobs import signing as _signing
 from monarch_jupyter.jobs.contexts import Layout
 from monarch_jupyter.system import live as _live
 from monarch_jupyter.system import procfs as _procfs
@@ -47,13 +48,29 @@ def _killable(root: Path):
     return _local_records.killable(layout, layout.state_path("default"), "default")
 
 
+def _why_refused(root: Path, procs: list[subprocess.Popen]) -> str:
+    """What each record says, for a failure message: which of killable's checks said no."""
+    layout = Layout(root)
+    state = layout.state_path("default")
+    status = _local_records.status_from_files(layout, "default", os.stat(state))
+    record = _live.find(str(root), "default")
+    return (
+        f"signature: {_signing.check(state, state.read_bytes())}; "
+        f"status: {status and (status.state, status.services, status.worker_pids)}; "
+        f"sidecar lock: {os.path.lexists(f'/tmp/monarch_job_sidecar_{APPLY_ID}.lock')}; "
+        f"live record: {record and (record.apply_id, record.workers, record.alive())}; "
+        f"workers: {[(p.pid, p.poll(), _procfs.state(p.pid), _procfs.cmdline(p.pid)) for p in procs]}"
+    )
+
+
 def test_a_job_both_records_vouch_for_is_killed_with_its_socket_folder(tmp_path, workers):
     procs, sockets = workers
     root = tmp_path / "nb"
     root.mkdir()
     _recorded(root, procs)
     found = _killable(root)
-    assert found is not None and found.sockets == sockets
+    assert found is not None, _why_refused(root, procs)
+    assert found.sockets == sockets
     assert sorted(found.workers) == sorted(p.pid for p in procs)
     assert _local_records.kill(found) == sorted(p.pid for p in procs)
     for process in procs:
