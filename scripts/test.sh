@@ -43,5 +43,6 @@ if ! .venv/bin/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html;
 fi
 
 echo "test: python (pytest: tests/unit, tests/integration, notebooks)"
+# --durations: the slowest tests in every log, so a run that got slower says where
 exec .venv/bin/python -m pytest tests/unit tests/integration --nbval notebooks \
-  --nbval-sanitize-with notebooks/nbval_sanitize.cfg "$@"
+  --nbval-sanitize-with notebooks/nbval_sanitize.cfg --durations=15 "$@"
