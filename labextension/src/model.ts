@@ -405,8 +405,13 @@ export function summaryText(summary: Summary): string {
   return parts.length ? parts.join(', ') : 'no ranks';
 }
 
-/** "2 ranks: 1 ok, 1 running": every rank's status, for a run that had not ended. */
+/** "2 ranks: 1 ok, 1 running": every rank's status, for a run that had not ended; empty
+ * when every rank is pending, the state a running payload is written in at the run's start
+ * (the target already says how many ranks). */
 export function progressText(ranks: IRank[]): string {
+  if (ranks.every(rank => rank.status === 'pending')) {
+    return '';
+  }
   const head = `${ranks.length} rank${ranks.length === 1 ? '' : 's'}`;
   const parts = RANK_STATUSES.map(status => {
     const n = ranks.filter(rank => rank.status === status).length;

@@ -103,8 +103,9 @@ describe('RunResultRenderer', () => {
       duration: null,
       ranks: data.ranks.map(r => ({ ...r, status: 'pending', lines: [] }))
     });
+    // written at the run's start: no stale "2 pending" beside the note
     expect(pending.node.querySelector('.jp-MonarchRun-meta')!.textContent).toBe(
-      'mesh hosts (2 ranks) · 2 ranks: 2 pending'
+      'mesh hosts (2 ranks)'
     );
     expect(pending.node.querySelector('.jp-MonarchRun-ranks')).toBeNull();
     // the same renderer re-rendered with the ended run: no note any more
