@@ -456,6 +456,23 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
     return value
 
 
+def on_screen(locator: Any, check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """``check()``'s first truthy value, each try after scrolling ``locator`` on screen again:
+    JupyterLab may scroll a reloaded notebook back to its active cell while it restores, and
+    an off-screen cell (content-visibility) shows no text and cannot be clicked."""
+
+    def attempt() -> Any:
+        try:
+            locator.scroll_into_view_if_needed(timeout=2000)
+            return check()
+        except Exception as error:  # playwright's TimeoutError/Error: scrolled away meanwhile
+            if type(error).__module__.startswith("playwright"):
+                return None
+            raise
+
+    return wait_until(attempt, timeout, what, 0.2)
+
+
 def wait_kernel_idle(server: JupyterServer, page: Any, notebook: str, timeout: float = 60) -> None:
     """The kernel of ``notebook``'s session is idle per the REST API *and* as the page shows it."""
     what = f"the kernel of {notebook} to be idle (api/sessions)"

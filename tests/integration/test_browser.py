@@ -37,6 +37,7 @@ from browser_util import (
     jupyter_server,
     new_page,
     notebook,
+    on_screen,
     run_cell,
     saved_cells,
     wait_kernel_idle,
@@ -314,28 +315,31 @@ def _scenario(server: JupyterServer, page, shot, root: Path, tag: str) -> None:
     # the real %%remote run's result, saved with the notebook, re-renders too
     real = cells.nth(3).locator(".jp-MonarchRun")
     real.wait_for()
-    assert real.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=0", "hosts=1"]
+    ranks = ".jp-MonarchRun-label"
+    on_screen(
+        real,
+        lambda: real.locator(ranks).all_inner_texts() == ["hosts=0", "hosts=1"],
+        15,
+        "the real run's ranks",
+    )
     badges = real.locator(".jp-MonarchRun-badge-failed").all_inner_texts()
     assert len(badges) == 2 and badges[1] == "rc=3", (
         badges
     )  # hosts=0 interrupted (its rc: the signal), hosts=1 failed
     run = cells.nth(4).locator(".jp-MonarchRun")
     run.wait_for()
-    # on screen first: Lab's default content-visibility leaves an off-screen cell unrendered, so
-    # its checkbox is "not visible" and its text stale (two CI flakes before this)
-    run.scroll_into_view_if_needed()
-    run.locator(".jp-MonarchRun-filter input").wait_for(state="visible")
+    filter_box = run.locator(".jp-MonarchRun-filter input")
+    on_screen(
+        run,
+        lambda: filter_box.is_visible() and run.locator(ranks).all_inner_texts() == ["hosts=0", "hosts=1"],
+        15,
+        "the saved result's ranks on screen",
+    )
     assert run.locator(".jp-MonarchRun-command").inner_text() == REMOTE_RESULT["command"]
     assert "1 ok, 1 failed" in run.locator(".jp-MonarchRun-meta").inner_text()
-    labels = run.locator(".jp-MonarchRun-label").all_inner_texts()
-    assert labels == ["hosts=0", "hosts=1"]
     assert run.locator(".jp-MonarchRun-badge-failed").inner_text() == "rc=3"
-    run.locator(".jp-MonarchRun-filter input").check()
-    wait_until(
-        lambda: run.locator(".jp-MonarchRun-label").all_inner_texts() == ["hosts=1"],
-        5,
-        "failing only (saved)",
-    )
+    on_screen(run, lambda: filter_box.check(timeout=2000) or True, 15, "'failing only' checked")
+    on_screen(run, lambda: run.locator(ranks).all_inner_texts() == ["hosts=1"], 5, "failing only (saved)")
     run.scroll_into_view_if_needed()
     shot("reloaded-run-result")
 
