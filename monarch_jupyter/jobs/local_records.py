@@ -120,7 +120,7 @@ def killable(layout: Layout, state_path: Path, context: str) -> Killable | None:
     status = status_from_files(layout, context, info)
     if status is None or status.state != RUNNING or status.services:
         return None  # dead workers, or a sidecar / admin to stop: Monarch's kill
-    if os.path.lexists(f"/tmp/monarch_job_sidecar_{status.apply_id}.lock"):
+    if os.path.lexists(sidecar_lock(str(status.apply_id))):
         return None  # a sidecar was started for it (mounts): only Monarch can close it
     record = _live.find(str(layout.root), context)
     if record is None or record.apply_id != status.apply_id:
@@ -130,6 +130,12 @@ def killable(layout: Layout, state_path: Path, context: str) -> Killable | None:
         return None
     workers = {pid: ticks for pid, ticks in record.workers.items() if ticks is not None}
     return Killable(status, workers, _sockets(pids), record)
+
+
+def sidecar_lock(apply_id: str) -> str:
+    """Monarch's ``job_sidecar_lock_path(apply_id)``, written out: importing it imports Monarch
+    (test_introspect_pins checks the two agree)."""
+    return f"/tmp/monarch_job_sidecar_{apply_id}.lock"
 
 
 def _sockets(pids: set[int]) -> Path | None:

@@ -16,6 +16,7 @@ from importlib.metadata import version
 import pytest
 
 from harness import TAG_VAR
+from monarch_jupyter.jobs import local_records
 from monarch_jupyter.runtime import chatter as _quiet
 from monarch_jupyter.runtime import introspect as _introspect
 from monarch_jupyter.system import procfs as _procfs
@@ -337,6 +338,10 @@ def test_job_services_members():
         "find_job_sidecar",
     ):
         pin(job_sidecar, name, "_introspect.spawn_sidecar / sidecar_pid / remove_sidecar_files")
+    apply_id = "0123abcd-0000-0000-0000-000000000000"
+    assert str(job_sidecar.job_sidecar_lock_path(apply_id)) == local_records.sidecar_lock(apply_id), (
+        f"{MONARCH}: the sidecar's lock moved; update jobs/local_records.sidecar_lock"
+    )
     assert list(inspect.signature(job_sidecar.spawn_module).parameters)[:3] == [
         "lock_path",
         "config_key",

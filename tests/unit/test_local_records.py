@@ -57,7 +57,7 @@ def _why_refused(root: Path, procs: list[subprocess.Popen]) -> str:
     return (
         f"signature: {_signing.check(state, state.read_bytes())}; "
         f"status: {status and (status.state, status.services, status.worker_pids)}; "
-        f"sidecar lock: {os.path.lexists(f'/tmp/monarch_job_sidecar_{APPLY_ID}.lock')}; "
+        f"sidecar lock: {os.path.lexists(_local_records.sidecar_lock(APPLY_ID))}; "
         f"live record: {record and (record.apply_id, record.workers, record.alive())}; "
         f"workers: {[(p.pid, p.poll(), _procfs.state(p.pid), _procfs.cmdline(p.pid)) for p in procs]}"
     )
