@@ -461,14 +461,14 @@ def on_screen(locator: Any, check: Callable[[], Any], timeout: float, what: str)
     JupyterLab may scroll a reloaded notebook back to its active cell while it restores, and
     an off-screen cell (content-visibility) shows no text and cannot be clicked."""
 
+    from playwright.sync_api import Error as PlaywrightError  # its TimeoutError too
+
     def attempt() -> Any:
         try:
             locator.scroll_into_view_if_needed(timeout=2000)
             return check()
-        except Exception as error:  # playwright's TimeoutError/Error: scrolled away meanwhile
-            if type(error).__module__.startswith("playwright"):
-                return None
-            raise
+        except PlaywrightError:  # scrolled away meanwhile: scroll again
+            return None
 
     return wait_until(attempt, timeout, what, 0.2)
 
