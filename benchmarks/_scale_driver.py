@@ -1,7 +1,7 @@
 """Imported into the benchmark's kernel by ``bench_scale.py``: a simulated fleet behind the real
 ``%%remote`` path.
 
-:class:`SimRunner` is the session's :class:`~monarch_jupyter.remote.runner.RemoteRunner` with
+:class:`SimRunner` is the session's :class:`~monarch_jupyter.remote.run.runner.RemoteRunner` with
 only the Monarch parts replaced: ``plan`` makes N ranks without spawning actors, and the drive
 (:class:`SimDrive`) takes its messages from simulated ranks instead of a Monarch port. Everything
 after the port is the real code: ``protocol.decode`` → ``Drive._handle`` (spool, sink, runs index)
@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Sink, Target
-from monarch_jupyter.remote.index import Where
-from monarch_jupyter.remote.model import RankState
-from monarch_jupyter.remote.protocol import FLUSH_EVERY, OUT, Chunk, Data, Exit, decode, encode
-from monarch_jupyter.remote.runner import RemoteRunner
+from monarch_jupyter.remote.run.drive import Drive, Plan, RunHandle, Sink, Target
+from monarch_jupyter.remote.run.index import Where
+from monarch_jupyter.remote.run.runner import RemoteRunner
+from monarch_jupyter.remote.view.model import RankState
+from monarch_jupyter.remote.wire.protocol import FLUSH_EVERY, OUT, Chunk, Data, Exit, decode, encode
 
 MESH = "hosts"
 TICK = FLUSH_EVERY  # the actor's: a rank sends at most one message this often (unless the
@@ -143,7 +143,7 @@ class SimRunner(RemoteRunner):
 
 def install(ipython: Any, folder: str) -> None:
     """Put a :class:`SimRunner` under this kernel's ``%%remote``."""
-    from monarch_jupyter.remote.magic import current
+    from monarch_jupyter.remote.cell.magic import current
 
     magics = current()
     assert magics is not None, "%load_ext monarch_jupyter first"
@@ -152,7 +152,7 @@ def install(ipython: Any, folder: str) -> None:
 
 def check_log() -> dict[str, Any]:
     """Lines missing from the run's log (compared with what every rank sent), its size."""
-    from monarch_jupyter.remote.spool import read_log
+    from monarch_jupyter.remote.run.spool import read_log
 
     path = Path(RESULT["log_path"])
     logged = read_log(path)

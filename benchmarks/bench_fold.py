@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_fold.py [--ranks 64] [--rate 100] [--seconds 10]
 
-Feeds :class:`~monarch_jupyter.remote.render.TextRenderer` what the pump feeds it: ``--ranks``
+Feeds :class:`~monarch_jupyter.remote.view.render.TextRenderer` what the pump feeds it: ``--ranks``
 ranks each printing ``--rate`` lines a second (one chunk per line, in rounds across the ranks),
 applied to the run model, and a flush every 20 ms of simulated time. Prints the CPU seconds
 (process time) of the model + renderer per simulated second, without and with the fold, and the
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from monarch_jupyter.remote.model import OUT, Output, RankState, RunState
-from monarch_jupyter.remote.render import TextRenderer
+from monarch_jupyter.remote.view.model import OUT, Output, RankState, RunState
+from monarch_jupyter.remote.view.render import TextRenderer
 
 
 def run(ranks: int, rate: int, seconds: int, fold: bool) -> tuple[float, int]:

@@ -2,10 +2,10 @@
 
     .venv/bin/python benchmarks/bench_grep.py [--lines 4000000] [--ranks 64] [--repeat 5]
 
-Writes a synthetic run log with the real writer (:class:`~monarch_jupyter.remote.spool.Spool`,
+Writes a synthetic run log with the real writer (:class:`~monarch_jupyter.remote.run.spool.Spool`,
 heads big enough that nothing is skipped): ``--ranks`` ranks printing ``step N loss X`` lines in
 interleaved chunks of 50, a few ``nan`` lines on two ranks and a warning per rank on stderr. Then
-times :func:`monarch_jupyter.remote.grep.grep_log` + :func:`~monarch_jupyter.remote.grep.render`
+times :func:`monarch_jupyter.remote.run.grep.grep_log` + :func:`~monarch_jupyter.remote.run.grep.render`
 (what the verb does before writing the cell) for a rare pattern, a case-insensitive one with
 ``-C 2`` and a pattern on every line (the per-stream cap of hits bounds its output). Medians in
 ms, wall clock and this process's CPU time (the figure that holds on a loaded machine).
@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from monarch_jupyter.remote import grep
 from monarch_jupyter.remote.host.search import compile_pattern
-from monarch_jupyter.remote.index import RankRef
-from monarch_jupyter.remote.spool import Spool
+from monarch_jupyter.remote.run import grep
+from monarch_jupyter.remote.run.index import RankRef
+from monarch_jupyter.remote.run.spool import Spool
 
 
 def write_log(path: Path, lines: int, ranks: int) -> int:

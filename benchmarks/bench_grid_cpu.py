@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import comm
 from jupyter_client.session import json_packer
 
-from monarch_jupyter.remote.model import OUT, Output, RankState, RunState, Started
+from monarch_jupyter.remote.view.model import OUT, Output, RankState, RunState, Started
 
 TICK = 0.02  # the pump's batch: the observers are ticked once per this much simulated time
 OPEN: list[float] = []  # CPU seconds of the ranks' start events (with the grid: its opening)

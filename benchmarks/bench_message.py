@@ -44,11 +44,11 @@ def line(rank: int, n: int, distinct: bool) -> str:
 
 
 def measure(ranks: int, rounds: int, distinct: bool) -> dict[str, Any]:
-    from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Target
-    from monarch_jupyter.remote.model import Exited, Finished, RankState, RunState
-    from monarch_jupyter.remote.protocol import OUT, Chunk, Data, Exit, RunSpec, decode, encode
-    from monarch_jupyter.remote.quiet import QuietWatch
-    from monarch_jupyter.remote.render import TextRenderer
+    from monarch_jupyter.remote.run.drive import Drive, Plan, RunHandle, Target
+    from monarch_jupyter.remote.view.model import Exited, Finished, RankState, RunState
+    from monarch_jupyter.remote.view.quiet import QuietWatch
+    from monarch_jupyter.remote.view.render import TextRenderer
+    from monarch_jupyter.remote.wire.protocol import OUT, Chunk, Data, Exit, RunSpec, decode, encode
 
     folder = Path(tempfile.mkdtemp(prefix="bench-message-"))
     log = folder / "run.log"

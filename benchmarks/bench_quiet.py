@@ -4,7 +4,7 @@
 
 Simulates a run on the model (no kernel, no workers) with a clock stepped every 20 ms, as the
 pump flushes: every rank prints a line every 100 ms but one, which stops at t = 1 s. Prints when
-:class:`~monarch_jupyter.remote.quiet.QuietWatch` flags it (with ``--quiet-after`` and with the
+:class:`~monarch_jupyter.remote.view.quiet.QuietWatch` flags it (with ``--quiet-after`` and with the
 default threshold), as a multiple of the threshold, and the CPU time of one look.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from monarch_jupyter.remote.model import OUT, Output, RankState, RunState, Started
-from monarch_jupyter.remote.quiet import FLOOR, QuietWatch
+from monarch_jupyter.remote.view.model import OUT, Output, RankState, RunState, Started
+from monarch_jupyter.remote.view.quiet import FLOOR, QuietWatch
 
 
 class Clock:

@@ -251,7 +251,7 @@ def measure(opts: argparse.Namespace) -> None:
         limit = float(opts.spawn_limit.rstrip("s"))
         ok(
             k,
-            "import monarch.config, monarch_jupyter.remote.runner as _bench_runner\n"
+            "import monarch.config, monarch_jupyter.remote.run.runner as _bench_runner\n"
             f"monarch.config.configure(mesh_proc_spawn_max_idle='{opts.spawn_limit}')\n"
             f"_bench_runner.SPAWN_TIMEOUT = {limit + 60}",
         )

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from harness import scratch_kernel, tagged_pids
-from monarch_jupyter.remote.spool import read_log
+from monarch_jupyter.remote.run.spool import read_log
 
 MIME = "application/vnd.monarch.remote+json"
 

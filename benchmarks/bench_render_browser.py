@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 
 from _scale_driver import line  # noqa: E402
 
-from browser_util import (  # noqa: E402  # noqa: E402
+from browser_util import (  # noqa: E402
     BUILT,
     LAB,
     chromium,
@@ -48,7 +48,16 @@ from browser_util import (  # noqa: E402  # noqa: E402
 )
 from browser_util import notebook as ipynb  # noqa: E402
 from harness import new_tag, reap  # noqa: E402
-from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState, Started  # noqa: E402
+from monarch_jupyter.remote.view.model import (  # noqa: E402
+    ERR,
+    OUT,
+    Exited,
+    Finished,
+    Output,
+    RankState,
+    RunState,
+    Started,
+)
 
 RATE = 10  # lines per second per rank, as bench_scale.py
 OUTLIER_EVERY = 512

@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/bench_wire.py [--n 300]
 
 Workers need only torchmonarch, so the kernel pickles our remote modules by value
-(``engines.send_by_value``), :mod:`monarch_jupyter.remote.protocol` among them. A NamedTuple
+(``engines.send_by_value``), :mod:`monarch_jupyter.remote.wire.protocol` among them. A NamedTuple
 of that module then carries its class's whole definition in every message. This prints, per
-form (``named``: the NamedTuple as it is; ``wire``: :func:`~monarch_jupyter.remote.protocol.encode`),
+form (``named``: the NamedTuple as it is; ``wire``: :func:`~monarch_jupyter.remote.wire.protocol.encode`),
 the pickled size and the cloudpickle dumps + loads time of an :class:`Exit` and a
 :class:`RunSpec`, and the round trip of a run's shape on 2 local procs: broadcast a
 spec to both, each answers an Exit on a port, until both arrived. Then how the kernel's loop
@@ -25,8 +25,8 @@ import time
 import cloudpickle
 from monarch.actor import Actor, Channel, endpoint, this_host
 
-from monarch_jupyter.remote import protocol
-from monarch_jupyter.remote.protocol import Chunk, Exit, RunSpec
+from monarch_jupyter.remote.wire import protocol
+from monarch_jupyter.remote.wire.protocol import Chunk, Exit, RunSpec
 from monarch_jupyter.runtime.introspect import PortReader
 
 cloudpickle.register_pickle_by_value(protocol)  # as in a kernel that started remote actors

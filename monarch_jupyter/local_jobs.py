@@ -4,7 +4,7 @@
 ``monarch_jupyter.local_jobs.trainers_2__loaders_1`` is
 ``ProcessJob({"trainers": 2, "loaders": 1})``; ``hosts_2__telemetry`` (``--telemetry``) is
 ``hosts_2`` with Monarch's telemetry (and mesh admin, on loopback) enabled;
-``hosts_2__mount_X2fwork…`` mounts ``/work…`` on the workers (``--mount``, see :mod:`.specs.mounts`).
+``hosts_2__mount_X2fwork…`` mounts ``/work…`` on the workers (``--mount``, see :mod:`.jobs.specs.mounts`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = "monarch_jupyter"
 # history and data written by earlier code: never rewritten
 KEEP = ("CHANGELOG.md", "tests/fixtures/")
-TEXT_SUFFIXES = {".py", ".md", ".toml", ".cfg", ".ini", ".txt", ".json", ".ts", ".ipynb", ".sh", ".rst", ".yml"}
+TEXT_SUFFIXES = {
+    ".py",
+    ".md",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".txt",
+    ".json",
+    ".ts",
+    ".ipynb",
+    ".sh",
+    ".rst",
+    ".yml",
+}
 
 
 def git(*args: str) -> str:
@@ -140,7 +153,8 @@ def rewrite_imports(path: Path, mapper: Mapper, old_modules: set[str], moved_fro
             groups.setdefault(home, []).append(alias)
         unchanged = list(groups) == [rel_target] and (not node.level or importer_old == importer_new)
         if unchanged and all(
-            a.name == b.name and a.asname == b.asname for a, b in zip(groups[rel_target], node.names)
+            a.name == b.name and a.asname == b.asname
+            for a, b in zip(groups[rel_target], node.names, strict=False)
         ):
             continue
         first = lines[node.lineno - 1]
@@ -161,7 +175,9 @@ def rewrite_imports(path: Path, mapper: Mapper, old_modules: set[str], moved_fro
             names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in aliases)
             line = f"{indent}from {spec} import {names}"
             if len(line) > 100:
-                inner = "".join(f"{indent}    {a.name}{f' as {a.asname}' if a.asname else ''},\n" for a in aliases)
+                inner = "".join(
+                    f"{indent}    {a.name}{f' as {a.asname}' if a.asname else ''},\n" for a in aliases
+                )
                 line = f"{indent}from {spec} import (\n{inner}{indent})"
             out.append(line)
         edits.append((node.lineno, node.end_lineno or node.lineno, "\n".join(out) + trailing + "\n"))
@@ -213,7 +229,9 @@ def main(argv: list[str]) -> int:
         git("mv", str(src), str(dst))
         for o in olds:
             n = dst if not is_pkg else dst / o.relative_to(src)
-            moved_from[n] = f"{PKG}.{old}" + ("" if not is_pkg else "." + ".".join(o.relative_to(src).with_suffix("").parts))
+            moved_from[n] = f"{PKG}.{old}" + (
+                "" if not is_pkg else "." + ".".join(o.relative_to(src).with_suffix("").parts)
+            )
             if n.name == "__init__.py":
                 moved_from[n] = moved_from[n].removesuffix(".__init__")
     files = [ROOT / f for f in git("ls-files").splitlines()]

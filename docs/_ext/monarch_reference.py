@@ -16,7 +16,7 @@ def _help(magic: str) -> str:
     if magic == "job":
         from monarch_jupyter.jobs.magic import full_doc
     elif magic == "remote":
-        from monarch_jupyter.remote.magic import full_doc
+        from monarch_jupyter.remote.cell.magic import full_doc
     else:
         raise ValueError(f"magic-help takes job or remote, not {magic!r}")
     return full_doc()

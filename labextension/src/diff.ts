@@ -4,7 +4,7 @@
  *
  * A port of difflib's SequenceMatcher (no junk function, autojunk on), so the
  * renderer's "Diff to majority" shows the same hunks as the kernel's
- * `%%remote --diff` (monarch_jupyter/remote/diff.py); src/__tests__/diff.spec.ts
+ * `%%remote --diff` (monarch_jupyter/remote/view/diff.py); src/__tests__/diff.spec.ts
  * checks it against cases written by Python.
  */
 

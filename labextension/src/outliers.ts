@@ -1,6 +1,6 @@
 /**
  * "Diff to majority" on a saved run result (pure; no DOM): the semantics of
- * `%%remote --diff` (monarch_jupyter/remote/diff.py) over the payload's ranks.
+ * `%%remote --diff` (monarch_jupyter/remote/view/diff.py) over the payload's ranks.
  *
  * Ranks with identical output (stderr lines marked `[err] `) form groups; the
  * largest is the majority (on a tie, the group seen first); every other group

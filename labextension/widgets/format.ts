@@ -43,7 +43,7 @@ export function expandRuns(runs: number[][]) {
 }
 
 /**
- * "310 MB", "1.2 GB" (decimal units, as remote/resources.py writes them).
+ * "310 MB", "1.2 GB" (decimal units, as remote/view/resources.py writes them).
  * @param bytes
  */
 export function formatBytes(bytes: number | null | undefined) {

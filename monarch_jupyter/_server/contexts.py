@@ -6,7 +6,7 @@ Layout written by the kernel side, per folder::
     .monarch/<name>/state.pkl   never opened here
     .monarch/<name>/spec        the job spec (a context may have only this yet)
     .monarch/<name>/status.json what the sidebar shows
-    .monarch/<name>/runs/<id>.json  the runs index (remote/index.py, schema/run_entry.schema.json): the running ones are listed
+    .monarch/<name>/runs/<id>.json  the runs index (remote/run/index.py, schema/run_entry.schema.json): the running ones are listed
 
 A directory under ``.monarch`` is a context if it holds any of those three
 files (so ``.monarch/runs/`` with logs is not).

@@ -231,7 +231,7 @@ def _open_log(session: Any) -> tuple[Log | None, str | None]:
     folder); (None, None) when it cannot be made."""
     try:
         # imported here, on the first spawn, for start-up cost (the runner pulls in all of remote/)
-        from ..remote.runner import prune_logs
+        from ..remote.run.runner import prune_logs
 
         folder = private_dir(session.layout.context_dir(session.context) / "actors")
         prune_logs(str(folder), KEEP_LOGS - 1)

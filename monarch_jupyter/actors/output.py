@@ -1,13 +1,13 @@
 """Actors' output into the cell that was running when it was produced.
 
 Procs send chunks of their fds 1/2 stamped with the wall-clock time they were
-read (:mod:`.capture`). :class:`Router` (pure: no threads, no IPython) gives
+read (:mod:`.worker`). :class:`Router` (pure: no threads, no IPython) gives
 each chunk to the latest cell that had started by then — so a line printed
 during a call lands in that call's cell even when it arrives after the call
 returned, and output produced between cells goes to the cell before, never to
 the next one — and renders each cell's lines as ``%%remote`` does (labels
 ``[hosts=1]`` / ``[hosts=1:err]``, coalesced writes, bounded, ``\\r`` handled)
-with :class:`~monarch_jupyter.remote.render.TextRenderer`. :class:`Forwarder`
+with :class:`~monarch_jupyter.remote.view.render.TextRenderer`. :class:`Forwarder`
 runs it on a thread and publishes each write as a stream message of its cell.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..remote.model import ERR, OUT, Output, RankState, RunState
-from ..remote.render import BURST, MAX_RATE, TextRenderer, prefix
+from ..remote.view.model import ERR, OUT, Output, RankState, RunState
+from ..remote.view.render import BURST, MAX_RATE, TextRenderer, prefix
 from ..system.files import private_opener
 from ..text.rank_sets import label
 

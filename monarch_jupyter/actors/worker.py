@@ -100,7 +100,7 @@ def record(mesh: str, method: str, point: Any, error: BaseException) -> dict[str
     }
 
 
-# %%remote's own procs (remote/runner.py names them remote_<mesh>): their output is not the user's
+# %%remote's own procs (remote/run/runner.py names them remote_<mesh>): their output is not the user's
 _NOT_CAPTURED = ("remote_",)
 
 

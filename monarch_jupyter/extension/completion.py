@@ -248,12 +248,12 @@ def folder_facts(session: Any, line: str = "") -> Facts:
     ``status.json``, its run ids (running first), the folder's modules, the parsers. Given the
     ``line``, only what its magic can use is read (no runs index for ``%job``, no folder scan
     for ``%remote``)."""
-    from ..remote import args as remote_args
+    from ..remote.view import args as remote_args
 
     layout, context = session.layout, session.layout.current()
     status = layout.read_status(context) or {}
     meshes = [m.get("name") for m in status.get("meshes") or () if isinstance(m, dict)]
-    from ..remote import index
+    from ..remote.run import index
 
     job_line = line.lstrip().startswith("%job")
     entries = [] if job_line else index.load_entries(layout.dir / context / "runs")

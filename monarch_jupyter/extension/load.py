@@ -22,7 +22,7 @@ def load(ipython: Any, session: JobSession) -> None:
         print(unsafe)
     from ..jobs.magic import JobMagics
     from ..jobs.warmup import begin
-    from ..remote.magic import register as register_remote
+    from ..remote.cell.magic import register as register_remote
     from ..runtime.chatter import install
     from ..runtime.log import from_env
 
@@ -54,7 +54,7 @@ def _plug_in_views(ipython: Any, remote: Any) -> None:
     from ..widgets import in_widget_kernel, install_run_grid, preload  # cheap: no ipywidgets import
 
     if in_widget_kernel(ipython):
-        from ..remote.magic import RUN_MODULES
+        from ..remote.cell.magic import RUN_MODULES
 
         install_run_grid(remote)
         preload(ipython, also=RUN_MODULES)
@@ -84,12 +84,12 @@ def job_hooks(ipython: Any) -> JobHooks:
 
 def stop_runs(session: JobSession) -> str | None:
     """Stop the context's ``%%remote`` runs before its job is killed, not left running unseen."""
-    from ..remote import verbs
-    from ..remote.verbs import sessions
+    from ..remote.cell import verbs
+    from ..remote.cell.verbs import sessions
 
     if not verbs.has_records(session) and sessions.sessions_note(session) is None:
         return None  # no run or session recorded: no runner (its imports) needed
-    from ..remote.runner import runner_for
+    from ..remote.run.runner import runner_for
 
     runner = runner_for(session)
     lines = [verbs.stop_for_kill(session, runner), sessions.stop_for_kill(session, runner)]
@@ -98,8 +98,8 @@ def stop_runs(session: JobSession) -> str | None:
 
 def runs_note(session: JobSession) -> str | None:
     """One line about the context's ``%%remote`` runs still running (``%remote runs`` has the rest)."""
-    from ..remote import verbs
-    from ..remote.verbs import sessions
+    from ..remote.cell import verbs
+    from ..remote.cell.verbs import sessions
 
     lines = [verbs.restart_note(session), sessions.sessions_note(session)]
     return "\n".join(line for line in lines if line) or None

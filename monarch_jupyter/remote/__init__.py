@@ -1,19 +1,19 @@
 """``%%remote``: stream a bash or Python cell on every rank of the job's host meshes.
 
-Kernel side, top to bottom (a module imports only those below it):
+Four rooms, by role, each importing only the rooms after it (``lint-imports`` contract
+``remote-rooms``):
 
-- :mod:`.magic`: the thin IPython layer (``%%remote``, ``%remote VERB``).
-- :mod:`.verbs`: the ``%remote`` verbs (``runs``, ``attach``, ``stop``), a registry.
-- :mod:`.runner`: plans runs, keeps the actors warm, starts and follows runs, asks every rank;
-  :mod:`.drive`: one run on the session's event loop.
-- :mod:`.index`: the runs index (one JSON entry per run).
-- :mod:`.args` (flags), :mod:`.model` (the plain-data run model), :mod:`.render` (text),
-  :mod:`.spool` (the run log), :mod:`.follow` (a detached run's grid), :mod:`.protocol` (the
-  wire), :mod:`.errors`.
+- :mod:`.cell`: the IPython glue (``%%remote``, ``%remote VERB``, ``%autoremote``).
+- :mod:`.run`: orchestration on the kernel's one event loop (plan, drive, follow, sessions, the
+  runs index and log).
+- :mod:`.view`: pure plain data and text (flags, the run model, rendering, folding).
+- :mod:`.wire`: what both sides read (the protocol, py-spy's JSON).
 
 Worker side: :mod:`.host` (the Monarch actor and runs on a host; it travels to the workers by
-value and imports nothing of the kernel side). Monarch is imported by :mod:`.host.actor` and, on the first run, :mod:`.drive` and :mod:`.runner`;
-nothing here imports IPython except :mod:`.magic` (and :func:`last_run`, when called).
+value and imports nothing of the kernel side but :mod:`.wire`). Here at the top: :mod:`.errors`
+(what every room raises), :mod:`.rank_shell` (``%remote shell``'s terminal program) and
+:func:`last_run` (a persisted import path). Nothing here imports IPython except :mod:`.cell`
+(and :func:`last_run`, when called).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import RemoteError
 
 if TYPE_CHECKING:
-    from .model import Observer, RunState
+    from .view.model import Observer, RunState
 
 #: Objects with ``on_event(state, event)``, called on the kernel thread for every
 #: event of every run (after :meth:`~.model.RunState.apply`), e.g. a live widget.

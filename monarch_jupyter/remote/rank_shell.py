@@ -2,7 +2,7 @@
 
 Run in a terminal (a JupyterLab terminal opened by ``%remote shell`` or the sidebar, or any
 terminal) in the notebook's folder. It attaches to the context's job as a kernel does (the
-signed cache: :mod:`._signing`), without the job's services (no admin, no telemetry sink in
+signed cache: :mod:`..jobs.signing`), without the job's services (no admin, no telemetry sink in
 this process), and runs Monarch's own shell (``monarch.job.shell``: a pty-backed ``$SHELL -i``
 in a proc on that rank's host) with the rank's environment as ``%%remote`` sets it
 (``MONARCH_RANK_<dim>``, ``MONARCH_SIZE_<dim>``; Monarch's own shell leaves them empty).

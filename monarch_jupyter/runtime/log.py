@@ -4,7 +4,7 @@ Modules log through :func:`get` (children of ``monarch_jupyter``) at DEBUG where
 made: the apply policy, attaching, a run's start and end, each engine step. Nothing shows by
 default. :func:`set_debug` (``%env MONARCH_JUPYTER_DEBUG=1`` before ``%load_ext``, or
 ``%job debug on``) sends both loggers' records, at every level, to the current ``sys.stderr``
-(in a kernel: the running cell) and lifts the filters of :mod:`._quiet` that keep Monarch's
+(in a kernel: the running cell) and lifts the filters of :mod:`.chatter` that keep Monarch's
 chatter out of cells.
 """
 

@@ -9,7 +9,7 @@ checked against this file by the jest tests (and the payload by pytest and jest)
 Neither the payload nor a rank takes properties the schema does not name.
 
 ``run_entry.schema.json`` is a JSON Schema of one entry of the runs index
-(``.monarch/<context>/runs/<id>.json``, written by ``remote/index.py``, read by the
+(``.monarch/<context>/runs/<id>.json``, written by ``remote/run/index.py``, read by the
 server extension); the tests check that its properties are ``RunEntry``'s fields.
 
 ``widget-messages.schema.json`` is a JSON Schema of the widgets' custom messages, both

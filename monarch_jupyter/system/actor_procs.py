@@ -2,7 +2,7 @@
 
 Each proc spawned from the kernel sends one ``proc`` record at start-up (``actors/worker.py``:
 pid, start tick, host, proc name, point); ``actors/kernel.py`` adds it here and registers how a
-``<dynamic-code>`` frame maps to a notebook cell. ``%remote stacks --actors`` (``remote/verbs.py``)
+``<dynamic-code>`` frame maps to a notebook cell. ``%remote stacks --actors`` (``remote/cell/verbs.py``)
 reads both: it lives at the package top because ``remote/`` and ``actors/`` do not import each other.
 """
 

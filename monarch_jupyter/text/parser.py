@@ -1,6 +1,6 @@
 """argparse for magics: one definition parses a magic's line and writes its help.
 
-Shared by ``%job`` (:mod:`.job_args`) and ``%%remote`` (:mod:`.remote.args`). A
+Shared by ``%job`` (:mod:`..jobs.args`) and ``%%remote`` (:mod:`..remote.view.args`). A
 parser never exits or prints: a bad line is one :class:`ArgumentsError` line and
 ``-h``/``--help`` is a :class:`HelpRequested` carrying the text to show. Pure: no
 IPython, no Monarch.

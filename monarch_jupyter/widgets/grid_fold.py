@@ -1,6 +1,6 @@
 """The live grid's grouped tiles: ranks whose output is identical so far share one tile, labelled
 in clush's notation (``hosts=[0-6,8] (8)``). The rules are live ``--group``'s
-(:mod:`~monarch_jupyter.remote.livefold`): a line is decided once every member of a group printed
+(:mod:`~monarch_jupyter.remote.view.livefold`): a line is decided once every member of a group printed
 one at that position; the members are split by it (the largest part stays the group); a member
 lagging ``HOLD`` seconds behind the others' next line goes on as a group of its own; groups never
 merge again. Unlike LiveFold it counts the members still owing a line, so a line costs O(1)
@@ -16,10 +16,10 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from ..remote.lines import LINE_CHARS, Fed, shown
-from ..remote.livefold import HOLD
-from ..remote.model import RankState
-from ..remote.quiet import ranks_label
+from ..remote.view.lines import LINE_CHARS, Fed, shown
+from ..remote.view.livefold import HOLD
+from ..remote.view.model import RankState
+from ..remote.view.quiet import ranks_label
 
 MAX_GROUPS = 512  # more groups than this: grouping does not help, the grid shows tiles (paged)
 
@@ -34,7 +34,7 @@ class Group(TypedDict):
     status: str
     failing: bool
     quiet: bool
-    idle: bool  # ~0 % CPU while the others work (the grid's resources, remote/resources.py)
+    idle: bool  # ~0 % CPU while the others work (the grid's resources, remote/view/resources.py)
 
 
 def runs(indices: Sequence[int]) -> list[list[int]]:

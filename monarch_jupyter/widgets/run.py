@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..remote.model import Event, RunState
+from ..remote.view.model import Event, RunState
 from .busy_comm import Request, Served, serve_while_busy
 from .code import read_code
 from .comm_model import Model, Synced

@@ -1,7 +1,7 @@
 """What the live rank grid sends: batches of changes read from a run's ``RunState``.
 
 The grid holds no facts of its own: statuses, tails, counts, failing ranks and
-summaries live in :class:`~monarch_jupyter.remote.model.RunState`.
+summaries live in :class:`~monarch_jupyter.remote.view.model.RunState`.
 :class:`GridSync` only remembers what it already sent (the tiles and how many
 lines of each rank), so :meth:`GridSync.take` can say what changed since —
 which is what the widget sends in one batch. Pure: no threads, no widgets.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from ..remote.model import RankState, RunState
+from ..remote.view.model import RankState, RunState
 from .grid_fold import GridFold, Group
 
 BATCH_LINES = 200  # new lines per rank per batch; older ones in the same batch are only counted
@@ -34,7 +34,7 @@ class Tile(TypedDict):
     duration: float | None
     started: float | None
     error: str | None
-    quiet_since: float | None  # epoch seconds of its last output while it is quiet (remote/quiet.py)
+    quiet_since: float | None  # epoch seconds of its last output while it is quiet (remote/view/quiet.py)
 
 
 def tile_json(index: int, rank: RankState) -> Tile:

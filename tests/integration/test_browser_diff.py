@@ -3,7 +3,7 @@
 A notebook saved with a ``%%remote`` result of 8 ranks (payload from the real ``RunState``),
 rank 5 failing with a different loss and rank 6 adding a warning, opens; the toggle is
 switched from the keyboard; the diff lines read from the page are ``%%remote --diff``'s own
-(``remote/diff.py``) for the same run; axe-core and the contrast check find nothing in light
+(``remote/view/diff.py``) for the same run; axe-core and the contrast check find nothing in light
 and dark themes. Needs this checkout's build (``cd labextension && jlpm build:prod``).
 """
 
@@ -26,8 +26,17 @@ from browser_util import (
     jupyter_server,
     notebook,
 )
-from monarch_jupyter.remote.diff import diff_text
-from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState, Started
+from monarch_jupyter.remote.view.diff import diff_text
+from monarch_jupyter.remote.view.model import (
+    ERR,
+    OUT,
+    Exited,
+    Finished,
+    Output,
+    RankState,
+    RunState,
+    Started,
+)
 from test_browser_views import AXE, AXE_RUN, CONTRAST, _theme
 
 pytestmark = [

@@ -45,7 +45,7 @@ from browser_util import (
 from harness import nbconvert_html
 from monarch_jupyter.jobs import formatting
 from monarch_jupyter.jobs.status import RUNNING, JobStatus, MeshStatus
-from monarch_jupyter.remote import model
+from monarch_jupyter.remote.view import model
 
 pytestmark = [NEEDS_CHROMIUM, NEEDS_BUILD, pytest.mark.timeout(300), pytest.mark.browser]
 

@@ -49,7 +49,7 @@ def arrivals(kernel, cell: str) -> dict[str, list[float]]:
 def test_a_spaced_out_run_sends_a_ranks_lines_in_fewer_messages(kernel):
     plain = arrivals(kernel, PRINTING)
     kernel.ok(
-        "import monarch_jupyter.remote.runner as _runner\n"
+        "import monarch_jupyter.remote.run.runner as _runner\n"
         "_kept = _runner.flush_every\n"
         "_runner.flush_every = lambda ranks: 0.3"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import RUN_MIME, job_kernel, run_payload, tagged_pids, worker_pids
-from monarch_jupyter.remote.spool import read_log
+from monarch_jupyter.remote.run.spool import read_log
 
 # the module's kernel comes from its own `shared` fixture, not conftest's
 pytestmark = pytest.mark.kernel

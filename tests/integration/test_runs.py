@@ -186,8 +186,8 @@ def test_escapee_keeps_a_finished_run_listed_until_stopped(job_kernel, tag):
     assert "outside its group" in listing, listing
     # the same through the actors (the path of jobs whose hosts are not this machine)
     r = k.ok(
-        "from monarch_jupyter.remote import index as _I\n"
-        "from monarch_jupyter.remote.runner import runner_for as _rf\n"
+        "from monarch_jupyter.remote.run import index as _I\n"
+        "from monarch_jupyter.remote.run.runner import runner_for as _rf\n"
         "import monarch_jupyter as _m\n"
         "_s = _m.current_session(); _e = _I.load_entries(_I.where(_s).runs_dir)[0]; _e.local = False\n"
         "_h = _rf(_s).host_states([_e.id])[_e.id]\n"

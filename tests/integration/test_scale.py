@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from monarch_jupyter.remote.render import SHOW_RANKS
+from monarch_jupyter.remote.view.render import SHOW_RANKS
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MIME = "application/vnd.monarch.remote+json"

@@ -52,7 +52,7 @@ def _status(name: str, state: str) -> dict:
 
 
 def _run_entry(run_id: str, state: str, started: float, **more) -> dict:
-    """A runs index entry as remote/index.py reads it (as its first writers wrote it)."""
+    """A runs index entry as remote/run/index.py reads it (as its first writers wrote it)."""
     return {
         "version": 1,
         "id": run_id,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness import child_pids, poll, run_payload, worker_pids
-from monarch_jupyter.remote.spool import read_log
+from monarch_jupyter.remote.run.spool import read_log
 
 PER_HOST = "--per-host procs=16"
 LINES = 300  # × 0.2 s: 60 s of printing

@@ -1,9 +1,9 @@
-"""The pure text of ``%remote stacks --actors`` (remote/stacks.py) and the proc registry
+"""The pure text of ``%remote stacks --actors`` (remote/view/stacks.py) and the proc registry
 (actor_procs.py), over canned py-spy dumps."""
 
 from __future__ import annotations
 
-from monarch_jupyter.remote import stacks
+from monarch_jupyter.remote.view import stacks
 from monarch_jupyter.system import actor_procs
 
 IDLE = """Thread 100 (idle): "MainThread"
@@ -157,7 +157,7 @@ def _known(pid: int) -> None:
 
 
 def test_the_verb_asks_the_hosts_and_forgets_procs_none_has(monkeypatch):
-    from monarch_jupyter.remote import verbs
+    from monarch_jupyter.remote.cell import verbs
 
     actor_procs.forget(actor_procs.known())
     _known(2**22 + 11)  # no such process here: only the hosts' answer counts
@@ -177,7 +177,7 @@ def test_the_verb_asks_the_hosts_and_forgets_procs_none_has(monkeypatch):
 
 
 def test_a_bare_stacks_with_only_gone_procs_says_no_run_runs(monkeypatch):
-    from monarch_jupyter.remote import verbs
+    from monarch_jupyter.remote.cell import verbs
 
     monkeypatch.setattr(verbs.diagnose, "running_entries", lambda session, runner: [])
     actor_procs.forget(actor_procs.known())

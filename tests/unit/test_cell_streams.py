@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monarch_jupyter.remote.magic import _CellStreams
+from monarch_jupyter.remote.cell.magic import _CellStreams
 
 
 def test_lines_stream_until_a_view_draws_them() -> None:

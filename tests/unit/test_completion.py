@@ -10,8 +10,8 @@ from IPython.testing.globalipapp import start_ipython
 from monarch_jupyter.extension import completion
 from monarch_jupyter.extension.completion import Facts, complete, folder_facts, top_level_names
 from monarch_jupyter.jobs.session import JobSession
-from monarch_jupyter.remote import args as remote_args
-from monarch_jupyter.remote import verbs  # noqa: F401 - fills remote_args.VERBS
+from monarch_jupyter.remote.cell import verbs  # noqa: F401 - fills remote_args.VERBS
+from monarch_jupyter.remote.view import args as remote_args
 
 FACTS = Facts(
     contexts=("default", "quickstart"),

@@ -3,10 +3,19 @@ majority, live folding, per-rank resources (no kernel, no Monarch; a fake clock)
 
 from __future__ import annotations
 
-from monarch_jupyter.remote.args import parse_line
-from monarch_jupyter.remote.model import OUT, Exited, Finished, Output, RankState, RunState, Started, Stopping
-from monarch_jupyter.remote.quiet import QuietWatch, ranks_label
-from monarch_jupyter.remote.render import TextRenderer
+from monarch_jupyter.remote.view.args import parse_line
+from monarch_jupyter.remote.view.model import (
+    OUT,
+    Exited,
+    Finished,
+    Output,
+    RankState,
+    RunState,
+    Started,
+    Stopping,
+)
+from monarch_jupyter.remote.view.quiet import QuietWatch, ranks_label
+from monarch_jupyter.remote.view.render import TextRenderer
 from monarch_jupyter.widgets.run_model import tile_json
 
 
@@ -132,7 +141,7 @@ def test_ranks_label_folds_and_names_meshes():
 
 # ── grep ──
 def _log(tmp_path, labels=("hosts=0", "hosts=1")):
-    from monarch_jupyter.remote.spool import Spool
+    from monarch_jupyter.remote.run.spool import Spool
 
     spool = Spool(tmp_path / "run.log", list(labels))
     spool.note("%%remote bash on mesh hosts (2 ranks): 'train'")
@@ -140,7 +149,7 @@ def _log(tmp_path, labels=("hosts=0", "hosts=1")):
 
 
 def _refs(n=2):
-    from monarch_jupyter.remote.index import RankRef
+    from monarch_jupyter.remote.run.index import RankRef
 
     return [RankRef(f"hosts={i}", "hosts", {"hosts": i}, i) for i in range(n)]
 
@@ -169,8 +178,8 @@ def test_search_numbers_lines_gives_context_once_and_counts_past_the_limit():
 
 
 def test_grep_log_labels_hits_by_rank_and_stream_line_numbers_per_stream(tmp_path):
-    from monarch_jupyter.remote import grep
     from monarch_jupyter.remote.host.search import compile_pattern
+    from monarch_jupyter.remote.run import grep
 
     spool = _log(tmp_path)
     spool.write(0, "out", "a\nerror one\n")
@@ -198,9 +207,9 @@ def test_grep_log_labels_hits_by_rank_and_stream_line_numbers_per_stream(tmp_pat
 
 
 def test_grep_folds_ranks_with_the_same_hits_and_notes_a_skipped_stream(tmp_path):
-    from monarch_jupyter.remote import grep
     from monarch_jupyter.remote.host.search import compile_pattern
-    from monarch_jupyter.remote.spool import Spool
+    from monarch_jupyter.remote.run import grep
+    from monarch_jupyter.remote.run.spool import Spool
 
     labels = [f"hosts={i}" for i in range(4)]
     spool = Spool(tmp_path / "run.log", labels, head=64, tail=32)
@@ -221,7 +230,7 @@ def test_grep_folds_ranks_with_the_same_hits_and_notes_a_skipped_stream(tmp_path
 
 
 def test_frames_is_the_one_reader_of_the_framing():
-    from monarch_jupyter.remote.spool import frames
+    from monarch_jupyter.remote.run.spool import frames
 
     data = b"==> [#] <==\nnote\n==> [hosts=0] <==\na\nb\n==> [hosts=0:err] <==\nc"
     assert [(s, data[a:b]) for s, a, b in frames(data)] == [
@@ -233,7 +242,7 @@ def test_frames_is_the_one_reader_of_the_framing():
 
 # ── --diff ──
 def test_diff_shows_each_outlier_against_the_majority():
-    from monarch_jupyter.remote.diff import diff_text
+    from monarch_jupyter.remote.view.diff import diff_text
 
     state = state_of(5)
     for i in range(5):
@@ -250,7 +259,7 @@ def test_diff_shows_each_outlier_against_the_majority():
 
 
 def test_diff_says_when_all_agree_and_when_there_is_no_majority():
-    from monarch_jupyter.remote.diff import diff_text
+    from monarch_jupyter.remote.view.diff import diff_text
 
     state = state_of(2)
     for i in range(2):
@@ -268,7 +277,7 @@ def _feed(fold, state, index, text, now):
 
 
 def test_identical_ranks_print_once_under_one_label_and_a_diverging_rank_unfolds():
-    from monarch_jupyter.remote.livefold import LiveFold
+    from monarch_jupyter.remote.view.livefold import LiveFold
 
     state = state_of(4)
     fold = LiveFold(state.ranks)
@@ -285,7 +294,7 @@ def test_identical_ranks_print_once_under_one_label_and_a_diverging_rank_unfolds
 
 
 def test_a_lagging_rank_stops_holding_the_others_back_after_hold():
-    from monarch_jupyter.remote.livefold import HOLD, LiveFold
+    from monarch_jupyter.remote.view.livefold import HOLD, LiveFold
 
     state = state_of(3)
     fold = LiveFold(state.ranks)
@@ -351,7 +360,7 @@ def test_nvidia_smi_compute_apps_are_parsed_per_pid():
 
 
 def test_a_rank_idle_while_the_others_work_is_flagged_first():
-    from monarch_jupyter.remote import resources
+    from monarch_jupyter.remote.view import resources
 
     samples = [
         {"key": "hosts", "rank": 0, "cpu": 99.0, "rss": 1_200_000_000, "gpu_mib": None},

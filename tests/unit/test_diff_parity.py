@@ -1,5 +1,5 @@
 """The renderer's "Diff to majority" (labextension/src/outliers.ts) is ``%%remote --diff``'s
-(remote/diff.py): cases written here, from real ``RunState`` payloads and ``diff_text``, are
+(remote/view/diff.py): cases written here, from real ``RunState`` payloads and ``diff_text``, are
 what ``labextension/src/__tests__/diff.spec.ts`` checks the TypeScript port against.
 
     PYTHONPATH=. python tests/unit/test_diff_parity.py   # rewrites the cases after a change
@@ -11,8 +11,17 @@ import json
 import random
 from pathlib import Path
 
-from monarch_jupyter.remote.diff import diff_text
-from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState, Started
+from monarch_jupyter.remote.view.diff import diff_text
+from monarch_jupyter.remote.view.model import (
+    ERR,
+    OUT,
+    Exited,
+    Finished,
+    Output,
+    RankState,
+    RunState,
+    Started,
+)
 
 CASES = Path(__file__).resolve().parents[2] / "labextension" / "src" / "__tests__" / "diff-cases.json"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from monarch_jupyter.remote import model
+from monarch_jupyter.remote.view import model
 from monarch_jupyter.widgets.run import RunWidget
 from monarch_jupyter.widgets.run_model import PAGE
 

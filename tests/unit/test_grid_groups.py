@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from monarch_jupyter.remote import model
+from monarch_jupyter.remote.view import model
 from monarch_jupyter.widgets import busy_comm
 from monarch_jupyter.widgets.grid_fold import GridFold, runs
 from monarch_jupyter.widgets.run import RunWidget

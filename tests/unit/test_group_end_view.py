@@ -3,8 +3,8 @@ showed exactly those groups, the ``clush -b`` view otherwise."""
 
 from __future__ import annotations
 
-from monarch_jupyter.remote.model import OUT, Exited, Finished, Output, RankState, RunState
-from monarch_jupyter.remote.render import SAME_GROUPS, TextRenderer, group_end_text
+from monarch_jupyter.remote.view.model import OUT, Exited, Finished, Output, RankState, RunState
+from monarch_jupyter.remote.view.render import SAME_GROUPS, TextRenderer, group_end_text
 
 
 def state_of(n: int) -> RunState:

@@ -14,12 +14,12 @@ import pytest
 
 from harness import poll
 from monarch_jupyter.errors import MonarchJupyterError
-from monarch_jupyter.remote import args as A
 from monarch_jupyter.remote.host import layout as L
 from monarch_jupyter.remote.host import runs as R
 from monarch_jupyter.remote.host import shell
 from monarch_jupyter.remote.host import spares as S
 from monarch_jupyter.remote.host.capture import CapturedProcess
+from monarch_jupyter.remote.view import args as A
 from monarch_jupyter.system import procfs as _procfs
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -152,7 +152,7 @@ def test_env_refuses_our_reserved_names(name):
 
 def test_a_rank_cannot_forge_another_ranks_section_in_the_run_log(tmp_path):
     """Item 19: a line that reads as a header is quoted in the log and read back as printed."""
-    from monarch_jupyter.remote.spool import Spool, read_log
+    from monarch_jupyter.remote.run.spool import Spool, read_log
 
     path = tmp_path / "run.log"
     spool = Spool(path, ["hosts=0", "hosts=1"])
@@ -169,7 +169,7 @@ def test_a_rank_cannot_forge_another_ranks_section_in_the_run_log(tmp_path):
 
 def test_invalid_utf8_is_said_once_in_the_run_log(tmp_path):
     """Low item: bytes the host could not decode arrive as U+FFFD; the log says so once."""
-    from monarch_jupyter.remote.spool import Spool, read_log
+    from monarch_jupyter.remote.run.spool import Spool, read_log
 
     path = tmp_path / "run.log"
     spool = Spool(path, ["hosts=0"])
@@ -184,7 +184,7 @@ def test_nul_bytes_are_not_saved_into_the_notebook():
     """Low item: a NUL of a rank's output is shown (and saved in the payload) as ␀."""
     import json
 
-    from monarch_jupyter.remote import model as M
+    from monarch_jupyter.remote.view import model as M
 
     ranks = [M.RankState(label="hosts=0", mesh="hosts", point={"hosts": 0}, rank=0)]
     state = M.RunState(command="printf", mode="bash", target="mesh hosts (1 ranks)", ranks=ranks, started=0.0)

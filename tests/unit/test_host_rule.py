@@ -18,8 +18,8 @@ LEAVES = {
     "monarch_jupyter.system.procfs",
     "monarch_jupyter.system.files",
     "monarch_jupyter.errors",
-    "monarch_jupyter.remote.protocol",
-    "monarch_jupyter.remote.pyspy",
+    "monarch_jupyter.remote.wire.protocol",
+    "monarch_jupyter.remote.wire.pyspy",
 }
 MONARCH_ALLOWED = {"monarch_jupyter.remote.host.actor"}  # the one Monarch actor
 # cloudpickle is Monarch's own dependency (it pickles actors with it): on every worker. The session
@@ -80,7 +80,7 @@ def test_imports_only_what_travels_by_value(name):
 
 
 def test_the_rule_fails_on_a_kernel_side_import():
-    assert not _allowed("monarch_jupyter.remote.host.runs", "monarch_jupyter.remote.runner")
+    assert not _allowed("monarch_jupyter.remote.host.runs", "monarch_jupyter.remote.run.runner")
     assert not _allowed("monarch_jupyter.remote.host.layout", "monarch")
     assert not _allowed("monarch_jupyter.remote.host.tail", "IPython")
     assert _allowed("monarch_jupyter.remote.host.tail", "monarch_jupyter.remote.host.layout")

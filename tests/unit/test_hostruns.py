@@ -22,7 +22,7 @@ from monarch_jupyter.remote.host import shell
 from monarch_jupyter.remote.host import spares as S
 from monarch_jupyter.remote.host import tail as T
 from monarch_jupyter.remote.host.capture import CapturedProcess
-from monarch_jupyter.remote.protocol import ERR, OUT
+from monarch_jupyter.remote.wire.protocol import ERR, OUT
 from monarch_jupyter.system import procfs as _procfs
 from monarch_jupyter.system.procfs import killpg
 

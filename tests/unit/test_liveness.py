@@ -1,4 +1,4 @@
-"""Lost only on evidence, silent otherwise: the pure decision (:mod:`monarch_jupyter.remote.liveness`)
+"""Lost only on evidence, silent otherwise: the pure decision (:mod:`monarch_jupyter.remote.view.liveness`)
 and the drive acting on it, with fake actors and a fake /proc (no workers)."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import asyncio
 import queue
 import time
 
-from monarch_jupyter.remote import drive as drive_mod
-from monarch_jupyter.remote import liveness
-from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Target
-from monarch_jupyter.remote.liveness import (
+from monarch_jupyter.remote.run import drive as drive_mod
+from monarch_jupyter.remote.run.drive import Drive, Plan, RunHandle, Target
+from monarch_jupyter.remote.run.spool import Spool, read_log
+from monarch_jupyter.remote.view import liveness
+from monarch_jupyter.remote.view.liveness import (
     ALIVE,
     FAULT_SILENT_AFTER,
     GONE,
@@ -24,10 +25,9 @@ from monarch_jupyter.remote.liveness import (
     probe_failure,
     silent_note,
 )
-from monarch_jupyter.remote.model import Lost, RankState, RunState, Silent
-from monarch_jupyter.remote.protocol import Heartbeat, RunSpec
-from monarch_jupyter.remote.render import TextRenderer
-from monarch_jupyter.remote.spool import Spool, read_log
+from monarch_jupyter.remote.view.model import Lost, RankState, RunState, Silent
+from monarch_jupyter.remote.view.render import TextRenderer
+from monarch_jupyter.remote.wire.protocol import Heartbeat, RunSpec
 from monarch_jupyter.runtime import faults as _faults
 
 

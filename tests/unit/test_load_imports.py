@@ -27,7 +27,7 @@ before = set(sys.modules)
 shell.run_line_magic("load_ext", "monarch_jupyter")
 magics = shell.magics_manager.magics
 from monarch_jupyter.jobs import args as job_args
-from monarch_jupyter.remote import args
+from monarch_jupyter.remote.view import args
 print(json.dumps({
     "new": sorted(set(sys.modules) - before),
     "built": sorted([*job_args.PARSERS._built, *args.PARSERS._built, *args.VERBS._built]),
@@ -48,15 +48,15 @@ DEFERRED = (
     "monarch_jupyter.jobs.services.query",
     "monarch_jupyter.widgets.job",
     "monarch_jupyter.widgets.run",
-    "monarch_jupyter.remote.runner",
-    "monarch_jupyter.remote.drive",
-    "monarch_jupyter.remote.model",
-    "monarch_jupyter.remote.render",
-    "monarch_jupyter.remote.index",
-    "monarch_jupyter.remote.quiet",
-    "monarch_jupyter.remote.grep",
-    "monarch_jupyter.remote.stacks",
-    "monarch_jupyter.remote.spool",
+    "monarch_jupyter.remote.run.runner",
+    "monarch_jupyter.remote.run.drive",
+    "monarch_jupyter.remote.view.model",
+    "monarch_jupyter.remote.view.render",
+    "monarch_jupyter.remote.run.index",
+    "monarch_jupyter.remote.view.quiet",
+    "monarch_jupyter.remote.run.grep",
+    "monarch_jupyter.remote.view.stacks",
+    "monarch_jupyter.remote.run.spool",
     "monarch_jupyter.remote.host",
     "monarch_jupyter.remote.rank_shell",
     "monarch_jupyter.actors",
@@ -88,7 +88,7 @@ def test_the_load_imports_none_of_the_deferred_modules(loaded: dict[str, list[st
 
 def test_the_load_registers_the_magics_and_the_verbs(loaded: dict[str, list[str]]) -> None:
     assert {"job", "remote"} <= set(loaded["line"]) and "remote" in loaded["cell"]
-    for name in ("monarch_jupyter.remote.verbs.runs", "monarch_jupyter.remote.verbs.diagnose"):
+    for name in ("monarch_jupyter.remote.cell.verbs.runs", "monarch_jupyter.remote.cell.verbs.diagnose"):
         assert name in loaded["new"]
 
 
@@ -118,8 +118,9 @@ def test_the_listed_prefixes_do_catch_an_import() -> None:
 def test_the_remote_help_lists_every_verb_without_a_run() -> None:
     from IPython.core.oinspect import getdoc
 
-    from monarch_jupyter.remote import args, verbs
-    from monarch_jupyter.remote.magic import RemoteMagics
+    from monarch_jupyter.remote.cell import verbs
+    from monarch_jupyter.remote.cell.magic import RemoteMagics
+    from monarch_jupyter.remote.view import args
 
     doc = getdoc(RemoteMagics.remote) or ""
     assert list(verbs.REGISTRY) == [
@@ -140,8 +141,8 @@ def test_the_remote_help_lists_every_verb_without_a_run() -> None:
 
 
 def test_has_records_reads_the_folder_the_index_lists(tmp_path: Path) -> None:
-    from monarch_jupyter.remote import index
-    from monarch_jupyter.remote.verbs.runs import has_records
+    from monarch_jupyter.remote.cell.verbs.runs import has_records
+    from monarch_jupyter.remote.run import index
 
     root = tmp_path / "nb"
     session = SimpleNamespace(layout=SimpleNamespace(dir=root / ".monarch"), context="default", root=root)
@@ -158,7 +159,7 @@ def test_the_preload_imports_the_widgets_then_a_runs_modules(monkeypatch: pytest
     import threading
 
     from monarch_jupyter import widgets
-    from monarch_jupyter.remote.magic import RUN_MODULES
+    from monarch_jupyter.remote.cell.magic import RUN_MODULES
 
     imported: list[str] = []
     done = threading.Event()

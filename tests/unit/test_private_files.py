@@ -10,8 +10,8 @@ import pytest
 
 from monarch_jupyter.actors.output import Log
 from monarch_jupyter.jobs.contexts import Layout
-from monarch_jupyter.remote.index import RunEntry
-from monarch_jupyter.remote.spool import Spool
+from monarch_jupyter.remote.run.index import RunEntry
+from monarch_jupyter.remote.run.spool import Spool
 from monarch_jupyter.system import files as _files
 
 

@@ -26,7 +26,7 @@ from monarch_jupyter.remote.host import shell as shell_mod
 from monarch_jupyter.remote.host.capture import CapturedProcess
 from monarch_jupyter.remote.host.shell import SLOW_RUNS, RunShell, ShellKeeper
 from monarch_jupyter.remote.host.spares import prepare
-from monarch_jupyter.remote.protocol import ERR, OUT, Chunk
+from monarch_jupyter.remote.wire.protocol import ERR, OUT, Chunk
 from monarch_jupyter.system import procfs as _procfs
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")

@@ -10,12 +10,13 @@ import time
 import cloudpickle
 import pytest
 
-from monarch_jupyter.remote import model, protocol
-from monarch_jupyter.remote.drive import Drive, Plan, RunHandle, Target
-from monarch_jupyter.remote.liveness import FAULT_SILENT_AFTER, SILENT_AFTER
-from monarch_jupyter.remote.model import Exited, Output, RankState, Started
-from monarch_jupyter.remote.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
-from monarch_jupyter.remote.spool import Spool, read_log
+from monarch_jupyter.remote.run.drive import Drive, Plan, RunHandle, Target
+from monarch_jupyter.remote.run.spool import Spool, read_log
+from monarch_jupyter.remote.view import model
+from monarch_jupyter.remote.view.liveness import FAULT_SILENT_AFTER, SILENT_AFTER
+from monarch_jupyter.remote.view.model import Exited, Output, RankState, Started
+from monarch_jupyter.remote.wire import protocol
+from monarch_jupyter.remote.wire.protocol import Chunk, Data, Exit, Heartbeat, RunSpec
 from monarch_jupyter.runtime import faults as _faults
 
 MESSAGES = [
@@ -161,7 +162,7 @@ def test_a_fault_whose_report_fails_is_still_recorded(monkeypatch):
 
 def test_torch_env_is_monarchs_spmd_rule():
     """As monarch.spmd.SPMDActor: the last dim is the local one, ranks are row-major."""
-    from monarch_jupyter.remote.protocol import torch_env
+    from monarch_jupyter.remote.wire.protocol import torch_env
 
     sizes = {"hosts": 2, "gpus": 2}
     seen = [torch_env({"hosts": h, "gpus": g}, sizes, h * 2 + g) for h in range(2) for g in range(2)]

@@ -50,7 +50,7 @@ def test_importing_the_package_and_its_errors_loads_neither_monarch_nor_the_sess
     code = (
         "import sys\n"
         "from monarch_jupyter import RemoteError, MonarchJupyterError\n"
-        "loaded = [m for m in ('monarch', 'IPython', 'monarch_jupyter.jobs.session', 'monarch_jupyter.remote.runner')"
+        "loaded = [m for m in ('monarch', 'IPython', 'monarch_jupyter.jobs.session', 'monarch_jupyter.remote.run.runner')"
         " if m in sys.modules]\n"
         "print(loaded)\n"
     )

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from monarch_jupyter._server import shell as server_shell
-from monarch_jupyter.remote import rank_shell, verbs
+from monarch_jupyter.remote import rank_shell
+from monarch_jupyter.remote.cell import verbs
 from monarch_jupyter.remote.rank_shell import ShellError, ShellTarget
 from monarch_jupyter.text.parser import ArgumentsError
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from monarch_jupyter.errors import MonarchJupyterError
-from monarch_jupyter.remote.args import (
+from monarch_jupyter.remote.view.args import (
     PARSERS,
     VERBS,
     RemoteArgs,
@@ -18,8 +18,8 @@ from monarch_jupyter.remote.args import (
     parse_cell,
     parse_line,
 )
-from monarch_jupyter.remote.lines import TAIL_LINES, visible
-from monarch_jupyter.remote.model import (
+from monarch_jupyter.remote.view.lines import TAIL_LINES, visible
+from monarch_jupyter.remote.view.model import (
     ERR,
     MIME_TYPE,
     OUT,
@@ -32,8 +32,8 @@ from monarch_jupyter.remote.model import (
     Started,
     Stopping,
 )
-from monarch_jupyter.remote.render import TextRenderer, group_text
-from monarch_jupyter.remote.results import RemoteResults
+from monarch_jupyter.remote.view.render import TextRenderer, group_text
+from monarch_jupyter.remote.view.results import RemoteResults
 from monarch_jupyter.text.parser import ArgumentsError, HelpRequested, MagicParser
 
 
@@ -473,7 +473,7 @@ def test_group_text_like_clush():
 
 # ── spool ──
 def test_spool_frames_ranks_and_keeps_lines_whole(tmp_path):
-    from monarch_jupyter.remote.spool import Spool, read_log
+    from monarch_jupyter.remote.run.spool import Spool, read_log
 
     path = tmp_path / "run.log"
     spool = Spool(path, ["hosts=0", "hosts=1"])
@@ -495,7 +495,7 @@ def test_spool_frames_ranks_and_keeps_lines_whole(tmp_path):
 
 
 def test_spool_keeps_the_head_and_the_tail_of_each_rank_and_says_what_it_skipped(tmp_path):
-    from monarch_jupyter.remote.spool import Spool, read_log
+    from monarch_jupyter.remote.run.spool import Spool, read_log
 
     path = tmp_path / "run.log"
     spool = Spool(path, ["hosts=0", "hosts=1"], head=100, tail=60)
@@ -520,7 +520,7 @@ def test_spool_keeps_the_head_and_the_tail_of_each_rank_and_says_what_it_skipped
 def test_help_documents_every_flag():
     from IPython.core.oinspect import getdoc
 
-    from monarch_jupyter.remote.magic import RemoteMagics
+    from monarch_jupyter.remote.cell.magic import RemoteMagics
 
     doc = getdoc(RemoteMagics.remote)  # what %remote? shows (IPython's inspector)
     assert doc is not None and RemoteMagics.remote.__doc__ == doc.split("\n", 1)[0]
@@ -532,7 +532,7 @@ def test_help_documents_every_flag():
 
 
 def test_saved_results_display_as_a_table():
-    from monarch_jupyter.remote.results import RankResult
+    from monarch_jupyter.remote.view.results import RankResult
 
     results = RemoteResults(
         [
@@ -550,7 +550,7 @@ def test_saved_results_display_as_a_table():
 
 
 def test_fed_lines_are_cut_only_where_shown():
-    from monarch_jupyter.remote.model import OUT, RankState
+    from monarch_jupyter.remote.view.model import OUT, RankState
 
     rank = RankState(label="hosts=0", mesh="hosts", point={"hosts": 0}, rank=0)
     assert rank.feed(OUT, "par") is None
@@ -568,7 +568,7 @@ def test_fed_lines_are_cut_only_where_shown():
 # ── bounded memory: giant lines ──
 def _reference_lines(text: str) -> list[str]:
     """What a terminal shows, line by line, cut as the model cuts: from the whole text at once."""
-    from monarch_jupyter.remote.lines import clip
+    from monarch_jupyter.remote.view.lines import clip
 
     pieces = text.split("\n")
     if pieces[-1] == "":
@@ -577,7 +577,7 @@ def _reference_lines(text: str) -> list[str]:
 
 
 def test_a_giant_line_without_newline_costs_a_line_not_its_size():
-    from monarch_jupyter.remote.lines import LINE_CHARS, TAIL_CHARS
+    from monarch_jupyter.remote.view.lines import LINE_CHARS, TAIL_CHARS
 
     s = _state(1)
     rank = s.ranks[0]
@@ -595,7 +595,7 @@ def test_a_giant_line_without_newline_costs_a_line_not_its_size():
 
 
 def test_the_tail_is_bounded_in_characters_too():
-    from monarch_jupyter.remote.lines import LINE_CHARS, TAIL_CHARS
+    from monarch_jupyter.remote.view.lines import LINE_CHARS, TAIL_CHARS
 
     s = _state(1)
     s.apply(Output(0, OUT, ("y" * 100_000 + "\n") * 300))
@@ -612,7 +612,7 @@ def test_bounded_lines_match_the_whole_text_however_it_is_chunked(seed):
     whole text split at once, for random text of long runs, \\r and \\n in random chunks."""
     import random
 
-    from monarch_jupyter.remote.lines import LINE_CHARS
+    from monarch_jupyter.remote.view.lines import LINE_CHARS
 
     rnd = random.Random(seed)
     parts = []
@@ -717,7 +717,7 @@ def test_todays_saved_payloads_still_match_the_schema():
 
 def test_the_model_names_the_schema_statuses():
     from monarch_jupyter import schema
-    from monarch_jupyter.remote import model
+    from monarch_jupyter.remote.view import model
 
     named = {
         model.RUNNING,
@@ -737,7 +737,7 @@ def test_the_model_names_the_schema_statuses():
 
 
 def test_old_run_logs_are_pruned_by_name_age(tmp_path):
-    from monarch_jupyter.remote.runner import prune_logs
+    from monarch_jupyter.remote.run.runner import prune_logs
 
     names = [f"202612{day:02d}-120000-abcdef.log" for day in range(1, 8)]
     for name in reversed(names):  # created newest first: only the names tell the age
@@ -748,10 +748,10 @@ def test_old_run_logs_are_pruned_by_name_age(tmp_path):
     prune_logs(str(tmp_path / "missing"), 3)  # no folder: nothing to do
 
 
-# ── a detached run's events between cells (remote/follow.py) ──────────
+# ── a detached run's events between cells (remote/run/follow.py) ──────────
 def test_background_follow_applies_events_tick_by_tick_until_the_end():
-    from monarch_jupyter.remote import model
-    from monarch_jupyter.remote.follow import BackgroundFollow, BoundedSink
+    from monarch_jupyter.remote.run.follow import BackgroundFollow, BoundedSink
+    from monarch_jupyter.remote.view import model
 
     class Handle:
         future = None
@@ -795,8 +795,8 @@ def test_background_follow_applies_events_tick_by_tick_until_the_end():
 def test_background_follow_ends_the_run_when_the_drive_died_silently():
     import concurrent.futures
 
-    from monarch_jupyter.remote import model
-    from monarch_jupyter.remote.follow import BackgroundFollow, BoundedSink
+    from monarch_jupyter.remote.run.follow import BackgroundFollow, BoundedSink
+    from monarch_jupyter.remote.view import model
 
     future = concurrent.futures.Future()
     future.set_exception(RuntimeError("loop gone"))
@@ -819,7 +819,7 @@ def test_background_follow_ends_the_run_when_the_drive_died_silently():
 
 
 def test_a_cell_line_is_parsed_once_and_each_cell_keeps_its_command():
-    from monarch_jupyter.remote import args as remote_args
+    from monarch_jupyter.remote.view import args as remote_args
 
     first = parse_cell("--rank 0 python", "print(1)")
     second = parse_cell("--rank 0 python", "print(2)")
@@ -839,7 +839,7 @@ def test_a_cell_line_is_parsed_once_and_each_cell_keeps_its_command():
 def test_a_ctrl_c_between_apply_and_add_keeps_the_lines_in_the_cell(cut):
     # Stopping an attach with Ctrl-C lost a batch of lines from the cell (the log kept them): the
     # interrupt landed after state.apply, before the renderer queued its lines.
-    from monarch_jupyter.remote.magic import _apply
+    from monarch_jupyter.remote.cell.magic import _apply
 
     class Interrupted(TextRenderer):
         calls = 0  # reset per test below
@@ -868,7 +868,7 @@ def test_ctrl_c_is_counted_while_the_pump_runs_and_raised_again_after():
     import signal
     import time
 
-    from monarch_jupyter.remote.magic import _CtrlC
+    from monarch_jupyter.remote.cell.magic import _CtrlC
 
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         pytest.skip("another SIGINT handler is installed here")
@@ -890,7 +890,7 @@ def test_worker_health_reads_each_workers_stat_once_opened():
     import subprocess
     import time
 
-    from monarch_jupyter.remote.runner import RemoteRunner
+    from monarch_jupyter.remote.run.runner import RemoteRunner
 
     runner = RemoteRunner(session=None)
     alive = subprocess.Popen(["sleep", "30"])
@@ -957,7 +957,8 @@ def test_the_time_formats():
 def test_each_verb_has_its_parser_and_a_handler_taking_its_options():
     import inspect
 
-    from monarch_jupyter.remote import args, verbs
+    from monarch_jupyter.remote.cell import verbs
+    from monarch_jupyter.remote.view import args
 
     assert (
         list(verbs.REGISTRY)
@@ -985,9 +986,10 @@ class _Cell:
 
 
 def test_a_new_verb_is_one_entry(monkeypatch):
-    """The recipe of remote/verbs.py: an entry there (parser + handler) and an endpoint."""
-    from monarch_jupyter.remote import args, verbs
-    from monarch_jupyter.remote.verbs import registry
+    """The recipe of remote/cell/verbs.py: an entry there (parser + handler) and an endpoint."""
+    from monarch_jupyter.remote.cell import verbs
+    from monarch_jupyter.remote.cell.verbs import registry
+    from monarch_jupyter.remote.view import args
 
     monkeypatch.setattr(args, "VERBS", args.VERBS.copy())
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
@@ -1012,7 +1014,7 @@ def test_a_new_verb_is_one_entry(monkeypatch):
 
 
 def test_stop_wants_runs_or_all_not_both():
-    from monarch_jupyter.remote import verbs
+    from monarch_jupyter.remote.cell import verbs
 
     for options in ({"runs": [], "all_runs": False}, {"runs": ["abc"], "all_runs": True}):
         with pytest.raises(ArgumentsError, match=r"^%remote stop RUN… \| --all \(%remote runs lists them\)$"):
@@ -1020,7 +1022,8 @@ def test_stop_wants_runs_or_all_not_both():
 
 
 def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
-    from monarch_jupyter.remote import index, verbs
+    from monarch_jupyter.remote.cell import verbs
+    from monarch_jupyter.remote.run import index
 
     def entry(run_id, state):
         return index.RunEntry(
@@ -1056,8 +1059,8 @@ def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
 def test_call_all_asks_every_mesh_once_per_host_with_the_warm_actors(tmp_path):
     from types import SimpleNamespace
 
-    from monarch_jupyter.remote import runner as R
     from monarch_jupyter.remote.errors import RemoteError
+    from monarch_jupyter.remote.run import runner as R
     from monarch_jupyter.runtime.loop import EventLoopThread
 
     calls = []
@@ -1113,8 +1116,8 @@ def test_per_host_alone_beyond_the_bound_is_refused_when_parsed():
 
 
 def test_hosts_times_per_host_beyond_the_bound_is_refused_before_anything_starts(monkeypatch):
-    from monarch_jupyter.remote.args import check_procs
     from monarch_jupyter.remote.errors import RemoteError
+    from monarch_jupyter.remote.view.args import check_procs
 
     monkeypatch.delenv("MONARCH_JUPYTER_MAX_PROCS", raising=False)
     check_procs({"hosts": 2}, (("gpu", 4), ("cpu", 8)))  # 64: at the bound
@@ -1136,7 +1139,7 @@ def test_warm_actors_are_spawned_once_when_a_grid_request_and_a_cell_ask_togethe
     import time
     from types import SimpleNamespace
 
-    from monarch_jupyter.remote import runner as R
+    from monarch_jupyter.remote.run import runner as R
     from monarch_jupyter.runtime.loop import EventLoopThread
 
     class Answers:

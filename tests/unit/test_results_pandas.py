@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from monarch_jupyter.remote.results import RankResult, RemoteResults
+from monarch_jupyter.remote.view.results import RankResult, RemoteResults
 
 RESULTS = RemoteResults(
     [

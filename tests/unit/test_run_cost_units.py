@@ -8,11 +8,20 @@ import stat
 import time
 from types import SimpleNamespace
 
-from monarch_jupyter.remote import index as R
-from monarch_jupyter.remote.args import RemoteArgs
-from monarch_jupyter.remote.model import Exited, Output, RankState, RunState, Started
-from monarch_jupyter.remote.protocol import ERR, OUT, Chunk, Data, Exit, Heartbeat, decode, encode
-from monarch_jupyter.remote.spool import HEAD_BYTES, Spool, read_log
+from monarch_jupyter.remote.run import index as R
+from monarch_jupyter.remote.run.spool import HEAD_BYTES, Spool, read_log
+from monarch_jupyter.remote.view.args import RemoteArgs
+from monarch_jupyter.remote.view.model import Exited, Output, RankState, RunState, Started
+from monarch_jupyter.remote.wire.protocol import (
+    ERR,
+    OUT,
+    Chunk,
+    Data,
+    Exit,
+    Heartbeat,
+    decode,
+    encode,
+)
 
 
 def test_decode_gives_the_messages_encode_was_given():

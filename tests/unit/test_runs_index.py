@@ -1,5 +1,5 @@
-"""The kernel side of runs without kernels: the JSON index (``remote/index.py``) and its schema,
-choosing a run, folding what the hosts say into a state, the listing's text (``remote/verbs.py``),
+"""The kernel side of runs without kernels: the JSON index (``remote/run/index.py``) and its schema,
+choosing a run, folding what the hosts say into a state, the listing's text (``remote/cell/verbs.py``),
 and ``--detach``'s flags."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from monarch_jupyter.remote import index as R
-from monarch_jupyter.remote import verbs as V  # also defines the verbs parse_line knows
-from monarch_jupyter.remote.args import RemoteVerb, parse_cell, parse_line
+from monarch_jupyter.remote.cell import verbs as V  # also defines the verbs parse_line knows
 from monarch_jupyter.remote.errors import RunsError
+from monarch_jupyter.remote.run import index as R
+from monarch_jupyter.remote.view.args import RemoteVerb, parse_cell, parse_line
 from monarch_jupyter.text.parser import ArgumentsError as ArgsError
 
 
@@ -167,8 +167,8 @@ def _validator():
 
 
 def _new(session, run_id="20261201-000000-abcdef", **args) -> R.RunEntry:
-    from monarch_jupyter.remote.args import RemoteArgs
-    from monarch_jupyter.remote.model import RankState
+    from monarch_jupyter.remote.view.args import RemoteArgs
+    from monarch_jupyter.remote.view.model import RankState
 
     ranks = [RankState(label=f"hosts={i}", mesh="hosts", point={"hosts": i}, rank=i) for i in range(2)]
     here = R.where(session)

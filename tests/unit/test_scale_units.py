@@ -6,9 +6,17 @@ from __future__ import annotations
 import json
 import re
 
-from monarch_jupyter.remote import render
-from monarch_jupyter.remote.model import ERR, OUT, Exited, Finished, Output, RankState, RunState
-from monarch_jupyter.remote.render import SHOW_RANKS, TextRenderer
+from monarch_jupyter.remote.view import render
+from monarch_jupyter.remote.view.model import (
+    ERR,
+    OUT,
+    Exited,
+    Finished,
+    Output,
+    RankState,
+    RunState,
+)
+from monarch_jupyter.remote.view.render import SHOW_RANKS, TextRenderer
 from monarch_jupyter.widgets.run_model import BATCH_TOTAL, OPEN_TOTAL, GridSync, sync_interval, tails
 
 
@@ -113,8 +121,8 @@ def test_sync_interval_grows_past_256_ranks():
 
 
 def test_lines_kept_in_memory_are_bounded_for_the_whole_run():
-    from monarch_jupyter.remote.lines import TAIL_LINES
-    from monarch_jupyter.remote.model import RUN_TAIL_MIN
+    from monarch_jupyter.remote.view.lines import TAIL_LINES
+    from monarch_jupyter.remote.view.model import RUN_TAIL_MIN
 
     small, big = state(64), state(4096)
     for s in (small, big):

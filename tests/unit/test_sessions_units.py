@@ -7,21 +7,18 @@ import json
 
 import pytest
 
-from monarch_jupyter.remote import verbs  # noqa: F401  (the verbs register their parsers)
-from monarch_jupyter.remote.args import parse_cell, parse_line
-from monarch_jupyter.remote.autoremote import AutoRemote, toggle
+from monarch_jupyter.remote.cell import verbs  # noqa: F401  (the verbs register their parsers)
+from monarch_jupyter.remote.cell.autoremote import AutoRemote, toggle
+from monarch_jupyter.remote.cell.verbs.sessions import _bytes
 from monarch_jupyter.remote.errors import SessionError
-from monarch_jupyter.remote.sessions import (
+from monarch_jupyter.remote.run.sessions import (
     Book,
     SessionShape,
-    failure_text,
-    group_errors,
     rows_text,
     scatter_items,
-    size_line,
-    values_text,
 )
-from monarch_jupyter.remote.verbs.sessions import _bytes
+from monarch_jupyter.remote.view.args import parse_cell, parse_line
+from monarch_jupyter.remote.view.session_text import failure_text, group_errors, size_line, values_text
 from monarch_jupyter.text.parser import ArgumentsError
 
 P = lambda **k: tuple(k.items())  # noqa: E731

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter.remote import pyspy, stacks, verbs
-from monarch_jupyter.remote.args import RemoteVerb, help_text, parse_line
+from monarch_jupyter.remote.cell import verbs
 from monarch_jupyter.remote.host import dumps
 from monarch_jupyter.remote.host.layout import MARKER, META, RUNS_DIR_ENV
+from monarch_jupyter.remote.view import stacks
+from monarch_jupyter.remote.view.args import RemoteVerb, help_text, parse_line
+from monarch_jupyter.remote.wire import pyspy
 from monarch_jupyter.text.parser import ArgumentsError
 from monarch_jupyter.text.rank_sets import rank_set
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monarch_jupyter.remote.args import parse_cell, parse_line
+from monarch_jupyter.remote.view.args import parse_cell, parse_line
 from monarch_jupyter.text.parser import ArgumentsError
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from monarch_jupyter.remote import model
+from monarch_jupyter.remote.view import model
 from monarch_jupyter.schema import WIDGET_MESSAGES_PATH
 from monarch_jupyter.widgets.run_model import Batch
 

@@ -316,7 +316,7 @@ def test_a_widget_without_admin_has_no_topology(tmp_path):
 
 
 # ── run grid: a view of the run model ───────────────────────────────────
-from monarch_jupyter.remote import model  # noqa: E402
+from monarch_jupyter.remote.view import model  # noqa: E402
 from monarch_jupyter.widgets.run_model import BATCH_LINES, GridSync, Throttle, tails, tile_json  # noqa: E402
 
 

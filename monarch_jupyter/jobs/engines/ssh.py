@@ -14,7 +14,7 @@ shows up ~60 s later in some other cell. :class:`SSHEngine`, around the start:
 - ``before_connect`` re-enables the job's transport after unpickling (SlurmJob
   has a ``__setstate__`` for that; SSHJob has none).
 
-The job's fields are read through :mod:`.._introspect`; Monarch has no public accessor.
+The job's fields are read through :mod:`...runtime.introspect`; Monarch has no public accessor.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ only
   every worker; the namespace server is sent to its process by value with it),
 - each other (``monarch_jupyter.remote.host.*``),
 - the stdlib-only leaves ``monarch_jupyter.system.procfs``, ``monarch_jupyter.system.files`` (which imports
-  ``monarch_jupyter.errors``, stdlib-only too), ``monarch_jupyter.remote.protocol`` (the
-  messages both sides share, stdlib-only) and ``monarch_jupyter.remote.pyspy`` (py-spy's JSON
+  ``monarch_jupyter.errors``, stdlib-only too), ``monarch_jupyter.remote.wire.protocol`` (the
+  messages both sides share, stdlib-only) and ``monarch_jupyter.remote.wire.pyspy`` (py-spy's JSON
   parsed, stdlib-only).
 
 ``tests/unit/test_host_rule.py`` parses every one of them and fails on any other import. Nothing of

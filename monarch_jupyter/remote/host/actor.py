@@ -5,7 +5,7 @@ warm. ``run`` hands the command to a wrapper shell forked ahead (:mod:`.shell`: 
 after the previous run with the same environment and working directory, bringing the next run's
 rank folder, :mod:`.spares`) and returns at once. The command writes its output to its rank's
 folder on this host (:mod:`.layout`), so it outlives this actor (a kernel restart); a task tails
-those files (:mod:`.tail`) to the caller's port as :mod:`..protocol` messages, batched per rank
+those files (:mod:`.tail`) to the caller's port as :mod:`..wire.protocol` messages, batched per rank
 (at most one every ``tail.FLUSH_EVERY`` seconds, a :class:`~..protocol.Heartbeat` every
 ``tail.HEARTBEAT`` seconds while quiet). A command that ends within ``QUICK_WAIT`` costs one
 :class:`~..protocol.Exit` message and no task (one more, a :class:`~..protocol.Data` sent as soon
@@ -35,7 +35,7 @@ from typing import IO, Any
 from monarch.actor import Actor, context, endpoint
 
 from ...system import procfs as _procfs
-from ..protocol import (
+from ..wire.protocol import (
     OUT,
     Chunk,
     Data,

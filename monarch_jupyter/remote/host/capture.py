@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from ...system import procfs as _procfs
-from ..protocol import Chunk
+from ..wire.protocol import Chunk
 from .layout import write_status
 from .tail import BATCH_BYTES, FLUSH_EVERY, HEARTBEAT, LAST_BYTES, Tail
 

@@ -4,7 +4,7 @@ process line (state, wchan, command) for the others. Plain data for ``%remote st
 A rank's processes are its process group (the leader's pid, from ``meta.json``) and the
 processes carrying the run's marker outside every group (strays), given to the rank whose
 ``MONARCH_RANK_<dim>`` variables they carry. py-spy ships with torchmonarch, next to the
-worker's Python; its JSON (``dump --json``, parsed by :mod:`..pyspy`) is bounded in time
+worker's Python; its JSON (``dump --json``, parsed by :mod:`..wire.pyspy`) is bounded in time
 (``DUMP_TIMEOUT``), size (``MAX_JSON``) and the lines kept (``MAX_LINES``), so one stuck
 process never hangs the verb.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...system import procfs as _procfs
-from .. import pyspy
+from ..wire import pyspy
 from .layout import META, check_run_id, read_json, read_status, runs_root
 from .runs import leader_alive, leader_pid, marked_pids
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ...system.files import read_small
-from ..protocol import ERR, OUT
+from ..wire.protocol import ERR, OUT
 
 MARKER = "MONARCH_JUPYTER_RUN"
 META = "meta.json"

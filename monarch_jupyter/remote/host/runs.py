@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from ...system import procfs as _procfs
 from ...system.files import read_small
-from ..protocol import ERR, OUT
+from ..wire.protocol import ERR, OUT
 from .layout import (
     ESCAPED,
     MARKER,

@@ -1,6 +1,6 @@
 """Search a rank's output: the lines matching a pattern, with context (``%remote grep``).
 
-:func:`search` is the one matcher, over bytes, for the kernel's run log (``remote/grep.py``)
+:func:`search` is the one matcher, over bytes, for the kernel's run log (``remote/run/grep.py``)
 and the hosts' rank files (:func:`grep_run`, the host's answer). It runs the regular
 expression over the whole text (C speed) and counts newlines only between hits: no Python
 loop over lines. Standard library only: it travels to the workers.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...system.files import read_fd
-from ..protocol import ERR, OUT, GrepQuery
+from ..wire.protocol import ERR, OUT, GrepQuery
 from .dumps import rank_folders
 
 MAX_HITS = 1000  # matching lines kept per rank and stream (the rest only counted)

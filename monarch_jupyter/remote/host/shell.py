@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ...system import procfs as _procfs
-from ..protocol import ERR, OUT
+from ..wire.protocol import ERR, OUT
 from .capture import CapturedProcess
 from .layout import MARKER, STATUS
 from .spares import Spares, place, remove_spares

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ...system.procfs import POLL
-from ..protocol import ERR, OUT, Chunk
-from ..protocol import FLUSH_EVERY as FLUSH_EVERY  # at most one batch this often …
+from ..wire.protocol import ERR, OUT, Chunk
+from ..wire.protocol import FLUSH_EVERY as FLUSH_EVERY  # at most one batch this often …
 
 BATCH_BYTES = 1 << 20  # … unless this much is waiting
 HEARTBEAT = 0.5  # an empty batch after this long without output

@@ -17,8 +17,8 @@ import statistics
 from collections.abc import Iterable
 from typing import Protocol
 
-from ..text import timefmt as _timefmt
-from ..text.rank_sets import rank_set
+from ...text import timefmt as _timefmt
+from ...text.rank_sets import rank_set
 from .model import RUNNING, RunState
 
 CHECK_EVERY = 0.5  # seconds between looks

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..view.model import Event, Finished, Output, RunState
 from .drive import RunHandle
-from .model import Event, Finished, Output, RunState
 
 INTERVAL = 0.05  # seconds between ticks (the grid sends at most one batch per 50 ms anyway)
 QUEUE_LIMIT = 20_000  # output events kept waiting for the kernel thread; more are dropped and counted

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import RemoteError
+from ..errors import RemoteError
 
 
 def master_env(loop: Any, actors: Any, timeout: float) -> dict[str, str]:

@@ -7,7 +7,7 @@ import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, SupportsIndex, overload
 
-from ..text import timefmt as _timefmt
+from ...text import timefmt as _timefmt
 from .model import ERR, OK, OUT, SKIPPED, RunState
 
 
@@ -145,7 +145,7 @@ class RankValues(list[Any]):
         return pandas.DataFrame({"value": list(self)}, index=pandas.Index(self.labels, name="label"))
 
     def __repr__(self) -> str:
-        from .sessions import values_text
+        from .session_text import values_text
 
         shown = [
             (tuple(point.items()), _short(value)) for point, value in zip(self.points, self, strict=True)

@@ -7,7 +7,7 @@ definitions parse both forms and write the flags part of ``%%remote?``
 
 A new flag is one ``add_argument`` line in :func:`_add_flags` (its ``dest`` is a
 :class:`RemoteArgs` field). A ``%remote VERB …`` form is a parser in :data:`VERBS`
-(made by :func:`add_verb`, which ``remote/verbs.py`` calls beside each verb's handler):
+(made by :func:`add_verb`, which ``remote/cell/verbs.py`` calls beside each verb's handler):
 the line is dispatched on its first word before the command form is parsed.
 
 Pure: no Monarch, no IPython, no threads. A bad line is one
@@ -31,9 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..jobs.specs.local import MAX_LOCAL_WORKERS
-from ..text.parser import ArgumentsError, LazyParsers, MagicParser
-from .errors import RemoteError
+from ...jobs.specs.local import MAX_LOCAL_WORKERS
+from ...text.parser import ArgumentsError, LazyParsers, MagicParser
+from ..errors import RemoteError
 
 MODES = ("bash", "python")
 CELL, LINE = "%%remote", "%remote"
@@ -85,7 +85,7 @@ class RemoteVerb:
 #: ``%remote VERB …`` forms, tried on the line's first word before the command form:
 #: verb → a :class:`MagicParser` whose options :func:`parse_line` returns as a
 #: :class:`RemoteVerb`. ``%remote -- VERB`` runs a bash command named VERB. Filled by
-#: :func:`add_verb` (``remote/verbs/registry.py`` declares each verb's parser with its handler);
+#: :func:`add_verb` (``remote/cell/verbs/registry.py`` declares each verb's parser with its handler);
 #: each parser is built when its verb is first used.
 VERBS = LazyParsers()
 #: verb → the option that takes the rest of its line verbatim, after its flags (``%remote pull EXPR``:

@@ -1,5 +1,5 @@
 """The verbs about runs that outlive their kernel: ``runs`` lists the context's runs
-(:mod:`..index`), asking their hosts which still run; ``attach`` follows one (the kept tail per
+(:mod:`...run.index`), asking their hosts which still run; ``attach`` follows one (the kept tail per
 rank, then live); ``stop`` stops runs on every host. Also the lines ``%load_ext`` and ``%job kill``
 print about runs still running."""
 
@@ -10,18 +10,18 @@ import queue
 import time
 from typing import TYPE_CHECKING
 
-from ...errors import MonarchJupyterError
-from ...text import timefmt as _timefmt
-from ...text.parser import ArgumentsError
-from ..errors import RemoteError, RunsError
+from ....errors import MonarchJupyterError
+from ....text import timefmt as _timefmt
+from ....text.parser import ArgumentsError
+from ...errors import RemoteError, RunsError
 from .registry import Cell, arg, verb
 
 if TYPE_CHECKING:  # imported where used: these verbs are declared at %load_ext
-    from ...jobs.session import JobSession
-    from ..drive import Plan
-    from ..host.runs import RunOnHost
-    from ..index import RunEntry
-    from ..runner import RemoteRunner
+    from ....jobs.session import JobSession
+    from ...host.runs import RunOnHost
+    from ...run.drive import Plan
+    from ...run.index import RunEntry
+    from ...run.runner import RemoteRunner
 
 
 # ── what the hosts say ─────────────────────────────────────────────────
@@ -29,7 +29,7 @@ def survey(runner: RemoteRunner | None, entries: list[RunEntry]) -> list[RunEntr
     """Ask the hosts about ``entries``: local runs here (the hosts are this machine), others
     through the actors when ``runner`` is given and the job answers. Entries whose processes
     are all gone are recorded as finished."""
-    from .. import index
+    from ...run import index
 
     local = [e for e in entries if e.local]
     if local:
@@ -45,7 +45,7 @@ def survey(runner: RemoteRunner | None, entries: list[RunEntry]) -> list[RunEntr
 
 def run_entries(session: JobSession) -> list[RunEntry]:
     """The context's runs, newest first, as its index records them."""
-    from .. import index
+    from ...run import index
 
     return index.load_entries(index.where(session).runs_dir)
 
@@ -80,7 +80,7 @@ def plan_for(runner: RemoteRunner, entry: RunEntry) -> Plan:
 
 # ── text ───────────────────────────────────────────────────────────────
 def state_text(entry: RunEntry) -> str:
-    from ..index import STOPPED
+    from ...run.index import STOPPED
 
     seen = entry.seen
     if entry.is_running:
@@ -185,7 +185,7 @@ USAGE_INTERVAL = 0.25  # seconds between the two looks at each rank's CPU time
 
 def _usage(runner: RemoteRunner, running: list[RunEntry]) -> dict[str, str]:
     """Each running run's resources line, sampled on its hosts now ({} when they cannot be asked)."""
-    from .. import resources
+    from ...view import resources
 
     if not running or not runner.session.attached:
         return {}
@@ -207,12 +207,12 @@ def _usage(runner: RemoteRunner, running: list[RunEntry]) -> dict[str, str]:
 )
 def attach(cell: Cell, run: str | None) -> None:
     """The kept tail per rank, then live, as the original cell; Ctrl-C stops following."""
-    from .. import index
-    from ..drive import RunHandle
-    from ..index import FINISHED
-    from ..model import Event, RunState
-    from ..quiet import QuietWatch
-    from ..render import TextRenderer
+    from ...run import index
+    from ...run.drive import RunHandle
+    from ...run.index import FINISHED
+    from ...view.model import Event, RunState
+    from ...view.quiet import QuietWatch
+    from ...view.render import TextRenderer
 
     session, runner = cell.session, cell.runner
     if run is None:
@@ -268,8 +268,8 @@ def attach(cell: Cell, run: str | None) -> None:
     arg("--all", dest="all_runs", action="store_true", help="every run of the context still running"),
 )
 def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
-    from .. import index
-    from ..index import STOPPED
+    from ...run import index
+    from ...run.index import STOPPED
 
     if bool(runs) == bool(all_runs):
         raise ArgumentsError("%remote stop RUN… | --all (%remote runs lists them)")

@@ -39,8 +39,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..system.files import private_opener
-from .model import OUT
+from ...system.files import private_opener
+from ..view.model import OUT
 
 HEADER = "==> [{}] <=="
 _FIRST = re.compile(rb"==> \[([^\]\n]*)\] <==(?=\n|$)")  # a header at the start of the log

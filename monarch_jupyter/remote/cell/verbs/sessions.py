@@ -7,8 +7,8 @@ import argparse
 import re
 from typing import Any
 
-from ...text.parser import ArgumentsError
-from ..args import DEFAULT_SESSION, RemoteArgs, _per_host, flat_ranks
+from ....text.parser import ArgumentsError
+from ...view.args import DEFAULT_SESSION, RemoteArgs, _per_host, flat_ranks
 from .registry import Cell, arg, verb
 
 ACTIONS = ("start", "ls", "stop", "restart", "attach")
@@ -53,7 +53,7 @@ def session(
     mesh: str | None,
     every: bool,
 ) -> None:
-    from .. import sessions as session_text
+    from ...run import sessions as session_text
 
     if every and (action != "stop" or name):
         raise ArgumentsError("%remote session: --all goes with stop, without a NAME")
@@ -128,8 +128,8 @@ def _attach_line(cell: Cell, name: str) -> str:
     verbatim="expr",
 )
 def pull(cell: Cell, expr: str, session: str, ranks: tuple[int, ...] | None, max_bytes: int | None) -> Any:
-    from ..results import RankValues
-    from ..sessions import PULL_MAX
+    from ...run.sessions import PULL_MAX
+    from ...view.results import RankValues
 
     text = expr
     found = cell.sessions.pull(session, text, ranks, max_bytes or PULL_MAX)
@@ -164,7 +164,8 @@ def push(
 
     import cloudpickle
 
-    from ..sessions import PUSH_MAX, scatter_items, size_line
+    from ...run.sessions import PUSH_MAX, scatter_items
+    from ...view.session_text import size_line
 
     if scatter and broadcast:
         raise ArgumentsError("%remote push: --scatter or --broadcast, not both")
@@ -218,7 +219,7 @@ def sessions_note(session: Any) -> str | None:
         path = session.layout.dir / session.context / BOOK
         if not path.is_file():  # the common case: nothing imported, one stat
             return None
-        from ..sessions import Book
+        from ...run.sessions import Book
 
         _, shapes = Book(path).read()
     except Exception:
@@ -236,7 +237,7 @@ def sessions_note(session: Any) -> str | None:
 
 def stop_for_kill(session: Any, runner: Any) -> str | None:
     """Before ``%job kill``: end the job's session namespaces; a line saying so."""
-    from ..sessions import Sessions
+    from ...run.sessions import Sessions
 
     if sessions_note(session) is None:  # no book: nothing to end, and no job to attach to for it
         return None

@@ -3,7 +3,7 @@ stacks folded across ranks in clush's notation (pure: no Monarch, no threads).
 
 Each rank's text is its command's processes, one line each (``pid 123 S hrtimer_nanosleep:
 sleep 30``; a Python process's line is followed by its py-spy dump: the threads of
-:mod:`.pyspy`, printed as py-spy's own text prints them); the run's wrapper shell is left out
+:mod:`..wire.pyspy`, printed as py-spy's own text prints them); the run's wrapper shell is left out
 while anything else runs. Ranks fold when their texts are equal once what differs between
 identical code paths is dropped (:func:`normalise`: pids, thread ids, thread states, addresses,
 the rank's own folder); the largest group comes first::
@@ -22,8 +22,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from ..text.rank_sets import rank_set
-from .pyspy import Frame, Thread
+from ...text.rank_sets import rank_set
+from ..wire.pyspy import Frame, Thread
 
 Answer = Mapping[str, Any]  # one rank, as the host sent it
 INDENT = "    "

@@ -19,9 +19,9 @@ actor and one entry in the module of its family (:mod:`.runs`: runs that outlive
 
 The verbs are declared when this package is imported (``%load_ext``), each handler importing
 what it runs with when it runs. Today's verbs are about runs that outlive their kernel
-(``%%remote --detach``, a restart): ``runs`` lists the context's runs (:mod:`..index`), asking their hosts which still run;
+(``%%remote --detach``, a restart): ``runs`` lists the context's runs (:mod:`...run.index`), asking their hosts which still run;
 ``attach`` follows one (the kept tail per rank, then live); ``stop`` stops runs on every host;
-``stacks`` shows what a run's processes are doing, identical stacks folded (:mod:`..stacks`);
+``stacks`` shows what a run's processes are doing, identical stacks folded (:mod:`...view.stacks`);
 ``shell`` a terminal with a shell on one rank (:mod:`..rank_shell`).
 """
 

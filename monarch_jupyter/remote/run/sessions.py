@@ -16,21 +16,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..system import files as _files
-from ..text.rank_sets import rank_set
-from .args import RemoteArgs
-from .errors import SessionError
+from ...system import files as _files
+from ..errors import SessionError
+from ..view.args import RemoteArgs
+from ..view.model import RankState
+from ..view.session_text import Point, group_errors
+from ..wire.protocol import OUT
 from .index import job_key, where
-from .model import RankState
-from .protocol import OUT
 
 if TYPE_CHECKING:
-    from ..jobs.session import JobSession
+    from ...jobs.session import JobSession
     from .drive import Plan
     from .runner import RemoteRunner
 
@@ -287,44 +287,11 @@ class DebugRelay:
             self.sessions.debug(self.name, rank, line)
 
 
-# ── text (pure) ───────────────────────────────────────────────────────
-Point = tuple[tuple[str, int], ...]
+# ── text (pure; the rest is in view/session_text.py) ──────────────────
 
 
 def _point(rank: RankState) -> Point:
     return tuple(rank.point.items())
-
-
-def group_errors(by_rank: dict[Point, str]) -> str:
-    """``NameError: name 'x' is not defined on hosts=[0-3] (4)``: each error once, with its ranks."""
-    groups: dict[str, list[Point]] = {}
-    for point, error in by_rank.items():
-        groups.setdefault(error, []).append(point)
-    return "; ".join(
-        f"{error} on {rank_set(points, brackets=True)} ({len(points)})" for error, points in groups.items()
-    )
-
-
-def values_text(ranks: Sequence[tuple[tuple[tuple[str, int], ...], str | None]]) -> str:
-    """Each rank's shown last expression (``ranks``: each rank's point and value), folded where
-    identical, clush-style: ``hosts=[0-3] (4): tensor([1.])``, one line per distinct value (a
-    multi-line value starts on the next line). Empty when no rank had one."""
-    groups: dict[str, list[tuple[tuple[str, int], ...]]] = {}
-    for point, value in ranks:
-        if value is not None:
-            groups.setdefault(value, []).append(point)
-    lines = []
-    for value, points in groups.items():
-        head = f"{rank_set(points, brackets=True)} ({len(points)})"
-        lines.append(f"{head}:\n{value}" if "\n" in value else f"{head}: {value}")
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def failure_text(name: str, ranks: list[tuple[Point, str | None, str]], total: int) -> str:
-    """One line for a session cell that failed on some ranks: each error once, with its ranks
-    (``ranks``: point, error, status of every failing rank)."""
-    by_rank = {point: error or status.replace("_", " ") for point, error, status in ranks}
-    return f"%%remote --session {name}: {len(ranks)} of {total} ranks failed: " + group_errors(by_rank)
 
 
 def rows_text(rows: list[dict[str, Any]], shapes: dict[str, SessionShape]) -> str:
@@ -358,10 +325,3 @@ def scatter_items(name: str, value: Any, count: int) -> list[Any]:
     if size != count:
         raise SessionError(f"--scatter {name}: {size} items for {count} ranks; give one item per rank")
     return [value[i] for i in range(count)]
-
-
-def size_line(name: str, nbytes: int, limit: int) -> str:
-    return (
-        f"{name}: {nbytes / 1e6:.1f} MB pickled is over the {limit / 1e6:.0f} MB limit per rank: "
-        "--max-bytes raises it (it goes in one message per rank), or save it to a file the ranks read"
-    )

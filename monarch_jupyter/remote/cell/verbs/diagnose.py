@@ -1,6 +1,6 @@
 """The verbs that look into runs and procs: ``stacks`` shows what a run's processes (or the
-user's actor procs) are doing, identical stacks folded (:mod:`..stacks`); ``grep`` a run's
-matching lines by rank (:mod:`..grep`); ``debug`` the ranks stopped at a breakpoint; ``shell`` a
+user's actor procs) are doing, identical stacks folded (:mod:`...view.stacks`); ``grep`` a run's
+matching lines by rank (:mod:`...run.grep`); ``debug`` the ranks stopped at a breakpoint; ``shell`` a
 terminal with a shell on one rank (:mod:`...rank_shell`). Also the grid's Stacks button and
 resources."""
 
@@ -12,25 +12,25 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import MonarchJupyterError
-from ...text.parser import ArgumentsError
-from ..args import dims, flat_ranks
-from ..errors import RunsError
-from ..protocol import ERR, OUT, GrepQuery
+from ....errors import MonarchJupyterError
+from ....text.parser import ArgumentsError
+from ...errors import RunsError
+from ...view.args import dims, flat_ranks
+from ...wire.protocol import ERR, OUT, GrepQuery
 from .registry import Cell, arg, verb
 from .runs import USAGE_INTERVAL, first_line, run_entries, running_entries
 
 if TYPE_CHECKING:  # imported where used: these verbs are declared at %load_ext
-    from ...jobs.session import JobSession
-    from .. import grep as grep_text
-    from .. import stacks as stack_text
-    from ..index import RunEntry
-    from ..runner import RemoteRunner
+    from ....jobs.session import JobSession
+    from ...run import grep as grep_text
+    from ...run.index import RunEntry
+    from ...run.runner import RemoteRunner
+    from ...view import stacks as stack_text
 
 
 def _flat_rank(text: str) -> int:
     """``--rank`` of ``%remote shell`` (:func:`...rank_shell.flat_rank`, imported when parsed)."""
-    from .. import rank_shell
+    from ... import rank_shell
 
     return rank_shell.flat_rank(text)
 
@@ -66,9 +66,9 @@ def stacks(
     actors: bool = False,
     session: str | None = None,
 ) -> None:
-    from ...system import actor_procs
-    from .. import index
-    from .. import stacks as stack_text
+    from ....system import actor_procs
+    from ...run import index
+    from ...view import stacks as stack_text
 
     if ranks is not None and point is not None:
         raise ArgumentsError("%remote stacks: --rank and --point exclude each other")
@@ -114,7 +114,7 @@ def run_stacks(
     native: bool = False,
 ) -> str:
     """The verb's text for run ``entry``: these flat ranks' stacks (all: None), folded."""
-    from .. import stacks as stack_text
+    from ...view import stacks as stack_text
 
     answers = runner.call_all("stacks", entry.id, ranks, None if point is None else dict(point), native)
     return stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers))
@@ -122,7 +122,7 @@ def run_stacks(
 
 def grid_stacks(session: JobSession, runner: RemoteRunner, run_id: str, ranks: list[int]) -> str:
     """The grid's Stacks button: run ``run_id``'s stacks of these flat ranks, folded."""
-    from .. import index
+    from ...run import index
 
     return run_stacks(runner, index.find(run_entries(session), run_id), ranks)
 
@@ -130,7 +130,7 @@ def grid_stacks(session: JobSession, runner: RemoteRunner, run_id: str, ranks: l
 def grid_usage(runner: RemoteRunner, run_id: str) -> list[dict[str, Any]]:
     """The grid's resources: run ``run_id``'s samples (``host.usage``), each with ``idle``
     (its CPU at ~0 % while the others work, :func:`.resources.idle`)."""
-    from .. import resources
+    from ...view import resources
 
     samples = resources.merge(runner.call_all("usage", [run_id], USAGE_INTERVAL)).get(run_id, [])
     flagged = resources.idle(samples)
@@ -145,7 +145,7 @@ def actor_stacks_text(
 ) -> str:
     """The stacks of the user's actor procs (those this kernel spawned that still live), folded
     (``%remote stacks --actors``' text)."""
-    from .. import stacks as stack_text
+    from ...view import stacks as stack_text
 
     return stack_text.render_actors(*actor_stacks(cell, ranks, point, native))
 
@@ -159,9 +159,9 @@ def actor_stacks(
     """``(the live actor procs' answers, how many known procs are gone)``: each host dumps its
     worker's children among the procs; those of the kernel's own host mesh (``this_host()``)
     are dumped from here. Procs no host has (after every host answered) are forgotten."""
-    from ...system import actor_procs
-    from .. import stacks as stack_text
-    from ..host import dumps
+    from ....system import actor_procs
+    from ...host import dumps
+    from ...view import stacks as stack_text
 
     chosen = [
         p
@@ -218,9 +218,9 @@ def grep(
     ignore_case: bool,
     context: int,
 ) -> None:
-    from .. import grep as grep_text
-    from .. import index
-    from ..host.search import compile_pattern
+    from ...host.search import compile_pattern
+    from ...run import grep as grep_text
+    from ...run import index
 
     try:
         regex = compile_pattern(pattern, ignore_case)
@@ -262,7 +262,7 @@ def grep(
 
 @verb("debug", "ranks waiting at a breakpoint (from any kernel)")
 def debug(cell: Cell) -> None:
-    from ...jobs import breakpoints
+    from ....jobs import breakpoints
 
     cell.write(breakpoints.waiting_text(breakpoints.folder_of(cell.session)))
 
@@ -275,7 +275,7 @@ def debug(cell: Cell) -> None:
 )
 def shell(cell: Cell, rank: int, mesh: str | None) -> None:
     """JupyterLab opens the terminal from the displayed payload; elsewhere its text is the command."""
-    from .. import rank_shell
+    from ... import rank_shell
 
     job, _, folder, context = cell.session.running()
     target = rank_shell.ShellTarget(context, rank, mesh)

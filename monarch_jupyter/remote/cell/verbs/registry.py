@@ -9,17 +9,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...text.parser import MagicParser
-from .. import args
+from ....text.parser import MagicParser
+from ...view import args
 
 if TYPE_CHECKING:
-    from ...jobs.session import JobSession
-    from ..args import RemoteArgs
-    from ..drive import RunHandle
-    from ..model import Event, Observer, RunState
-    from ..render import TextRenderer
-    from ..runner import RemoteRunner
-    from ..sessions import Sessions
+    from ....jobs.session import JobSession
+    from ...run.drive import RunHandle
+    from ...run.runner import RemoteRunner
+    from ...run.sessions import Sessions
+    from ...view.args import RemoteArgs
+    from ...view.model import Event, Observer, RunState
+    from ...view.render import TextRenderer
 
 Handler = Callable[..., Any]
 

@@ -1,4 +1,4 @@
-"""The messages between the client (:mod:`.drive`) and the workers (:mod:`.actor`).
+"""The messages between the client (:mod:`..run.drive`) and the workers (:mod:`..host.actor`).
 
 One module imported by both sides, so a field is added or renamed in one place.
 Every message is a NamedTuple, read by name, never by position. No Monarch import.

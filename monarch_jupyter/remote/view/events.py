@@ -1,4 +1,4 @@
-"""The events a run's drive reports (:mod:`.drive`), applied by :meth:`.model.RunState.apply`.
+"""The events a run's drive reports (:mod:`..run.drive`), applied by :meth:`.model.RunState.apply`.
 
 Plain data, no imports of the kernel side; :mod:`.model` re-exports them.
 """

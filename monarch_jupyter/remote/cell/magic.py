@@ -1,4 +1,4 @@
-"""The ``%%remote`` / ``%remote`` magics: a thin IPython shell over :mod:`.runner` (runs) and
+"""The ``%%remote`` / ``%remote`` magics: a thin IPython shell over :mod:`..run.runner` (runs) and
 :mod:`.verbs` (``%remote VERB``). A run's events are pumped to the cell on the kernel thread
 (:class:`_Pump`); the latest run's state is the magics' ``last`` (``remote.last_run()``)."""
 
@@ -20,24 +20,24 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.display import clear_output, display
 
-from .. import remote as remote_package
-from ..errors import MonarchJupyterError
-from ..text.parser import ArgumentsError, HelpRequested
+from ... import remote as remote_package
+from ...errors import MonarchJupyterError
+from ...text.parser import ArgumentsError, HelpRequested
+from ..errors import RemoteError, RemoteInterrupted
+from ..view.args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
+from ..wire.protocol import ERR, OUT
 from . import verbs
-from .args import RemoteArgs, RemoteVerb, help_text, parse_cell, parse_line
-from .errors import RemoteError, RemoteInterrupted
-from .protocol import ERR, OUT
 
 if TYPE_CHECKING:  # the run's modules are imported by its first run, not at %load_ext
     from IPython.core.interactiveshell import InteractiveShell
 
-    from ..jobs.session import JobSession
-    from .drive import Plan, RunHandle
-    from .follow import BackgroundFollow
-    from .model import Event, Observer, RunState
-    from .render import TextRenderer
-    from .runner import RemoteRunner
-    from .sessions import Sessions
+    from ...jobs.session import JobSession
+    from ..run.drive import Plan, RunHandle
+    from ..run.follow import BackgroundFollow
+    from ..run.runner import RemoteRunner
+    from ..run.sessions import Sessions
+    from ..view.model import Event, Observer, RunState
+    from ..view.render import TextRenderer
 
 _SUMMARY = "Run a bash or Python cell on every rank of the job, streaming its output."
 
@@ -105,7 +105,7 @@ class RemoteMagics(Magics):
     def runner(self) -> RemoteRunner:
         """The session's ``%%remote`` runner, made (and its modules imported) on first use."""
         if self._runner is None:
-            from .runner import runner_for
+            from ..run.runner import runner_for
 
             self._runner = runner_for(self.session)
         return self._runner
@@ -146,7 +146,7 @@ class RemoteMagics(Magics):
     def sessions(self) -> Sessions:
         """The context's sessions (``--session``), over the runner."""
         if self._sessions is None:
-            from .sessions import Sessions
+            from ..run.sessions import Sessions
 
             self._sessions = Sessions(self.session, self.runner)
         return self._sessions
@@ -179,9 +179,9 @@ class RemoteMagics(Magics):
 
     def _run(self, args: RemoteArgs, plan: Plan, log_path: Path) -> None:
         """A run in this cell: its lines as they come, its result at the end."""
-        from .drive import RunHandle
-        from .quiet import QuietWatch
-        from .render import TextRenderer
+        from ..run.drive import RunHandle
+        from ..view.quiet import QuietWatch
+        from ..view.render import TextRenderer
 
         assert plan.where is not None, "a plan from the runner says where it is recorded"
         try:
@@ -210,7 +210,7 @@ class RemoteMagics(Magics):
         self._end(args, state, renderer, streams)
         if args.save:
             assert self.shell is not None, "registered on a shell (register)"
-            from .results import RemoteResults
+            from ..view.results import RemoteResults
 
             self.shell.user_ns[args.save] = RemoteResults.from_state(state)
         if interrupted:
@@ -225,7 +225,7 @@ class RemoteMagics(Magics):
         stood that no view drew (nbclient, no widget manager), the result takes the grid's place
         (its lines stay, as streamed: writing them again would double them for every client that
         ignores clear_output, and the IOPub traffic); else it is a new output."""
-        from .render import group_end_text
+        from ..view.render import group_end_text
 
         place = self._result_place(state)
         if place is not None and place[1]:
@@ -235,11 +235,11 @@ class RemoteMagics(Magics):
         if args.group:
             self.write(group_end_text(state, renderer))
         if args.diff:
-            from .diff import diff_text
+            from ..view.diff import diff_text
 
             self.write(diff_text(state))
         if args.session is not None:
-            from .sessions import values_text
+            from ..view.session_text import values_text
 
             self.write(values_text([(tuple(r.point.items()), r.value) for r in state.ranks]))
         if place is not None:
@@ -265,7 +265,7 @@ class RemoteMagics(Magics):
 
     def _debug_relay(self, name: str) -> Watch:
         """``breakpoint()`` in a session cell: pdb's lines asked here (the kernel's input)."""
-        from .sessions import DebugRelay
+        from ..run.sessions import DebugRelay
 
         return DebugRelay(self.sessions, name, input, self.write)
 
@@ -276,13 +276,13 @@ class RemoteMagics(Magics):
         message = state.failure_message()
         by = None
         if message and state.run_id:  # the hosts say (any engine); this machine's files, for runs it followed
-            from .host import layout as host_layout
+            from ..host import layout as host_layout
 
             by = state.stopped_by or host_layout.read_stopped_by(state.run_id)
         if by and f"(kernel pid {os.getpid()})" not in by:  # stopped by another kernel
             return f"%%remote: run {state.run_id} was stopped by {by}"
         if message and args.session is not None and not state.error:
-            from .sessions import failure_text
+            from ..view.session_text import failure_text
 
             bad = [(tuple(r.point.items()), r.error, r.status) for r in state.ranks if r.failing]
             return failure_text(args.session, bad, len(state.ranks))
@@ -301,15 +301,15 @@ class RemoteMagics(Magics):
 
     def _follow_detached(self, state: RunState, plan: Plan) -> bool:
         """In a kernel with widgets: the detached run's live grid in this cell (with the running
-        payload), fed between cells on the kernel's event loop (:mod:`.follow`) while the kernel
+        payload), fed between cells on the kernel's event loop (:mod:`..run.follow`) while the kernel
         lives. False where there is no grid (nothing displayed)."""
         kernel_loop = getattr(getattr(self.shell, "kernel", None), "io_loop", None)
         if kernel_loop is None or self.detached_view is None:
             return False  # no kernel (terminal IPython) or no widgets: the lines above say it all
-        from . import index
-        from .drive import RunHandle
-        from .follow import BackgroundFollow, BoundedSink
-        from .model import Stopping
+        from ..run import index
+        from ..run.drive import RunHandle
+        from ..run.follow import BackgroundFollow, BoundedSink
+        from ..view.model import Stopping
 
         run_id = state.run_id
         assert run_id is not None, "a run's state is made with its id"
@@ -448,7 +448,7 @@ class _Pump:
             if tick is not None:
                 tick(self.state)
         if self.give_up_at is not None and time.monotonic() > self.give_up_at:
-            from .model import Finished
+            from ..view.model import Finished
 
             self.state.apply(Finished("stopped waiting after a second interrupt"))
 
@@ -468,7 +468,7 @@ class _Pump:
         try:  # its Finished may have landed just after the timeout
             return self.sink.get_nowait()
         except queue.Empty:  # the drive ended without telling (it always should)
-            from .model import Finished
+            from ..view.model import Finished
 
             exc = future.exception() if not future.cancelled() else None
             self.state.apply(Finished(f"the run ended unexpectedly: {exc}"))
@@ -558,7 +558,7 @@ def _run_state(
     args: RemoteArgs, plan: Plan, log: Path, observers: list[Observer], log_path: str | None = None
 ) -> RunState:
     """The run model of a run about to start (its id is the log file's stem)."""
-    from .model import RunState
+    from ..view.model import RunState
 
     return RunState(
         command=args.command,

@@ -2,9 +2,9 @@
 
 A drive opens a Channel, broadcasts the command (or, following a run another kernel started,
 the request to follow it) to the planned ranks and consumes their messages: it spools every
-line to the run's log and hands model events (:mod:`.model`) to the kernel thread through a
+line to the run's log and hands model events (:mod:`..view.model`) to the kernel thread through a
 sink. It also enforces ``--timeout``, stops the run on request (:class:`RunHandle`), and
-declares a rank lost when its worker is gone (:mod:`.liveness`: never on silence alone; a
+declares a rank lost when its worker is gone (:mod:`..view.liveness`: never on silence alone; a
 silent rank is reported and left running). The last event is always
 :class:`~.model.Finished`; a run we started has its runs index entry written as it streams and
 when it ends. What a run reaches is a :class:`Plan`, made by :mod:`.runner`.
@@ -23,20 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..runtime import faults as _faults
-from ..runtime import introspect as _introspect
-from ..runtime import log as _log
-from ..system import procfs as _procfs
-from . import liveness
-from . import stacks as stack_text
+from ...runtime import faults as _faults
+from ...runtime import introspect as _introspect
+from ...runtime import log as _log
+from ...system import procfs as _procfs
+from ..view import liveness
+from ..view import stacks as stack_text
+from ..view.model import Event, Exited, Finished, Lost, Output, RankState, Silent, Started, Stopping
+from ..view.quiet import ranks_label
+from ..wire.protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
 from .index import RunEntry, Where
-from .model import Event, Exited, Finished, Lost, Output, RankState, Silent, Started, Stopping
-from .protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
-from .quiet import ranks_label
 from .spool import Spool
 
 if TYPE_CHECKING:
-    from ..runtime.loop import EventLoopThread
+    from ...runtime.loop import EventLoopThread
 
 STOP_WAIT = 2.5  # after a stop request, ranks get this long to report their exit
 PID_CHECK = 0.25  # seconds between looks at the local workers' processes

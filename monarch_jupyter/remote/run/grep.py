@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..system.files import read_bytes
-from .host.search import MAX_HITS, Hit, folded, search
+from ...system.files import read_bytes
+from ..host.search import MAX_HITS, Hit, folded, search
+from ..view.quiet import ranks_label
+from ..wire.protocol import OUT
 from .index import RankRef
-from .protocol import OUT
-from .quiet import ranks_label
 from .spool import frames
 
 LOG_LIMIT = 8 << 30  # bytes of a kernel log read (the spool bounds it per rank and stream)

@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..system import files as _files
-from .args import RemoteArgs
-from .errors import RunsError
-from .host import layout
-from .host import runs as host_runs
+from ...system import files as _files
+from ..errors import RunsError
+from ..host import layout
+from ..host import runs as host_runs
+from ..view.args import RemoteArgs
 
 if TYPE_CHECKING:
-    from ..jobs.session import JobSession
-    from .model import RankState
+    from ...jobs.session import JobSession
+    from ..view.model import RankState
 
 INDEX_LIMIT = 200  # newest entries read from the index (older ones are pruned with their logs)
 COMMAND_CHARS = 4000  # of a command, kept in its entry

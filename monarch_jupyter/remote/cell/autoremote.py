@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..text.parser import ArgumentsError
-from .args import DEFAULT_SESSION
+from ...text.parser import ArgumentsError
+from ..view.args import DEFAULT_SESSION
 
 USAGE = "%autoremote on [NAME] | off"
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}")

@@ -21,26 +21,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import MonarchJupyterError
-from ..jobs import engines
-from ..jobs.contexts import Layout
-from ..runtime import chatter as _quiet
-from ..runtime import introspect as _introspect
-from ..runtime import log as _log
-from ..system import files as _files
-from ..system import procfs as _procfs
-from ..text import timefmt as _timefmt
-from .args import RemoteArgs, check_procs
+from ...errors import MonarchJupyterError
+from ...jobs import engines
+from ...jobs.contexts import Layout
+from ...runtime import chatter as _quiet
+from ...runtime import introspect as _introspect
+from ...runtime import log as _log
+from ...system import files as _files
+from ...system import procfs as _procfs
+from ...text import timefmt as _timefmt
+from ..errors import RemoteError, RunsError
+from ..host import runs as host_runs
+from ..view.args import RemoteArgs, check_procs
+from ..view.model import RankState
+from ..wire.protocol import FLUSH_EVERY, RunSpec, spec_to_wire
 from .distributed import master_env
 from .drive import Drive, Plan, RunHandle, Sink, Target
-from .errors import RemoteError, RunsError
-from .host import runs as host_runs
 from .index import FINISHED, STOPPED, RunEntry, Where, job_key, new_entry, prune_index, where
-from .model import RankState
-from .protocol import FLUSH_EVERY, RunSpec, spec_to_wire
 
 if TYPE_CHECKING:
-    from ..jobs.session import JobSession
+    from ...jobs.session import JobSession
 
 SPAWN_TIMEOUT = 120.0
 KEEP_LOGS = 200
@@ -323,7 +323,7 @@ class RemoteRunner:
     def _spawn(self, host_mesh: Any, name: str, per_host: tuple[tuple[str, int], ...]) -> _Warm:
         _log.get(__name__).debug("spawning actors on mesh %s, per host %s", name, dict(per_host))
         # imported here for start-up cost: the actor imports Monarch
-        from .host import actor
+        from ..host import actor
 
         engines.send_by_value(actor)  # workers need only torchmonarch, not monarch_jupyter
 

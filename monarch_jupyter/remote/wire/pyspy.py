@@ -1,7 +1,7 @@
 """py-spy's ``dump --json`` as plain, typed data (pure: standard library only, no threads).
 
 A leaf both sides import: the host (:mod:`.host.dumps`) parses and bounds each dump before it
-travels, the kernel (:mod:`.stacks`) formats and folds the threads. py-spy 0.4's JSON is a list
+travels, the kernel (:mod:`..view.stacks`) formats and folds the threads. py-spy 0.4's JSON is a list
 of its ``StackTrace`` records (``thread_id``, ``thread_name``, ``os_thread_id``, ``active``,
 ``owns_gil``, ``frames``: ``name``, ``filename``, ``short_filename``, ``line``…), newest thread
 first; only what ``%remote stacks`` shows is kept, in the order py-spy's own text dump prints

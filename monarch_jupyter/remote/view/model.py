@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypedDict
 
-from ..schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
-from ..schema import STATUSES as ALL_STATUSES
-from ..schema import status as _status
-from ..text import timefmt as _timefmt
-from ..text.terminal import html_text
+from ...schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
+from ...schema import STATUSES as ALL_STATUSES
+from ...schema import status as _status
+from ...text import timefmt as _timefmt
+from ...text.terminal import html_text
 from .events import Event as Event
 from .events import Exited as Exited
 from .events import Finished as Finished
@@ -58,7 +58,7 @@ RUN_TAIL_MIN = 20  # … then fewer each, but at least this many
 NUL_SHOWN = "\u2400"  # what a NUL byte of a rank's output is shown (and saved) as
 
 
-# ── events (what the runner reports): remote/events.py ───────────────────
+# ── events (what the runner reports): remote/view/events.py ───────────────────
 
 
 class Observer(Protocol):
