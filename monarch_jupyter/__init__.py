@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the real names, for checkers; at run time __getattr__ impor
 
     from . import actors as actors
     from .errors import MonarchJupyterError as MonarchJupyterError
-    from .jobs.session import JobSession
+    from .jobs.facade import JobContext
     from .remote.errors import RemoteError as RemoteError
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
-_session: JobSession | None = None
+_session: JobContext | None = None
 
 
 def __getattr__(name: str) -> Any:
@@ -68,13 +68,13 @@ def __dir__() -> list[str]:  # the public names (lazy ones too), for completion
     return sorted({*__all__, "actors", "__version__", *(name for name in globals() if name.startswith("__"))})
 
 
-def current_session() -> JobSession:
-    """The process-wide :class:`~monarch_jupyter.jobs.session.JobSession`."""
+def current_session() -> JobContext:
+    """The process-wide :class:`~monarch_jupyter.jobs.facade.JobContext`."""
     global _session
     if _session is None:
-        from .jobs.session import JobSession
+        from .jobs.facade import JobContext
 
-        _session = JobSession()
+        _session = JobContext()
     return _session
 
 

@@ -227,7 +227,7 @@ KEEP_LOGS = 20  # actor output logs kept per context (one per kernel that used a
 
 def _open_log(session: Any) -> tuple[Log | None, str | None]:
     """This kernel's actor output log, ``.monarch/<context>/actors/<utc>-<pid>.log`` of
-    ``session``'s context (a JobSession), and its path as shown (relative to the notebook's
+    ``session``'s context (a JobContext), and its path as shown (relative to the notebook's
     folder); (None, None) when it cannot be made."""
     try:
         # imported here, on the first spawn, for start-up cost (the runner pulls in all of remote/)
@@ -249,7 +249,7 @@ _live_output = True  # whether procs spawned from now on forward their output (l
 
 def enable(session: Any, shell: Any = None) -> None:
     """Start collecting every rank's errors (and output, into ``session``'s context's log) for
-    procs spawned from now on (idempotent). ``session``: the JobSession."""
+    procs spawned from now on (idempotent). ``session``: the JobContext."""
     global _kernel
     with _lock:
         if _kernel is not None:

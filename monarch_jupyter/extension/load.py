@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jobs.session import JobSession
+from ..jobs.facade import JobContext
 from ..jobs.status import JobStatus
 from ..jobs.verbs.registry import JobHooks
 
 
-def load(ipython: Any, session: JobSession) -> None:
+def load(ipython: Any, session: JobContext) -> None:
     """Register the magics on ``ipython`` for ``session`` and re-attach to the context's job in the
     background; print what a user must know at once (an unsafe Monarch log, leftovers reaped,
     runs a previous kernel left running)."""
@@ -63,7 +63,7 @@ def _plug_in_views(ipython: Any, remote: Any) -> None:
 def job_hooks(ipython: Any) -> JobHooks:
     """``%job``'s view and runs hooks for ``ipython``."""
 
-    def show_status(session: JobSession, status: JobStatus) -> bool:
+    def show_status(session: JobContext, status: JobStatus) -> bool:
         from ..widgets import in_widget_kernel
 
         if not in_widget_kernel(ipython):
@@ -82,7 +82,7 @@ def job_hooks(ipython: Any) -> JobHooks:
     return JobHooks(show_status=show_status, stop_runs=stop_runs, runs_note=runs_note)
 
 
-def stop_runs(session: JobSession) -> str | None:
+def stop_runs(session: JobContext) -> str | None:
     """Stop the context's ``%%remote`` runs before its job is killed, not left running unseen."""
     from ..remote.cell import verbs
     from ..remote.cell.verbs import sessions
@@ -96,7 +96,7 @@ def stop_runs(session: JobSession) -> str | None:
     return "\n".join(line for line in lines if line) or None
 
 
-def runs_note(session: JobSession) -> str | None:
+def runs_note(session: JobContext) -> str | None:
     """One line about the context's ``%%remote`` runs still running (``%remote runs`` has the rest)."""
     from ..remote.cell import verbs
     from ..remote.cell.verbs import sessions

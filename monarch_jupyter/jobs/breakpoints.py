@@ -19,7 +19,7 @@ FOLDER = ("actors", "debug")
 
 
 def folder_of(session: Any) -> Path | None:
-    """The record folder of ``session``'s context (a JobSession); None when it has none."""
+    """The record folder of ``session``'s context (a JobContext); None when it has none."""
     try:
         return Path(session.layout.context_dir(session.context)).joinpath(*FOLDER)
     except (AttributeError, OSError, ValueError, TypeError):

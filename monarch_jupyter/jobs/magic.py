@@ -1,4 +1,4 @@
-"""The ``%job`` line magic: a thin shell over :class:`~monarch_jupyter.jobs.session.JobSession`.
+"""The ``%job`` line magic: a thin shell over :class:`~monarch_jupyter.jobs.facade.JobContext`.
 
 Parsing and help come from :mod:`.args`, each verb from :mod:`.verbs` (declared and handled in
 one place); every failure a user can act on is one ``UsageError`` line.
@@ -15,7 +15,7 @@ from IPython.display import display
 from ..errors import MonarchJupyterError
 from . import args as job_args
 from . import verbs
-from .session import JobSession
+from .facade import JobContext
 from .verbs.registry import JobHooks
 
 _JOB_DOC = """Manage the Monarch job of the current context (mirrors the `monarch` CLI).
@@ -37,7 +37,7 @@ def full_doc() -> str:
 
 @magics_class
 class JobMagics(Magics):
-    def __init__(self, shell, session: JobSession, hooks: JobHooks | None = None) -> None:
+    def __init__(self, shell, session: JobContext, hooks: JobHooks | None = None) -> None:
         super().__init__(shell)
         self.session = session
         self.hooks = hooks or JobHooks()

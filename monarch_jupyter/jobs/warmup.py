@@ -7,7 +7,7 @@ from plain files — the context's ``status.json`` that the kernel side writes,
 checked against the pickle's mtime, and the worker PIDs in it checked in
 ``/proc`` — and leaves the unpickling and the connection to a background
 thread (:class:`Warmup`) started when the loading cell ends. The session waits
-for that thread before its next use (``JobSession.ready_hook``); the wait is
+for that thread before its next use (``JobContext.ready_hook``); the wait is
 interruptible and a Ctrl-C in it is one line.
 
 Anything the plain files cannot vouch for (no ``status.json``, one older than
@@ -36,7 +36,7 @@ from .local_records import status_from_files
 from .status import WORKERS_DEAD
 
 if TYPE_CHECKING:
-    from .session import JobSession
+    from .facade import JobContext
 
 _POLL_SECONDS = 0.05
 # Importing Monarch holds the GIL (and the import lock) for long stretches: started while
@@ -56,7 +56,7 @@ class AttachInterrupted(Interrupted):
 class Warmup:
     """One background attach of ``session``; :meth:`wait` is the session's ready hook."""
 
-    def __init__(self, session: JobSession, context: str) -> None:
+    def __init__(self, session: JobContext, context: str) -> None:
         self._session = session
         self._context = context
         self._lock = threading.Condition()
@@ -161,7 +161,7 @@ class Warmup:
             self._session.background = None
 
 
-def begin(session: JobSession, ipython: Any = None) -> str:
+def begin(session: JobContext, ipython: Any = None) -> str:
     """The line ``%load_ext`` prints; schedules the attach when there is a cached job.
 
     With ``ipython`` the attach thread starts after the current cell (so the

@@ -258,7 +258,7 @@ Sampler = Callable[[dict[str, str | None], topo.Topology | None], topo.Topology]
 
 
 class StatusSource(Protocol):
-    """What the widget asks of the session (``session.JobSession``, which views do not import)."""
+    """What the widget asks of the session (``session.JobContext``, which views do not import)."""
 
     @property
     def root(self) -> Path: ...

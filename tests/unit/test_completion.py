@@ -9,7 +9,7 @@ from IPython.testing.globalipapp import start_ipython
 
 from monarch_jupyter.extension import completion
 from monarch_jupyter.extension.completion import Facts, complete, folder_facts, top_level_names
-from monarch_jupyter.jobs.session import JobSession
+from monarch_jupyter.jobs.facade import JobContext
 from monarch_jupyter.remote.cell import verbs  # noqa: F401 - fills remote_args.VERBS
 from monarch_jupyter.remote.view import args as remote_args
 
@@ -124,7 +124,7 @@ def test_folder_facts(tmp_path):
     (tmp_path / "pkg" / "__init__.py").write_text("spec = None\n")
     (tmp_path / "not a module.py").write_text("")
     (tmp_path / "huge.py").write_text("a = 1\n" * (completion.MODULE_BYTES // 6 + 10))
-    session = JobSession(cwd=lambda: str(tmp_path))
+    session = JobContext(cwd=lambda: str(tmp_path))
     session.layout.create("other")
     facts = folder_facts(session)
     assert facts.modules == ["broken", "huge", "jobs", "pkg"]
@@ -139,8 +139,8 @@ def test_through_ipython_completer(tmp_path):
     """The matcher installed in a real InteractiveShell answers IPython's completer."""
     (tmp_path / "jobs.py").write_text("big = 1\n")
     ip = start_ipython()
-    completion.install(ip, JobSession(cwd=lambda: str(tmp_path)))
-    completion.install(ip, JobSession(cwd=lambda: str(tmp_path)))  # once only
+    completion.install(ip, JobContext(cwd=lambda: str(tmp_path)))
+    completion.install(ip, JobContext(cwd=lambda: str(tmp_path)))  # once only
     assert sum(m.__module__ == completion.__name__ for m in ip.Completer.custom_matchers) == 1
     with provisionalcompleter():
         for text, expected in (("%job context u", "use"), ("%job apply jobs.b", "jobs.big")):

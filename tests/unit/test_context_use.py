@@ -8,9 +8,9 @@ import os
 import pytest
 from IPython.core.error import UsageError
 
+from monarch_jupyter.jobs.facade import JobContext
 from monarch_jupyter.jobs.formatting import created_context_line
 from monarch_jupyter.jobs.magic import JobMagics
-from monarch_jupyter.jobs.session import JobSession
 from monarch_jupyter.runtime import chatter as _quiet
 
 
@@ -22,7 +22,7 @@ class InlineLoop:
 @pytest.fixture
 def magics(tmp_path, monkeypatch):
     monkeypatch.setattr(_quiet, "start_client_context", lambda: None)
-    return JobMagics(None, JobSession(loop=InlineLoop(), cwd=lambda: str(tmp_path)))
+    return JobMagics(None, JobContext(loop=InlineLoop(), cwd=lambda: str(tmp_path)))
 
 
 def test_a_new_name_is_created_and_said(magics, tmp_path, capsys):

@@ -43,14 +43,14 @@ def test_public_functions_name_their_return_types():
         name: inspect.signature(getattr(monarch_jupyter, name)).return_annotation
         for name in ("current_session", "job", "state")
     }
-    assert returns == {"current_session": "JobSession", "job": "JobTrait", "state": "JobState"}
+    assert returns == {"current_session": "JobContext", "job": "JobTrait", "state": "JobState"}
 
 
 def test_importing_the_package_and_its_errors_loads_neither_monarch_nor_the_session():
     code = (
         "import sys\n"
         "from monarch_jupyter import RemoteError, MonarchJupyterError\n"
-        "loaded = [m for m in ('monarch', 'IPython', 'monarch_jupyter.jobs.session', 'monarch_jupyter.remote.run.runner')"
+        "loaded = [m for m in ('monarch', 'IPython', 'monarch_jupyter.jobs.facade', 'monarch_jupyter.remote.run.runner')"
         " if m in sys.modules]\n"
         "print(loaded)\n"
     )

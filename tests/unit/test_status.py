@@ -93,7 +93,7 @@ def test_plain_data_and_views_import_neither_session_monarch_nor_ipython():
         "import monarch_jupyter.jobs.formatting, monarch_jupyter.jobs.status, monarch_jupyter.jobs.specs.parse\n"
         "import monarch_jupyter.jobs.engines\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('monarch', 'IPython', 'ipywidgets')\n"
-        "      or m == 'monarch_jupyter.jobs.session'))\n"
+        "      or m == 'monarch_jupyter.jobs.facade'))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -29,7 +29,7 @@ APPLY_ID = "0123abcd-0000-0000-0000-000000000000"
 
 
 class StandInSession:
-    """What begin() uses of a JobSession: layout, attached, attach(), ready_hook."""
+    """What begin() uses of a JobContext: layout, attached, attach(), ready_hook."""
 
     attached = False
 
@@ -272,9 +272,9 @@ def test_status_json_is_read_without_following_links_or_reading_huge_files(tmp_p
 
 
 def test_a_context_switch_waits_for_the_background_attach_first(tmp_path):
-    from monarch_jupyter.jobs.session import JobSession
+    from monarch_jupyter.jobs.facade import JobContext
 
-    session = JobSession(loop=object(), cwd=lambda: str(tmp_path))
+    session = JobContext(loop=object(), cwd=lambda: str(tmp_path))
     Layout(tmp_path).ensure()
     seen = []
     session.ready_hook = lambda: seen.append(session.layout.current())

@@ -9,7 +9,7 @@ import pytest
 
 from monarch_jupyter.errors import NoJobError
 from monarch_jupyter.jobs import formatting
-from monarch_jupyter.jobs.session import JobSession
+from monarch_jupyter.jobs.facade import JobContext
 from monarch_jupyter.jobs.status import NO_JOB, NOT_RUNNING, RUNNING, WORKERS_DEAD, JobStatus, MeshStatus
 from monarch_jupyter.widgets.job import JobWidget, actions, details_html, header_html, job_view
 
@@ -32,7 +32,7 @@ def running(context: str = "default", hosts: int = 2, live: int = 2, **extra) ->
 
 
 class FakeSession:
-    """What JobWidget uses of JobSession: root, status, kill, add_listener."""
+    """What JobWidget uses of JobContext: root, status, kill, add_listener."""
 
     def __init__(self, root: Path, status: JobStatus) -> None:
         self.root = root
@@ -239,8 +239,8 @@ def test_widget_follows_status_changes_but_its_fallback_is_a_snapshot(tmp_path):
 
 
 def test_real_session_publishes_to_the_widget(tmp_path):
-    """JobSession.add_listener end to end (no job needed: the no-job status path)."""
-    session = JobSession(cwd=lambda: str(tmp_path))
+    """JobContext.add_listener end to end (no job needed: the no-job status path)."""
+    session = JobContext(cwd=lambda: str(tmp_path))
     widget = JobWidget(session)
     assert widget.view.state == NO_JOB and widget.context == "default"
     heads = []

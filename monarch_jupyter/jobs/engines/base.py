@@ -1,7 +1,7 @@
 """The :class:`Engine` interface: the steps around ``%job apply`` and re-attach that
 depend on how a job's workers are started and reached.
 
-``JobSession``, ``lifecycle`` and ``status`` call these steps for every job through
+``JobContext``, ``lifecycle`` and ``status`` call these steps for every job through
 :func:`monarch_jupyter.jobs.engines.engine_for`; each step is a no-op here, so an engine
 overrides only what its jobs need. Progress lines go to stdout, i.e. the apply cell.
 """

@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..session import JobSession
+    from ..facade import JobContext
     from ..status import JobStatus
 
 Handler = Callable[..., Any]
 Argument = tuple[tuple[str, ...], dict[str, Any]]
 
 
-def _no_view(session: JobSession, status: JobStatus) -> bool:
+def _no_view(session: JobContext, status: JobStatus) -> bool:
     return False
 
 
-def _no_runs(session: JobSession) -> str | None:
+def _no_runs(session: JobContext) -> str | None:
     return None
 
 
@@ -31,18 +31,18 @@ class JobHooks:
     ``%%remote``'s runs, which the job side does not import (they import it)."""
 
     #: displays a live view of ``status`` and returns True, or returns False (text is shown then)
-    show_status: Callable[[JobSession, JobStatus], bool] = _no_view
+    show_status: Callable[[JobContext, JobStatus], bool] = _no_view
     #: stops the context's runs before its job is killed; the line to print about them, if any
-    stop_runs: Callable[[JobSession], str | None] = _no_runs
+    stop_runs: Callable[[JobContext], str | None] = _no_runs
     #: one line about the context's runs still running, if any
-    runs_note: Callable[[JobSession], str | None] = _no_runs
+    runs_note: Callable[[JobContext], str | None] = _no_runs
 
 
 class Cell(Protocol):
     """What a verb is handed by the magic: the session, the hooks the composition root plugged in,
     the notebook's namespace and the cell's output."""
 
-    session: JobSession
+    session: JobContext
     hooks: JobHooks
     topology: Any  # the last %job topology sample: the next one is judged against it
 

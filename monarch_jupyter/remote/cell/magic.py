@@ -31,7 +31,7 @@ from . import verbs
 if TYPE_CHECKING:  # the run's modules are imported by its first run, not at %load_ext
     from IPython.core.interactiveshell import InteractiveShell
 
-    from ...jobs.session import JobSession
+    from ...jobs.facade import JobContext
     from ..run.drive import Plan, RunHandle
     from ..run.follow import BackgroundFollow
     from ..run.runner import RemoteRunner
@@ -88,7 +88,7 @@ SECOND_INTERRUPT_GRACE = 0.5
 class RemoteMagics(Magics):
     """``%%remote`` / ``%remote`` in one IPython shell; the verbs' :class:`~.verbs.Cell`."""
 
-    def __init__(self, shell: InteractiveShell, session: JobSession) -> None:
+    def __init__(self, shell: InteractiveShell, session: JobContext) -> None:
         super().__init__(shell)
         self.session = session
         self._runner: RemoteRunner | None = None
@@ -576,7 +576,7 @@ def _run_state(
 RUN_MODULES = tuple(f"{__package__}.{name}" for name in ("runner", "render", "quiet"))
 
 
-def register(ipython: InteractiveShell, session: JobSession) -> RemoteMagics:
+def register(ipython: InteractiveShell, session: JobContext) -> RemoteMagics:
     """Register ``%%remote`` / ``%remote`` on ``ipython`` (called by the composition root, which
     plugs the live views in); the instance :func:`~monarch_jupyter.remote.last_run` asks."""
     magics = RemoteMagics(ipython, session)

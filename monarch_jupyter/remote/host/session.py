@@ -56,13 +56,13 @@ BOOT = (
 )
 
 
-class SessionError(RuntimeError):
+class NamespaceError(RuntimeError):
     """Why a rank's namespace cannot be used: one line."""
 
 
 def check_name(name: str) -> str:
     if not NAME.fullmatch(name):
-        raise SessionError(
+        raise NamespaceError(
             f"bad session name {name!r}: a letter or _, then letters, digits, _ . - (at most 40)"
         )
     return name
@@ -168,7 +168,7 @@ def _wait_listening(popen: subprocess.Popen[bytes], sock: Path, folder: Path) ->
     while time.monotonic() < deadline:
         if popen.poll() is not None:
             tail = (folder / "server.log").read_bytes()[-600:].decode(errors="replace").strip()
-            raise SessionError(
+            raise NamespaceError(
                 f"the session's process exited at start (rc {popen.returncode}): {tail or 'no output'}"
             )
         if sock.exists():
@@ -177,7 +177,7 @@ def _wait_listening(popen: subprocess.Popen[bytes], sock: Path, folder: Path) ->
                 return
         time.sleep(0.005)
     popen.kill()
-    raise SessionError(f"the session's process did not listen within {START_TIMEOUT:.0f} s")
+    raise NamespaceError(f"the session's process did not listen within {START_TIMEOUT:.0f} s")
 
 
 def ensure(folder: Path, env: dict[str, str], workdir: str | None, about: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from ..host import runs as host_runs
 from ..view.args import RemoteArgs
 
 if TYPE_CHECKING:
-    from ...jobs.session import JobSession
+    from ...jobs.facade import JobContext
     from ..view.model import RankState
 
 INDEX_LIMIT = 200  # newest entries read from the index (older ones are pruned with their logs)
@@ -57,7 +57,7 @@ def job_key(apply_id: str | None, root: Path, context: str) -> str:
     return apply_id or f"{root}#{context}"
 
 
-def where(session: JobSession) -> Where:
+def where(session: JobContext) -> Where:
     context = session.context
     return Where(session.root, session.layout.dir / context / "runs", context)
 

@@ -40,7 +40,7 @@ from .drive import Drive, Plan, RunHandle, Sink, Target
 from .index import FINISHED, STOPPED, RunEntry, Where, job_key, new_entry, prune_index, where
 
 if TYPE_CHECKING:
-    from ...jobs.session import JobSession
+    from ...jobs.facade import JobContext
 
 SPAWN_TIMEOUT = 120.0
 KEEP_LOGS = 200
@@ -134,7 +134,7 @@ class RemoteRunner:
 
     drive_type: type[Drive] = Drive  # what follows one run (benchmarks/_scale_driver.py feeds its own)
 
-    def __init__(self, session: JobSession) -> None:
+    def __init__(self, session: JobContext) -> None:
         self.session = session
         self._warm: dict[_WarmKey, _Warm] = {}
         # the warm actors are looked up by the kernel thread (plans) and a grid's request thread
@@ -564,7 +564,7 @@ class RemoteRunner:
         )
 
 
-def runner_for(session: JobSession) -> RemoteRunner:
+def runner_for(session: JobContext) -> RemoteRunner:
     """The session's one runner (its warm actors), shared by ``%%remote`` and ``%job kill``."""
     runner: RemoteRunner | None = session.remote_runner
     if runner is None:

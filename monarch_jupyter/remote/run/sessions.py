@@ -30,7 +30,7 @@ from ..wire.protocol import OUT
 from .index import job_key, where
 
 if TYPE_CHECKING:
-    from ...jobs.session import JobSession
+    from ...jobs.facade import JobContext
     from .drive import Plan
     from .runner import RemoteRunner
 
@@ -97,7 +97,7 @@ class Book:
 class Sessions:
     """A context's sessions, through the session's runner (its warm actors)."""
 
-    def __init__(self, session: JobSession, runner: RemoteRunner) -> None:
+    def __init__(self, session: JobContext, runner: RemoteRunner) -> None:
         self.session = session
         self.runner = runner
 

@@ -21,7 +21,7 @@ from .registry import Cell, arg, verb
 from .runs import USAGE_INTERVAL, first_line, run_entries, running_entries
 
 if TYPE_CHECKING:  # imported where used: these verbs are declared at %load_ext
-    from ....jobs.session import JobSession
+    from ....jobs.facade import JobContext
     from ...run import grep as grep_text
     from ...run.index import RunEntry
     from ...run.runner import RemoteRunner
@@ -120,7 +120,7 @@ def run_stacks(
     return stack_text.render(entry.id, first_line(entry.command), stack_text.merge(answers))
 
 
-def grid_stacks(session: JobSession, runner: RemoteRunner, run_id: str, ranks: list[int]) -> str:
+def grid_stacks(session: JobContext, runner: RemoteRunner, run_id: str, ranks: list[int]) -> str:
     """The grid's Stacks button: run ``run_id``'s stacks of these flat ranks, folded."""
     from ...run import index
 

@@ -13,7 +13,7 @@ from ....text.parser import MagicParser
 from ...view import args
 
 if TYPE_CHECKING:
-    from ....jobs.session import JobSession
+    from ....jobs.facade import JobContext
     from ...run.drive import RunHandle
     from ...run.runner import RemoteRunner
     from ...run.sessions import Sessions
@@ -27,7 +27,7 @@ Handler = Callable[..., Any]
 class Cell(Protocol):
     """What a verb is handed by the magic: the session, its runner and the cell's output."""
 
-    session: JobSession
+    session: JobContext
 
     @property
     def runner(self) -> RemoteRunner:

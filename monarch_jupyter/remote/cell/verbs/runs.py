@@ -17,7 +17,7 @@ from ...errors import RemoteError, RunsError
 from .registry import Cell, arg, verb
 
 if TYPE_CHECKING:  # imported where used: these verbs are declared at %load_ext
-    from ....jobs.session import JobSession
+    from ....jobs.facade import JobContext
     from ...host.runs import RunOnHost
     from ...run.drive import Plan
     from ...run.index import RunEntry
@@ -43,14 +43,14 @@ def survey(runner: RemoteRunner | None, entries: list[RunEntry]) -> list[RunEntr
     return entries
 
 
-def run_entries(session: JobSession) -> list[RunEntry]:
+def run_entries(session: JobContext) -> list[RunEntry]:
     """The context's runs, newest first, as its index records them."""
     from ...run import index
 
     return index.load_entries(index.where(session).runs_dir)
 
 
-def running_entries(session: JobSession, runner: RemoteRunner | None = None) -> list[RunEntry]:
+def running_entries(session: JobContext, runner: RemoteRunner | None = None) -> list[RunEntry]:
     """The context's runs that still run, or left processes running (asked of the hosts where
     they can be: without ``runner``, only local runs are checked, the rest as the index says)."""
     return [e for e in survey(runner, run_entries(session)) if e.is_running]
@@ -128,7 +128,7 @@ def runs_text(entries: list[RunEntry], now: float | None = None, usage: dict[str
     return "\n".join(lines)
 
 
-def has_records(session: JobSession) -> bool:
+def has_records(session: JobContext) -> bool:
     """Whether the context's runs index holds any run (``index.where``'s folder, read without
     importing the index: ``%load_ext`` and ``%job`` ask, and usually there is none)."""
     try:
@@ -138,7 +138,7 @@ def has_records(session: JobSession) -> bool:
         return False
 
 
-def restart_note(session: JobSession) -> str | None:
+def restart_note(session: JobContext) -> str | None:
     """What ``%load_ext`` / ``%job`` say about runs still running (None: nothing to say)."""
     try:
         if not has_records(session):
@@ -158,7 +158,7 @@ def restart_note(session: JobSession) -> str | None:
     )
 
 
-def stop_for_kill(session: JobSession, runner: RemoteRunner) -> str | None:
+def stop_for_kill(session: JobContext, runner: RemoteRunner) -> str | None:
     """Before ``%job kill``: stop every run of the context still running; a line saying so."""
     try:
         entries = running_entries(session, runner)

@@ -1,6 +1,6 @@
 """The kernel-side job session: the lifecycle of the current context's job.
 
-``JobSession`` is the facade the ``%job`` magics, ``%%remote`` and the widgets
+``JobContext`` is the facade the ``%job`` magics, ``%%remote`` and the widgets
 call; it does not import IPython and can be driven from a plain script or a
 test. It composes small units, each with its own tests:
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # imported by the first apply, not at %load_ext
     from .resolve import Resolved
     from .specs.base import Spec
 
-__all__ = ["JobSession"]
+__all__ = ["JobContext"]
 
 
 class BackgroundAttach(Protocol):
@@ -65,7 +65,7 @@ class _Place:
     stamp: tuple[int, int] | None
 
 
-class JobSession:
+class JobContext:
     """The job of the current folder's active context, attached at most once."""
 
     def __init__(

@@ -1,4 +1,4 @@
-"""The JobSession facade over a real folder, with fake jobs and no Monarch workers."""
+"""The JobContext facade over a real folder, with fake jobs and no Monarch workers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from fake_jobs import LOG, FakeJob
 from monarch_jupyter.errors import MonarchJupyterError
-from monarch_jupyter.jobs.session import JobSession
+from monarch_jupyter.jobs.facade import JobContext
 from monarch_jupyter.jobs.specs.base import VariableSpec
 from monarch_jupyter.jobs.status import RUNNING
 from monarch_jupyter.runtime import chatter as _quiet
@@ -21,7 +21,7 @@ class InlineLoop:
 def session(tmp_path, monkeypatch):
     monkeypatch.setattr(_quiet, "start_client_context", lambda: None)
     LOG.clear()
-    return JobSession(loop=InlineLoop(), cwd=lambda: str(tmp_path))
+    return JobContext(loop=InlineLoop(), cwd=lambda: str(tmp_path))
 
 
 def apply(session, job):
