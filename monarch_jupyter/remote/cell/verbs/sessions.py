@@ -1,4 +1,4 @@
-"""``%remote session start|ls|stop|restart|attach [NAME]``, ``%remote pull`` and ``%remote push``:
+"""``%remote session start|ls|stop|restart|attach|unblock [NAME]``, ``%remote pull`` and ``%remote push``:
 the namespaces a ``%%remote python --session`` cell runs in, and values to and from them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ....text.parser import ArgumentsError
 from ...view.args import DEFAULT_SESSION, RemoteArgs, _per_host, flat_ranks
 from .registry import Cell, arg, verb
 
-ACTIONS = ("start", "ls", "stop", "restart", "attach")
+ACTIONS = ("start", "ls", "stop", "restart", "attach", "unblock")
 BOOK = "sessions.json"  # as ..sessions.BOOK, named here so %load_ext's note imports nothing
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]?i?b?)?", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1024, "m": 1e6, "mb": 1e6, "mib": 1 << 20}
@@ -36,8 +36,13 @@ _RANKS = arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="
 
 @verb(
     "session",
-    "start | ls | stop | restart | attach a session (its namespaces, one per rank)",
-    arg("action", choices=ACTIONS, metavar="ACTION", help="start, ls, stop, restart or attach"),
+    "start | ls | stop | restart | attach | unblock a session (its namespaces, one per rank)",
+    arg(
+        "action",
+        choices=ACTIONS,
+        metavar="ACTION",
+        help="start, ls, stop, restart, attach, or unblock (free ranks blocked in a collective, keep every variable)",
+    ),
     _NAME,
     arg("--torch", action="store_true", help="start: set torch.distributed's rank variables"),
     arg("--per-host", type=_per_host, metavar="DIM=N", help="start: N namespaces per host"),
@@ -66,6 +71,8 @@ def session(
         cell.write(f"{what}: {ended} namespace{'s' if ended != 1 else ''} ended\n")
     elif action == "attach":
         cell.write(_attach_line(cell, chosen))
+    elif action == "unblock":
+        cell.write(cell.sessions.unblock(chosen))
     else:
         start = RemoteArgs(
             command="pass",
