@@ -142,7 +142,7 @@ def test_a_namespace_started_anew_is_said_in_every_later_cell_and_in_ls(ddp):
         r = ddp.execute(DDP + "1 + 1")
         said = [line for line in r.text.splitlines() if "started anew" in line]
         assert len(said) == 1 and said[0].startswith("[hosts=0,gpus=1:err]"), r.text
-        assert "its variables from before are lost" in said[0], said
+        assert "killed by SIGKILL" in said[0] and "its variables from before are lost" in said[0], said
     ls = ddp.ok("%remote session ls").stream("stdout")
     assert "started anew, variables lost: hosts=0,gpus=1" in ls, ls
     # a restart of the whole session is the clean state again: nothing said any more

@@ -182,14 +182,21 @@ def _wait_listening(popen: subprocess.Popen[bytes], sock: Path, folder: Path) ->
 
 def ensure(folder: Path, env: dict[str, str], workdir: str | None, about: dict[str, Any]) -> dict[str, Any]:
     """The live namespace process of ``folder``, started if there is none."""
+    ended = {}
     for popen in list(_STARTED):
         if popen.poll() is not None:
             _STARTED.remove(popen)
+            ended[popen.pid] = popen.returncode
     record = read_record(folder)
     if record is not None and alive(record):
         return record
     if record is not None:  # a namespace was here and is gone, its variables with it: never silently
-        about = {**about, "restarted": {"pid": record.get("pid"), "at": time.time()}}
+        pid = record.get("pid")
+        code = ended.get(pid) if isinstance(pid, int) else None
+        cause = _procfs.returncode_text(code) if code is not None else _procfs.death_cause(int(pid or 0))
+        if _procfs.oom_killed(int(pid or 0)) and "OOM" not in cause:
+            cause += ", by the OOM killer (kernel log)"
+        about = {**about, "restarted": {"pid": pid, "at": time.time(), "cause": cause}}
     return start(folder, env, workdir, about)
 
 
@@ -200,9 +207,10 @@ def restarted_note(record: dict[str, Any]) -> str:
     if not isinstance(gone, dict):
         return ""
     at = time.strftime("%H:%M:%S", time.localtime(float(gone.get("at") or 0)))
+    how = f"{gone.get('cause')}" if gone.get("cause") else "was gone"
     return (
         f"monarch_jupyter: this rank's namespace was started anew at {at} (its process, pid "
-        f"{gone.get('pid')}, was gone): its variables from before are lost; "
+        f"{gone.get('pid')}, {how}): its variables from before are lost; "
         f"%remote session restart {record.get('name')} starts every rank anew\n"
     )
 

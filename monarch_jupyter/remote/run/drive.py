@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...runtime import chatter as _chatter
 from ...runtime import faults as _faults
 from ...runtime import introspect as _introspect
 from ...runtime import log as _log
@@ -331,6 +332,7 @@ class Drive:
             pid,
             failed.get(index),
             self.probe is not None,
+            death_cause(pid) if worker == liveness.GONE and pid else "",
         )
 
     def _report_silent(self, due: dict[int, float]) -> None:
@@ -572,3 +574,14 @@ def _outcome_counts(outcomes: dict[int, tuple[int | None, str | None]]) -> str:
     """The ranks' outcomes as ``N ranks ended, M failed``, for the debug record."""
     failed = sum(1 for rc, error in outcomes.values() if rc != 0 or error)
     return f"{len(outcomes)} ranks ended, {failed} failed"
+
+
+def death_cause(pid: int) -> str:
+    """How a local worker ended: its return code where this kernel started it (ProcessJob
+    reaps it and logs the code: :func:`...runtime.chatter.worker_exit`), else what /proc and
+    the kernel log say (:func:`...system.procfs.death_cause`); '' if unknown."""
+    code = _chatter.worker_exit(pid)
+    if code is None:
+        return _procfs.death_cause(pid)
+    said = _procfs.returncode_text(code)
+    return f"{said}, by the OOM killer (kernel log)" if _procfs.oom_killed(pid) else said
