@@ -125,6 +125,41 @@ def test_ctrl_c_inside_a_collective_keeps_every_namespace(ddp):
     assert_training_goes_on(ddp)
 
 
+def test_ranks_in_different_collectives_are_a_mismatch_said_live(ddp):
+    ddp.ok("%remote session start mm --torch", timeout=240)
+    ddp.ok(
+        "%%remote python --session mm\nimport torch, torch.distributed as dist\ndist.init_process_group('gloo')"
+    )
+    seen = {}
+
+    def on_output(out) -> None:
+        if "collective mismatch" in out.content.get("text", ""):
+            seen.setdefault("line", out.content["text"])
+
+    timer = interrupt_after(ddp, 16.0)
+    try:
+        r = ddp.execute(
+            "%%remote python --session mm\nif dist.get_rank() == 0:\n    dist.all_reduce(torch.ones(1))\n"
+            "else:\n    dist.broadcast(torch.ones(1), 0)",
+            timeout=120,
+            on_output=on_output,
+        )
+    finally:
+        timer.cancel()
+    assert "hosts=0 in all_reduce (gloo); hosts=1 in broadcast (gloo)" in seen.get("line", ""), r.text
+    ddp.ok("%remote session unblock mm", timeout=120)
+    # with the check on, torch itself raises at the first mismatch, shapes included
+    ddp.ok("%remote session start chk --torch --check-collectives", timeout=240)
+    r = ddp.execute(
+        "%%remote python --session chk\nimport torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\ndist.all_reduce(torch.ones(1 + dist.get_rank()))",
+        timeout=120,
+    )
+    assert r.error and "Detected mismatch between collectives" in r.error["evalue"], r.text
+    ddp.ok("%remote session stop mm")
+    ddp.ok("%remote session stop chk")
+
+
 def test_a_namespace_started_anew_is_said_in_every_later_cell_and_in_ls(ddp):
     ddp.ok(DDP + "import os")
     pids = {

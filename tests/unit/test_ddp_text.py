@@ -45,3 +45,15 @@ def test_a_blocked_rank_adds_the_way_out_once():
     )
     assert text.count("%remote session unblock ddp") == 1, text
     assert blocked_hint("ddp", ["ValueError: x", None]) == ""
+
+
+def test_different_collectives_are_a_mismatch_one_collective_is_not():
+    from monarch_jupyter.remote.view.session_text import mismatch_line
+
+    line = mismatch_line({"hosts=0": "all_reduce (gloo)", "hosts=1": "broadcast (gloo)"}, "mm")
+    assert line.startswith("collective mismatch: hosts=0 in all_reduce (gloo); hosts=1 in broadcast (gloo).")
+    assert "--check-collectives" in line and "%remote session unblock mm" in line
+    assert mismatch_line({"hosts=[0-1]": "all_reduce (gloo)"}, "mm") == ""
+    assert (
+        mismatch_line({"hosts=0": "all_reduce (gloo)", "hosts=1": "sleep"}, "mm") == ""
+    )  # not both collectives

@@ -32,7 +32,7 @@ from ..view import liveness
 from ..view import stacks as stack_text
 from ..view.model import Event, Exited, Finished, Lost, Output, RankState, Silent, Started, Stopping
 from ..view.quiet import ranks_label
-from ..view.session_text import blocked_error, hang_line
+from ..view.session_text import blocked_error, hang_line, mismatch_line
 from ..wire.protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
 from .index import RunEntry, Where
 from .spool import Spool
@@ -49,6 +49,7 @@ WAIT = 0.05  # longest wait for a message before the checks run again
 STACKS_WAIT = 8.0  # longest the stacks taken at --timeout may take (each dump is bounded too)
 HANG_AFTER = 2.0  # s after a rank failed while others still run: those are named, with where they wait
 WHERE_WAIT = 2.0  # longest a session's namespaces may take to say where they wait
+STALL_AFTER = 10.0  # s with no output from any rank of a session cell: asked where each waits, once
 
 
 @dataclass
@@ -150,6 +151,9 @@ class Drive:
         self.failed_at: float | None = None  # when the first rank failed
         self.hang_said = False  # the waiting ranks were named (once a run)
         self.wheres: asyncio.Task[dict[int, str]] | None = None  # rank index → where it waits
+        self.last_output = time.monotonic()  # when any rank last printed
+        self.stall: asyncio.Task[dict[int, str]] | None = None  # the one look of a stalled cell
+        self.stall_said = False
 
     async def run(self) -> None:
         """Drive the run to its end; whatever happens, ``Finished`` is the last event."""
@@ -164,7 +168,7 @@ class Drive:
             error = f"{type(exc).__name__}: {exc}"
             self._abandon()
         finally:
-            for task in (self.probe, self.wheres):
+            for task in (self.probe, self.wheres, self.stall):
                 if task is not None:
                     task.cancel()
             self._finish(error)
@@ -193,6 +197,7 @@ class Drive:
             if not self.remaining:
                 break
             self._check_hang(now)
+            self._check_stall(now)
             await self._receive(reader)
         if self._pending is not None:
             self._pending.cancel()
@@ -429,6 +434,32 @@ class Drive:
         self.sink.put(Silent(tuple(sorted(self.remaining)), now - self.failed_at, line))
         self.spool.note(line)
 
+    def _check_stall(self, now: float) -> None:
+        """A session cell silent ``STALL_AFTER`` s with every rank still in it: where each waits,
+        asked once; ranks in different collectives are a mismatch (each rank must call the same
+        collectives in the same order), said at once. Ranks all in one collective say nothing:
+        they may only be slow."""
+        session = self._session()
+        if session is None or self.stall_said or self.failed_at is not None or self.stop_at is not None:
+            return
+        if self.stall is None:
+            if now - self.last_output >= STALL_AFTER:
+                self.stall = asyncio.ensure_future(self._ask_where(sorted(self.remaining)))
+            return
+        if not self.stall.done():
+            return
+        self.stall_said = True
+        if self.stall.cancelled() or self.stall.exception() is not None:
+            return
+        waits = self.stall.result()
+        places = {
+            ranks_label(self.plan.ranks[i] for i in ids): where for where, ids in _by_place(waits).items()
+        }
+        line = mismatch_line(places, session[1])
+        if line:
+            self.sink.put(Silent(tuple(sorted(waits)), now - self.last_output, line))
+            self.spool.note(line)
+
     def _waits(self) -> dict[int, str]:
         task = self.wheres
         if task is None or not task.done() or task.cancelled() or task.exception() is not None:
@@ -514,6 +545,8 @@ class Drive:
             self.sink.put(Started(index, message.pid))
         if isinstance(message, Heartbeat):
             return
+        if message.chunks:
+            self.last_output = time.monotonic()
         for chunk in message.chunks:  # to the cell first, then to the log
             self.sink.put(Output(index, chunk.stream, chunk.text, chunk.newlines))
         for chunk in message.chunks:
@@ -574,6 +607,14 @@ def _outcome_counts(outcomes: dict[int, tuple[int | None, str | None]]) -> str:
     """The ranks' outcomes as ``N ranks ended, M failed``, for the debug record."""
     failed = sum(1 for rc, error in outcomes.values() if rc != 0 or error)
     return f"{len(outcomes)} ranks ended, {failed} failed"
+
+
+def _by_place(waits: dict[int, str]) -> dict[str, list[int]]:
+    """Rank indices grouped by where they wait, the cell line left out (``all_reduce (gloo)``)."""
+    groups: dict[str, list[int]] = {}
+    for index, where in sorted(waits.items()):
+        groups.setdefault(where.split(" at cell line ")[0], []).append(index)
+    return groups
 
 
 def death_cause(pid: int) -> str:

@@ -84,3 +84,18 @@ def hang_line(waiting: str, failed: str, seconds: float, waits: dict[str, str], 
         return f"{what}: Ctrl-C stops them"
     likely = ": likely waiting for the failed rank" if known else ""
     return f"{what}{likely}. Ctrl-C stops the cell; if they stay blocked, {unblock_hint(session)}"
+
+
+def mismatch_line(places: dict[str, str], session: str) -> str:
+    """Ranks of one cell waiting in different collectives (``places``: each group's label → the
+    collective, ``all_reduce (gloo)``): a mismatch, said with the way out; '' when they agree
+    or a place is not a collective (``(backend)`` marks one)."""
+    ops = {label: where for label, where in places.items() if where.endswith(")") and " (" in where}
+    if len(ops) < 2 or len(ops) != len(places) or len(set(ops.values())) < 2:
+        return ""
+    listed = "; ".join(f"{label} in {where}" for label, where in ops.items())
+    return (
+        f"collective mismatch: {listed}. Every rank must call the same collectives in the same order "
+        f"(with shapes too: %remote session start {session} --torch --check-collectives makes torch raise "
+        f"at the first mismatch). Ctrl-C, then {unblock_hint(session)}"
+    )

@@ -45,6 +45,11 @@ _RANKS = arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="
     ),
     _NAME,
     arg("--torch", action="store_true", help="start: set torch.distributed's rank variables"),
+    arg(
+        "--check-collectives",
+        action="store_true",
+        help="start: TORCH_DISTRIBUTED_DEBUG=DETAIL, so ranks calling different collectives or shapes raise at once",
+    ),
     arg("--per-host", type=_per_host, metavar="DIM=N", help="start: N namespaces per host"),
     arg("--mesh", metavar="NAME", help="start: on this mesh (default the job's first)"),
     arg("--all", dest="every", action="store_true", help="stop: every session of the job"),
@@ -57,6 +62,7 @@ def session(
     per_host: tuple[tuple[str, int], ...] | None,
     mesh: str | None,
     every: bool,
+    check_collectives: bool = False,
 ) -> None:
     from ...run import sessions as session_text
 
@@ -81,6 +87,8 @@ def session(
             mesh=mesh,
             per_host=per_host,
             torch=torch,
+            # read by torch when it is imported: set in the namespace before any cell imports it
+            env=(("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),) if check_collectives else (),
         )
         if action == "restart":
             start = _restarted(cell, start)
