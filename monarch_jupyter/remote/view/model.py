@@ -133,6 +133,8 @@ class RankState:
     # the unfinished line per stream: its last segment (\r), at most LINE_CHARS of it
     pending: dict[str, str] = field(default_factory=lambda: {OUT: "", ERR: ""})
     dropped: dict[str, int] = field(default_factory=lambda: {OUT: 0, ERR: 0})  # characters of it not kept
+    # whether the unfinished line was rewritten by a \r (a progress bar): views update it in place
+    rewound: dict[str, bool] = field(default_factory=lambda: {OUT: False, ERR: False})
     full: dict[str, list[str]] | None = None  # whole text per stream, when kept (--save)
     full_limit: int = 64 << 20
 
@@ -170,7 +172,7 @@ class RankState:
             self._grow(stream, text)
             return None
         prefix, dropped = self.pending[stream], self.dropped[stream]
-        self.pending[stream], self.dropped[stream] = "", 0
+        self.pending[stream], self.dropped[stream], self.rewound[stream] = "", 0, False
         if cut + 1 < len(text):
             self._grow(stream, text[cut + 1 :])
         # the pending part has no newline: the lines completed are the newlines of text
@@ -186,6 +188,7 @@ class RankState:
         the last ``\\r`` segment, cut to LINE_CHARS (a 50 MB line costs 2 KB, not 50 MB)."""
         line = self.pending[stream] + text
         if "\r" in line:
+            self.rewound[stream] = True
             start, _ = last_segment(line)
             if start:  # a new segment replaces what came before, dropped characters included
                 line = line[start:]
@@ -202,6 +205,7 @@ class RankState:
         closed = []
         for stream in (OUT, ERR):
             rest, dropped = self.pending[stream], self.dropped[stream]
+            self.rewound[stream] = False
             if rest:
                 self.pending[stream], self.dropped[stream] = "", 0
                 self.counts[stream] += 1

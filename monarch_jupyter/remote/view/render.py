@@ -29,7 +29,9 @@ SHOW_RANKS = 24  # ranks whose lines one write shows (stderr first, then in turn
 FINAL_TAIL = 10  # lines per capped rank shown at the end
 PARTIAL_AFTER = 0.2  # a line still unfinished after this long is shown as it stands (prompts,
 #                      \r progress bars); lines split by chunking complete well before
-PARTIAL_EVERY = 1.0  # a changing partial line (\r progress) is re-shown at most this often
+PARTIAL_EVERY = 1.0  # a changing unfinished line (a prompt) is re-shown at most this often
+PROGRESS_EVERY = 0.25  # the progress lines (\r-rewritten: tqdm, Keras) are updated in place at
+#                        most this often: one message however many ranks draw a bar
 
 
 def prefix(label: str, stream: str, width: int = 0) -> str:
@@ -60,8 +62,12 @@ class TextRenderer:
         live_lines: int = LIVE_LINES,
         quiet: QuietWatch | None = None,
         fold: bool = False,
+        progress: bool = False,
     ) -> None:
+        """``progress``: \r-rewritten lines are kept for :meth:`take_progress` (a view that
+        updates them in place), not written to the stream as they stand."""
         self.state = state
+        self.in_place = progress
         self.fold = LiveFold(state.ranks) if fold else None  # --group: identical ranks' lines once
         self._now: float | None = None  # the caller's last time (the fold's clock between flushes)
         self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
@@ -79,6 +85,10 @@ class TextRenderer:
         self.writes = 0
         self._turn = 0  # the rank index the next folded write starts from
         self.width = max((len(r.label) + 2 for r in state.ranks), default=0)
+        # (rank, stream) -> its \r-rewritten unfinished line as shown in place, not in the stream
+        self._progress: dict[tuple[int, str], str] = {}
+        self._progress_changed = False
+        self._progress_at = -1e9
 
     # ── input ──
     def add(self, fed: list[Fed], only_missing: bool = False) -> None:
@@ -93,6 +103,8 @@ class TextRenderer:
             if id(item) in queued:
                 continue
             view = self._ranks[item.index]
+            if self._progress.pop((item.index, item.stream), None) is not None:
+                self._progress_changed = True  # its final line goes to the stream, once
             shown = view.partial[item.stream]
             view.partial[item.stream] = ""
             view.since[item.stream] = None
@@ -242,6 +254,9 @@ class TextRenderer:
                 text = rank.partial(stream)
                 if not text or text == view.partial[stream]:
                     continue
+                if self.in_place and rank.rewound[stream] and not view.partial[stream]:
+                    self._progress_line(index, stream, text, now)
+                    continue
                 since = view.since[stream]
                 if since is None:
                     since = view.since[stream] = now
@@ -253,6 +268,32 @@ class TextRenderer:
                 view.partial_at = now
                 out.append((stream, self._line(index, stream, text)))
         return out
+
+    def _progress_line(self, index: int, stream: str, text: str, now: float) -> None:
+        """A \r-rewritten line (after PARTIAL_AFTER, as any unfinished line) kept for the
+        progress view instead of the stream."""
+        key = (index, stream)
+        if key not in self._progress:
+            view = self._ranks[index]
+            since = view.since[stream]
+            if since is None:
+                since = view.since[stream] = now
+            if now - since < PARTIAL_AFTER:
+                return
+        line = self._line(index, stream, text)
+        if self._progress.get(key) != line:
+            self._progress[key] = line
+            self._progress_changed = True
+
+    def take_progress(self, now: float, force: bool = False) -> str | None:
+        """The progress lines, one per rank and stream in rank order, when they changed and
+        PROGRESS_EVERY passed (``force``: the run's end); None: nothing to update. A view shows
+        them in one place it updates (the cell's display), so a bar is never a new line."""
+        if not self._progress_changed or (not force and now - self._progress_at < PROGRESS_EVERY):
+            return None
+        self._progress_changed = False
+        self._progress_at = now
+        return "".join(self._progress[key] + "\n" for key in sorted(self._progress))
 
     def finish(self) -> str:
         """Text after the run: pending lines, tails of capped ranks (and nothing else)."""
