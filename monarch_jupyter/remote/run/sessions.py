@@ -100,6 +100,7 @@ class Sessions:
     def __init__(self, session: JobContext, runner: RemoteRunner) -> None:
         self.session = session
         self.runner = runner
+        self.last: str | None = None  # the session this kernel last ran a cell in, pulled or pushed
 
     # ── the book ──────────────────────────────────────────────────────
     def book(self) -> Book:
@@ -114,14 +115,17 @@ class Sessions:
         return self.book().shapes(self.job())
 
     def shape(self, name: str) -> SessionShape:
-        found = self.shapes().get(name)
+        shapes = self.shapes()
+        found = shapes.get(name)
         if found is None:
-            known = ", ".join(self.shapes()) or "none"
-            raise SessionError(
-                f"no session {name!r} in this context's job (sessions: {known}): "
-                f"%%remote python --session {name} starts it"
-            )
+            raise SessionError(missing_text(name, list(shapes)))
         return found
+
+    def default(self) -> str:
+        """The session a verb without ``--session`` means: the one this kernel last used, else
+        the job's only one; several and none used yet: an error naming them."""
+        shapes = self.shapes()
+        return default_name(self.last, list(shapes))
 
     def forget(self, name: str | None) -> None:
         """Drop ``name`` (all: None) from the book."""
@@ -135,12 +139,15 @@ class Sessions:
         cell that names another mesh or ``--per-host`` is refused; ``--torch`` is set once."""
         assert args.session is not None
         name = args.session
+        self.last = name
         job = self.job()
         shapes = self.book().shapes(job)
         known = shapes.get(name)
         if known is None:
             shape = SessionShape(name, args.mesh, args.per_host, args.torch, time.time())
             self.book().write(job, {**shapes, name: shape})
+            if args.torch:
+                import_torch_ahead()
             return args
         for flag, given, kept in (
             ("--mesh", args.mesh, known.mesh),
@@ -156,6 +163,8 @@ class Sessions:
                 f"session {name} was started without --torch: its ranks' variables are set when it "
                 f"starts (%remote session restart {name} --torch)"
             )
+        if known.torch:
+            import_torch_ahead()  # a kernel restarted on a live --torch session
         # --torch's variables were set when the namespaces started: not asked of the hosts again
         return dataclasses.replace(args, mesh=known.mesh, per_host=known.per_host, torch=False)
 
@@ -189,22 +198,32 @@ class Sessions:
         return self.runner.plan(args)
 
     def pull(
-        self, name: str, expr: str, ranks: tuple[int, ...] | None, max_bytes: int
+        self,
+        name: str,
+        expr: str,
+        ranks: tuple[int, ...] | None,
+        max_bytes: int,
+        say: Callable[[str], None] | None = None,
     ) -> list[tuple[RankState, Any]]:
-        """``expr`` evaluated on each chosen rank: ``[(rank, value)]`` in rank order."""
+        """``expr`` evaluated on each chosen rank: ``[(rank, value)]`` in rank order. ``say``
+        hears what a first unpickling waits for (torch imported in the kernel)."""
         import pickle
 
         plan = self.plan(name, ranks)
+        self.last = name
         answers = self._call(plan, "session_eval", name, lambda _: (expr, max_bytes))
         failed = {_point(plan.ranks[i]): error for i, (_, _, error) in answers.items() if error}
         if failed:
             raise SessionError(group_errors(failed))
+        if say is not None and any(needs_torch(data) for _, data, _ in answers.values()):
+            say(TORCH_NOTE)
         return [(plan.ranks[i], pickle.loads(data)) for i, (_, data, _) in answers.items()]
 
     def push(self, plan: Plan, name: str, items: list[dict[str, bytes]] | dict[str, bytes]) -> int:
         """Set pickled values in each rank of ``plan``'s namespace: the same ``items`` for all, or
         one dict per rank (``--scatter``, in plan order). How many ranks took them."""
         per_rank = items if isinstance(items, list) else None
+        self.last = name
         answers = self._call(
             plan, "session_push", name, lambda index: (per_rank[index] if per_rank is not None else items,)
         )
@@ -246,6 +265,58 @@ class Sessions:
 
         found = self.session.loop.run(ask(), timeout=CALL_TIMEOUT)
         return {i: found[i] for i in sorted(found)}
+
+
+TORCH_NOTE = "importing torch in this kernel to unpickle the values (the first time takes a few seconds)…\n"
+
+
+def needs_torch(data: bytes | None) -> bool:
+    """Whether unpickling ``data`` imports torch first (not imported yet, the pickle names it)."""
+    import sys
+
+    return bool(data) and "torch" not in sys.modules and b"torch" in (data or b"")
+
+
+def import_torch_ahead() -> None:
+    """Import torch in a daemon thread once a ``--torch`` session runs, so the first tensor
+    pull does not wait for it (seconds); nothing when it is imported or not installed."""
+    import importlib.util
+    import sys
+    import threading
+
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        return
+
+    def load() -> None:
+        import contextlib
+
+        with contextlib.suppress(Exception):  # a broken torch: the pull says why, not this thread
+            importlib.import_module("torch")
+
+    threading.Thread(target=load, name="monarch-jupyter-torch-import", daemon=True).start()
+
+
+def missing_text(name: str, known: list[str]) -> str:
+    """No session ``name``: which there are, and the way to each (pure)."""
+    if not known:
+        return f"no session {name!r} in this context's job (none yet): %%remote python --session {name} starts it"
+    which = " or ".join(f"--session {n}" for n in known[:4]) + (" …" if len(known) > 4 else "")
+    return (
+        f"no session {name!r} in this context's job; its sessions: {', '.join(known)} ({which}), "
+        f"or %%remote python --session {name} starts a new one"
+    )
+
+
+def default_name(last: str | None, known: list[str]) -> str:
+    """The session meant when none is named: ``last`` (this kernel's last used) while it exists,
+    else the only one (pure)."""
+    if last is not None and last in known:
+        return last
+    if len(known) == 1:
+        return known[0]
+    if not known:
+        raise SessionError("no session in this context's job: %%remote python --session NAME starts one")
+    raise SessionError(f"this job has sessions {', '.join(known)}: --session NAME says which")
 
 
 def _shape_text(shape: SessionShape) -> str:
