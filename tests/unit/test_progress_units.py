@@ -3,6 +3,8 @@ a bounded rate, never a new labelled line per refresh; the stream holds each fin
 
 from __future__ import annotations
 
+import itertools
+
 from monarch_jupyter.remote.view.model import ERR, OUT, Output, RankState, RunState
 from monarch_jupyter.remote.view.render import PROGRESS_EVERY, TextRenderer
 
@@ -41,7 +43,7 @@ def test_a_bar_on_two_ranks_is_one_updated_view_and_each_final_line_once():
     assert "[hosts=1] done\n" in text
     # the view: both ranks' bars, one line each, updated at most every PROGRESS_EVERY
     assert 2 <= len(views) <= 1 / PROGRESS_EVERY + 2, views
-    assert all(b - a >= PROGRESS_EVERY for (a, _), (b, _) in zip(views, views[1:], strict=False))
+    assert all(b - a >= PROGRESS_EVERY for (a, _), (b, _) in itertools.pairwise(views))
     last = views[-1][1].splitlines()
     assert [line.split("]")[0] for line in last] == ["[hosts=0:err", "[hosts=1:err"], last
     assert end == ""  # every bar ended: the view empties, the stream has the final lines

@@ -25,7 +25,9 @@ def test_the_default_session_is_the_last_used_else_the_only_one():
     assert default_name("gone", ["ddp"]) == "ddp"  # stopped since: the only one left
     with pytest.raises(SessionError, match=r"^this job has sessions a, b: --session NAME says which$"):
         default_name(None, ["a", "b"])
-    with pytest.raises(SessionError, match=r"no session in this context's job: %%remote python --session NAME"):
+    with pytest.raises(
+        SessionError, match=r"no session in this context's job: %%remote python --session NAME"
+    ):
         default_name(None, [])
 
 
