@@ -198,6 +198,7 @@ class RemoteMagics(Magics):
             quiet=QuietWatch(state, args.quiet_after),
             fold=args.group,
             progress=True,
+            tracebacks=True,
         )
         sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.last = state

@@ -26,6 +26,7 @@ from ...schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ...schema import STATUSES as ALL_STATUSES
 from ...schema import status as _status
 from ...text import timefmt as _timefmt
+from ...text.rank_sets import rank_set
 from ...text.terminal import html_text
 from .events import Event as Event
 from .events import Exited as Exited
@@ -394,15 +395,18 @@ class RunState:
             if members or status == FAILED:
                 text = f"{len(members)} {status.replace('_', ' ')}"
                 if members and status != SKIPPED:
-                    text += ": " + _list([m.describe() for m in members])
+                    text += ": " + _list(_fold_described(members))
                 parts.append(text)
         duration = _timefmt.seconds(self.duration) if self.duration is not None else "running"
         line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
-        if self.unfinished:
+        # the stopped ranks' status says they never finished: said again only with news (quiet)
+        stopped = {r.label for r in self.ranks if r.status in (INTERRUPTED, TIMED_OUT)}
+        if self.unfinished and not set(self.unfinished) <= stopped:
             line += " · never finished: " + _list(self.unfinished)
         if self.log_path:
             line += f" · log {self.log_path}"
-        if self.error and not any(r.error == self.error for r in self.ranks):
+        said = {status.replace("_", " ") for status in (INTERRUPTED, TIMED_OUT)} if stopped else set()
+        if self.error and self.error not in said and not any(r.error == self.error for r in self.ranks):
             line += f" · {self.error}"
         return line
 
@@ -414,7 +418,7 @@ class RunState:
         if not bad:
             return f"%%remote: {self.error}"
         return f"%%remote: {len(bad)} of {len(self.ranks)} ranks did not succeed: " + _list(
-            [r.describe() for r in bad]
+            _fold_described(bad)
         )
 
     def to_mime(self, lines: bool = True) -> Payload:
@@ -509,6 +513,25 @@ def _rank_payload(r: RankState, max_lines: int = TAIL_LINES) -> RankPayload:
     if r.error:
         payload["error"] = r.error
     return payload
+
+
+def _fold_described(members: list[RankState]) -> list[str]:
+    """Each rank's ``describe()``, ranks with the same reason folded into one rank set:
+    ``hosts=0,gpus=[0-1]; hosts=1,gpus=[0-1] (KeyboardInterrupt)`` instead of four entries."""
+    groups: dict[str, list[RankState]] = {}
+    for member in members:
+        groups.setdefault(member.describe()[len(member.label) :], []).append(member)
+    if all(len(group) == 1 for group in groups.values()):
+        return [m.describe() for m in members]
+    return [
+        (
+            group[0].label
+            if len(group) == 1
+            else rank_set((tuple(m.point.items()) for m in group), brackets=True)
+        )
+        + reason
+        for reason, group in groups.items()
+    ]
 
 
 def _list(items: list[str], limit: int = 8) -> str:

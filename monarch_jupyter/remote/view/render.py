@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...text.rank_sets import rank_set
 from .lines import Fed
 from .livefold import LiveFold
 from .model import ERR, OUT, RankState, RunState
 from .quiet import QuietWatch
+from .tbfold import TracebackFold
 
 # A token bucket: a line right after another is not held back (BURST writes back to
 # back), yet no 1 s window ever sees more than MAX_RATE + BURST = 19 writes, 20 with the
@@ -63,11 +65,14 @@ class TextRenderer:
         quiet: QuietWatch | None = None,
         fold: bool = False,
         progress: bool = False,
+        tracebacks: bool = False,
     ) -> None:
         """``progress``: \r-rewritten lines are kept for :meth:`take_progress` (a view that
-        updates them in place), not written to the stream as they stand."""
+        updates them in place), not written to the stream as they stand. ``tracebacks``:
+        identical tracebacks of several ranks shown once, under their rank set (:mod:`.tbfold`)."""
         self.state = state
         self.in_place = progress
+        self.tracebacks = TracebackFold() if tracebacks and not fold else None
         self.fold = LiveFold(state.ranks) if fold else None  # --group: identical ranks' lines once
         self._now: float | None = None  # the caller's last time (the fold's clock between flushes)
         self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
@@ -108,10 +113,27 @@ class TextRenderer:
             shown = view.partial[item.stream]
             view.partial[item.stream] = ""
             view.since[item.stream] = None
-            if not view.capped:
-                # a line shown while unfinished is not repeated when its newline comes
-                seen = bool(shown) and item.first() == shown
-                self._queue.append((item, seen))
+            if view.capped:
+                continue
+            if self.tracebacks is not None and item.stream == ERR:
+                held = self._held(item)
+                if held is None:
+                    continue
+                item = held
+            # a line shown while unfinished is not repeated when its newline comes
+            seen = bool(shown) and item.first() == shown
+            self._queue.append((item, seen))
+
+    def _held(self, item: Fed) -> Fed | None:
+        """``item``'s lines but those a traceback fold holds (None: all held)."""
+        assert self.tracebacks is not None
+        if item.count > WRITE_LINES or not self.tracebacks.wants(item.index, item.prefix + item.text):
+            return item  # a flood is no traceback to fold; most chunks have none
+        lines = self.tracebacks.feed(item.index, item.last(item.count), self._now or 0.0)
+        if not lines:
+            return None
+        text = "\n".join(lines) + "\n"
+        return Fed(item.index, item.stream, "", text, len(text) - 1, len(lines))
 
     # ── output ──
     def _refill(self, now: float) -> None:
@@ -145,9 +167,9 @@ class TextRenderer:
         self._notes = []
         if self.fold is not None:
             return self._folded(now, out, force)
-        return self._plain(now, out)
+        return self._plain(now, out, force)
 
-    def _plain(self, now: float, out: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _plain(self, now: float, out: list[tuple[str, str]], force: bool = False) -> list[tuple[str, str]]:
         """One write of the plain live view: each rank's queued lines within its budgets."""
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
@@ -198,6 +220,8 @@ class TextRenderer:
                 )
         if fold:
             out.append((OUT, fold))
+        if self.tracebacks:
+            out.extend(self._tracebacks(now, force))
         out.extend(self._partials(now))
         if not out:
             return []
@@ -235,6 +259,17 @@ class TextRenderer:
         self._tokens -= 1.0
         self.writes += 1
         return coalesce(out)
+
+    def _tracebacks(self, now: float, force: bool) -> list[tuple[str, str]]:
+        """The held tracebacks now due, each once, labelled with the ranks that printed it."""
+        assert self.tracebacks is not None
+        out: list[tuple[str, str]] = []
+        for folded in self.tracebacks.ready(now, force):
+            ranks = [self.state.ranks[i] for i in folded.ranks]
+            label = ranks[0].label if len(ranks) == 1 else rank_set(tuple(r.point.items()) for r in ranks)
+            head = prefix(label, ERR, self.width)
+            out.extend((ERR, head + line) for line in folded.lines)
+        return out
 
     def _line(self, index: int, stream: str, line: str) -> str:
         """A labelled line (the model already cut it to LINE_CHARS)."""

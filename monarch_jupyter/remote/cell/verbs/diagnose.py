@@ -112,10 +112,12 @@ def _session_default(cell: Cell) -> str | None:
     """The session ``%remote stacks`` means when no run runs here and no actor procs live: the
     one last used, or the only one; '' (every session) when several and none used; None: no
     session, or a run is running (its stacks are the default)."""
-    from ...run.sessions import default_name
-    from .sessions import sessions_note
+    from ...run.sessions import BOOK, default_name
 
-    if sessions_note(cell.session) is None:  # no book: one stat, nothing imported
+    try:
+        if not (cell.session.layout.dir / cell.session.context / BOOK).is_file():  # no session: one stat
+            return None
+    except (AttributeError, OSError):  # a context without a folder (a stand-in): no book
         return None
     from ....system import actor_procs
 
