@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from monarch_jupyter.remote.view.model import ERR, OUT, Output, RankState, RunState
 from monarch_jupyter.remote.view.render import TextRenderer
-from monarch_jupyter.remote.view.tbfold import HOLD, TracebackFold
+from monarch_jupyter.remote.view.tbfold import HOLD, WAIT, TracebackFold
 
 TB = (
     "Traceback (most recent call last):\n"
@@ -31,14 +31,25 @@ def _state(hosts: int, gpus: int) -> RunState:
 
 def test_the_fold_holds_a_block_and_lets_other_lines_through():
     fold = TracebackFold()
+    live = {0, 1, 2}  # rank 2 runs on and never prints it
     assert fold.feed(0, ["before", *TB.splitlines()], 0.0) == ["before"]
     assert fold.feed(1, TB.splitlines(), 0.1) == []
-    assert fold.ready(0.2) == []  # the exception line may still be followed by a chained one
+    assert fold.ready(0.2, live) == []  # the exception line may still be followed by a chained one
     assert fold.feed(0, ["after"], 0.2) == ["after"]  # closes rank 0's block
-    assert fold.ready(0.1 + HOLD - 0.01) == []  # rank 1's last line came at 0.1
-    [folded] = fold.ready(0.1 + HOLD)
+    assert fold.ready(0.1 + HOLD, live) == []  # rank 1's closes now; rank 2 may still print it
+    assert fold.ready(0.1 + WAIT - 0.01, live) == []
+    [folded] = fold.ready(0.1 + WAIT, live)
     assert folded.lines == tuple(TB.splitlines()) and folded.ranks == [0, 1]
     assert not fold
+
+
+def test_a_block_is_shown_once_no_running_rank_could_join_it():
+    fold = TracebackFold()
+    fold.feed(0, TB.splitlines(), 0.0)
+    assert fold.ready(0.1, {0, 1}) == []  # rank 0 still runs: a chained block may follow
+    fold.feed(1, TB.splitlines(), 0.1)
+    [folded] = fold.ready(0.2, set())  # both done: complete, and no one else to wait for
+    assert folded.ranks == [0, 1]
 
 
 def test_a_chained_traceback_is_one_block():
@@ -57,7 +68,7 @@ def test_four_ranks_same_traceback_shown_once_with_their_rank_set():
         r.add(s.apply(Output(i, ERR, TB)))
     text += r.flush(0.1)
     assert "Traceback" not in text and "[hosts=1,gpus=1] rank 3" in text
-    text += r.flush(0.1 + HOLD + 0.1)
+    text += r.flush(0.1 + HOLD + 0.1)  # every rank printed it: no need to wait for more
     assert text.count("Traceback (most recent call last):") == 1, text
     assert "[hosts=0,gpus=0-1; hosts=1,gpus=0-1:err] Traceback (most recent call last):\n" in text
     assert "[hosts=0,gpus=0-1; hosts=1,gpus=0-1:err] KeyError: 'missing'\n" in text
@@ -100,3 +111,13 @@ def test_the_interrupt_summary_says_each_thing_once():
     assert line.count("hosts=0,gpus=0") == 0 and line.count("KeyboardInterrupt") == 1, line
     message = s.failure_message()
     assert message is not None and message.count("KeyboardInterrupt") == 1, message
+
+
+def test_lines_before_the_first_tick_wait_from_that_tick():
+    s = _state(1, 2)
+    r = TextRenderer(s, tracebacks=True)
+    r.add(s.apply(Output(0, ERR, TB)))  # before any flush: the renderer has no time yet
+    assert "Traceback" not in r.flush(1000.0)
+    r.add(s.apply(Output(1, ERR, TB)))
+    text = r.flush(1000.0 + HOLD + 0.1)
+    assert text.count("Traceback") == 1 and "[hosts=0,gpus=0-1:err] KeyError" in text, text

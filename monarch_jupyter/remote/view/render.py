@@ -129,7 +129,7 @@ class TextRenderer:
         assert self.tracebacks is not None
         if item.count > WRITE_LINES or not self.tracebacks.wants(item.index, item.prefix + item.text):
             return item  # a flood is no traceback to fold; most chunks have none
-        lines = self.tracebacks.feed(item.index, item.last(item.count), self._now or 0.0)
+        lines = self.tracebacks.feed(item.index, item.last(item.count), self._now)
         if not lines:
             return None
         text = "\n".join(lines) + "\n"
@@ -264,7 +264,9 @@ class TextRenderer:
         """The held tracebacks now due, each once, labelled with the ranks that printed it."""
         assert self.tracebacks is not None
         out: list[tuple[str, str]] = []
-        for folded in self.tracebacks.ready(now, force):
+        # a rank that exited may still have output on its way: any may print it until the run ends
+        live = set() if self.state.finished else set(range(len(self.state.ranks)))
+        for folded in self.tracebacks.ready(now, live, force):
             ranks = [self.state.ranks[i] for i in folded.ranks]
             label = ranks[0].label if len(ranks) == 1 else rank_set(tuple(r.point.items()) for r in ranks)
             head = prefix(label, ERR, self.width)

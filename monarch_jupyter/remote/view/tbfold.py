@@ -1,8 +1,8 @@
 """Identical tracebacks across ranks, shown once under their rank set (pure: no I/O, no threads).
 
 A rank's stderr lines from ``Traceback (most recent call last):`` to its exception line (with
-the chained ``During handling …`` blocks after it) are held for at most :data:`HOLD` seconds
-after their last line; blocks of the same text fold into one, which the renderer labels with
+the chained ``During handling …`` blocks after it) are held until no running rank could print
+the same one (at most :data:`WAIT` seconds); blocks of the same text fold into one, which the renderer labels with
 every rank that printed it. Why: one error on every rank of a DDP cell printed the same twenty
 lines once per rank. Only held, never dropped: a block too long or never ended is let through.
 """
@@ -16,14 +16,15 @@ CHAINED = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
 )
-HOLD = 0.5  # seconds a block waits after its last line for the same block from other ranks
+HOLD = 0.5  # seconds after a running rank's exception line before its block counts as complete
+WAIT = 2.0  # seconds a complete block waits for the same one from ranks still running
 BLOCK_LINES = 200  # a longer block is let through as it came (it is not a traceback worth folding)
 
 
 @dataclass
 class _Open:
     lines: list[str]
-    at: float  # when its last line came
+    at: float | None  # when its last line came (None: before the view's first tick, the next one's)
     ended: bool = False  # its exception line came: a line that is not part of it closes it
 
 
@@ -33,7 +34,7 @@ class Folded:
 
     lines: tuple[str, ...]
     ranks: list[int] = field(default_factory=list)
-    at: float = 0.0  # when its latest rank's block closed
+    at: float | None = None  # when its latest rank's last line came (None: see _Open.at)
 
 
 class TracebackFold:
@@ -48,7 +49,7 @@ class TracebackFold:
         traceback, or starts one); the others pass as they are, unsplit."""
         return index in self._open or HEADER in text
 
-    def feed(self, index: int, lines: list[str], now: float) -> list[str]:
+    def feed(self, index: int, lines: list[str], now: float | None) -> list[str]:
         """Rank ``index``'s stderr ``lines``: those to show now, in order (the rest are held)."""
         out: list[str] = []
         for line in lines:
@@ -82,19 +83,28 @@ class TracebackFold:
         key = tuple(held.lines)
         folded = self._closed.setdefault(key, Folded(key))
         folded.ranks.append(index)
-        folded.at = max(folded.at, held.at)  # HOLD counts from the block's last line
+        if held.at is not None:  # WAIT counts from the latest block's last line
+            folded.at = held.at if folded.at is None else max(folded.at, held.at)
 
-    def ready(self, now: float, force: bool = False) -> list[Folded]:
-        """The folded tracebacks to show now: those whose last rank's block closed HOLD ago
-        (``force``: the run ended, every one, unfinished blocks too), in the order they came."""
-        for index in [i for i, held in self._open.items() if force or (held.ended and now - held.at >= HOLD)]:
-            self._close(index)
-        # an ended block still open may be the same one from another rank: wait for it (not long)
-        closing = any(held.ended for held in self._open.values())
+    def ready(
+        self, now: float, live: set[int] | frozenset[int] = frozenset(), force: bool = False
+    ) -> list[Folded]:
+        """The folded tracebacks to show now, in the order they came: a block is complete HOLD
+        after its exception line (at once when its rank is done), and shown once no rank still
+        running (``live``) could print it too, or WAIT after it came; ``force`` (the run
+        ended): every one, unfinished blocks too."""
+        for held in self._open.values():
+            held.at = now if held.at is None else held.at
+        for folded in self._closed.values():
+            folded.at = now if folded.at is None else folded.at
+        for index, held in list(self._open.items()):
+            assert held.at is not None
+            if force or (held.ended and (index not in live or now - held.at >= HOLD)):
+                self._close(index)
         due = [
             key
             for key, folded in self._closed.items()
-            if force or now - folded.at >= (4 * HOLD if closing else HOLD)
+            if force or not live.difference(folded.ranks) or now - (folded.at or now) >= WAIT
         ]
         return [self._closed.pop(key) for key in due]
 

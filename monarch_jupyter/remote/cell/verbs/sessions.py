@@ -122,8 +122,8 @@ def _live_line(cell: Cell, name: str) -> str | None:
     started = min((float(r.get("started") or 0) for r in rows), default=0.0)
     since = f", since {local_time(started)} ({age(time.time() - started)} ago)" if started else ""
     return (
-        f"session {name} is live: {len(rows)} namespace{'s' if len(rows) != 1 else ''}, {cells} cells "
-        f"run{since}; nothing changed (--restart starts it anew, its variables lost)\n"
+        f"session {name} is live: {len(rows)} namespace{'s' if len(rows) != 1 else ''}, {cells} "
+        f"cell{'s' if cells != 1 else ''} run{since}; nothing changed (--restart starts it anew, its variables lost)\n"
     )
 
 
