@@ -140,7 +140,11 @@ class RemoteMagics(Magics):
         log_path = self.runner.log_path(plan)
         if args.detach:
             return self._detach(args, plan, log_path)
-        return self._run(args, plan, log_path)
+        try:
+            return self._run(args, plan, log_path)
+        finally:
+            if args.session is not None:
+                self.sessions.after_cell()
 
     @property
     def sessions(self) -> Sessions:

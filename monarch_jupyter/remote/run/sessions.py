@@ -13,8 +13,11 @@ No IPython here: the magics and verbs call :class:`Sessions`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,6 +104,15 @@ class Sessions:
         self.session = session
         self.runner = runner
         self.last: str | None = None  # the session this kernel last ran a cell in, pulled or pushed
+        self.torch_ahead = False  # the cell running is a --torch session's: import torch after it
+
+    def after_cell(self) -> None:
+        """A session cell ended: a ``--torch`` session's values will want torch in this kernel,
+        imported now in the background, while the kernel waits for the next cell (not during
+        this one, which it slowed from 1.0 to 2.6 s: benchmarks/bench_first_pull.py)."""
+        if self.torch_ahead:
+            self.torch_ahead = False
+            import_torch_ahead()
 
     # ── the book ──────────────────────────────────────────────────────
     def book(self) -> Book:
@@ -146,8 +158,7 @@ class Sessions:
         if known is None:
             shape = SessionShape(name, args.mesh, args.per_host, args.torch, time.time())
             self.book().write(job, {**shapes, name: shape})
-            if args.torch:
-                import_torch_ahead()
+            self.torch_ahead = args.torch
             return args
         for flag, given, kept in (
             ("--mesh", args.mesh, known.mesh),
@@ -163,8 +174,7 @@ class Sessions:
                 f"session {name} was started without --torch: its ranks' variables are set when it "
                 f"starts (%remote session restart {name} --torch)"
             )
-        if known.torch:
-            import_torch_ahead()  # a kernel restarted on a live --torch session
+        self.torch_ahead = known.torch
         # --torch's variables were set when the namespaces started: not asked of the hosts again
         return dataclasses.replace(args, mesh=known.mesh, per_host=known.per_host, torch=False)
 
@@ -206,11 +216,13 @@ class Sessions:
         say: Callable[[str], None] | None = None,
     ) -> list[tuple[RankState, Any]]:
         """``expr`` evaluated on each chosen rank: ``[(rank, value)]`` in rank order. ``say``
-        hears what a first unpickling waits for (torch imported in the kernel)."""
+        hears what the pull waits for (torch imported in the kernel, first or in the background)."""
         import pickle
 
         plan = self.plan(name, ranks)
         self.last = name
+        if say is not None and importing_torch():
+            say(TORCH_WAIT)
         answers = self._call(plan, "session_eval", name, lambda _: (expr, max_bytes))
         failed = {_point(plan.ranks[i]): error for i, (_, _, error) in answers.items() if error}
         if failed:
@@ -268,32 +280,39 @@ class Sessions:
 
 
 TORCH_NOTE = "importing torch in this kernel to unpickle the values (the first time takes a few seconds)…\n"
+_importing: list[threading.Thread] = []  # the background import of torch, once started
+
+
+TORCH_WAIT = (
+    "torch is still being imported in this kernel (for a --torch session's values): this may wait for it…\n"
+)
 
 
 def needs_torch(data: bytes | None) -> bool:
     """Whether unpickling ``data`` imports torch first (not imported yet, the pickle names it)."""
-    import sys
-
     return bool(data) and "torch" not in sys.modules and b"torch" in (data or b"")
 
 
-def import_torch_ahead() -> None:
-    """Import torch in a daemon thread once a ``--torch`` session runs, so the first tensor
-    pull does not wait for it (seconds); nothing when it is imported or not installed."""
-    import importlib.util
-    import sys
-    import threading
+def importing_torch() -> bool:
+    """Whether the background import of torch runs now (it holds the GIL: a pull waits)."""
+    return any(thread.is_alive() for thread in _importing)
 
-    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+
+def import_torch_ahead() -> None:
+    """Import torch in a daemon thread, so the first tensor pull does not wait for it
+    (seconds); nothing when it is imported, being imported, or not installed."""
+    import importlib.util
+
+    if "torch" in sys.modules or _importing or importlib.util.find_spec("torch") is None:
         return
 
     def load() -> None:
-        import contextlib
-
         with contextlib.suppress(Exception):  # a broken torch: the pull says why, not this thread
             importlib.import_module("torch")
 
-    threading.Thread(target=load, name="monarch-jupyter-torch-import", daemon=True).start()
+    thread = threading.Thread(target=load, name="monarch-jupyter-torch-import", daemon=True)
+    _importing.append(thread)
+    thread.start()
 
 
 def missing_text(name: str, known: list[str]) -> str:
