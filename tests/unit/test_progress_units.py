@@ -75,3 +75,29 @@ def test_without_in_place_the_bar_is_shown_as_before():
     r.flush(0.0)
     assert r.flush(0.3) == "[hosts=0:err]  10%|#\n"
     assert r.take_progress(0.3) is None
+
+
+def test_a_tile_shows_its_bar_as_its_last_line_re_read_at_most_every_quarter_second():
+    from monarch_jupyter.widgets.run_model import GridSync, tile_json
+
+    s = _state(2)
+    sync = GridSync(s)
+    now = [0.0]
+    sync.clock = lambda: now[0]
+    sync.take()
+    s.apply(Output(0, ERR, _bar(10)))
+    assert tile_json(0, s.ranks[0])["progress"] == " 10%|#         |"
+    assert tile_json(1, s.ranks[1])["progress"] is None
+    batch = sync.take()
+    assert batch is not None and batch.tiles is not None and batch.tiles[0]["progress"] == " 10%|#         |"
+    s.apply(Output(0, ERR, _bar(20)))
+    now[0] = 0.1
+    first = sync.take()
+    assert first is None or first.tiles is None  # too soon: the tiles are not read again
+    now[0] = 0.3
+    batch = sync.take()
+    assert batch is not None and batch.tiles is not None and batch.tiles[0]["progress"] == " 20%|##        |"
+    s.apply(Output(0, ERR, "\n"))  # the bar ended: the tile's last line is the finished one again
+    now[0] = 0.6
+    batch = sync.take()
+    assert batch is not None and batch.tiles is not None and batch.tiles[0]["progress"] is None

@@ -249,6 +249,7 @@ class RunState:
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
     unfinished: list[str] = field(default_factory=list)  # ranks still running when it was stopped
     silences: list[str] = field(default_factory=list)  # the drive's "silent for" lines, oldest first
+    rewrites: int = 0  # outputs that rewrote a rank's unfinished line with \r (progress bars): views poll it
     stopped_by: str | None = None  # who stopped it, when a host said (e.g. "%job kill (kernel pid 42)")
     # bumped by every event that may change a rank's status, return code, duration or error
     # (all but a running rank's output): a view of N ranks re-reads them only when it moved
@@ -295,7 +296,10 @@ class RunState:
         text = event.text
         if "\0" in text:  # a NUL would be saved into the notebook (its JSON as \u0000): shown as ␀
             text = text.replace("\0", NUL_SHOWN)
+        was = rank.rewound[event.stream]
         item = rank.feed(event.stream, text, event.index, event.newlines)
+        if was or rank.rewound[event.stream]:  # a bar moved, or ended
+            self.rewrites += 1
         return [] if item is None else [item]
 
     def _on_started(self, event: Started) -> None:
