@@ -415,6 +415,7 @@ class _CellStreams:
         self._place = place
 
         self._progress_id: str | None = None  # the display of the cell's progress lines, once shown
+        self._progress_shown = False  # whether it holds lines now
 
     def __call__(self, parts: list[tuple[str, str]]) -> None:
         if not parts:
@@ -431,8 +432,12 @@ class _CellStreams:
         if text is None or (self._progress_id is None and not text):
             return
         place = self._place()
-        if place is not None and place[1]:
-            return  # a view of the grid draws the run
+        if place is not None and place[1]:  # a view of the grid draws the run, bars in its tiles
+            if self._progress_id is not None and self._progress_shown:
+                display({"text/plain": ""}, raw=True, display_id=self._progress_id, update=True)
+                self._progress_shown = False  # emptied once: shown before the view drew
+            return
+        self._progress_shown = bool(text)
         bundle = {"text/plain": text}
         if self._progress_id is None:
             import uuid
