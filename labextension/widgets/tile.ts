@@ -228,7 +228,11 @@ export function updateTile(
   setText(entry.label, label);
   setText(entry.status, statusLine(tile, idle, now));
   setText(entry.elapsed, formatSeconds(elapsedSeconds(tile, now)));
-  setText(entry.last, tile.error || plainText(view.lastLine(tile.rank)));
+  // a progress bar (\r-rewritten, unfinished) stands after the rank's last finished line
+  setText(
+    entry.last,
+    tile.error || plainText(tile.progress || view.lastLine(tile.rank))
+  );
   writeUsage(entry, sample);
   writeAria(entry, label, selected, Boolean(model.get('can_stacks')));
 }

@@ -15,6 +15,8 @@ export interface ITile {
   error: string | null;
   /** epoch seconds of its last output, while quiet */
   quiet_since?: number | null;
+  /** its \r-rewritten unfinished line (a progress bar) as it stands */
+  progress?: string | null;
 }
 
 /**

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from ..remote.view.model import RankState, RunState
+from ..remote.view.model import ERR, OUT, RankState, RunState
 from .grid_fold import GridFold, Group
 
+PROGRESS_EVERY = 0.25  # a tile's progress bar is re-read at most this often (as the cell's display)
 BATCH_LINES = 200  # new lines per rank per batch; older ones in the same batch are only counted
 BATCH_TOTAL = 2000  # new lines per batch, all ranks together (then BATCH_TOTAL // ranks each, >= 1)
 OPEN_TAIL = 50  # lines per rank a view opened later starts from …
@@ -35,6 +36,7 @@ class Tile(TypedDict):
     started: float | None
     error: str | None
     quiet_since: float | None  # epoch seconds of its last output while it is quiet (remote/view/quiet.py)
+    progress: str | None  # its \r-rewritten unfinished line (a tqdm bar) as it stands: the tile's last line
 
 
 def tile_json(index: int, rank: RankState) -> Tile:
@@ -49,7 +51,16 @@ def tile_json(index: int, rank: RankState) -> Tile:
         "started": rank.started,
         "error": rank.error,
         "quiet_since": rank.quiet_since,
+        "progress": _progress(rank),
     }
+
+
+def _progress(rank: RankState) -> str | None:
+    """A rank's progress bar as it stands (stderr's first, where tqdm writes), None without one."""
+    for stream in (ERR, OUT):
+        if rank.rewound[stream] and rank.pending[stream]:
+            return rank.partial(stream) or None
+    return None
 
 
 def tails(state: RunState, limit: int = OPEN_TAIL) -> dict[str, list[list[str]]]:
@@ -137,19 +148,28 @@ class GridSync:
         self._page: tuple[list[int], int] = ([], 0)
         self._tiles_key: tuple[int, int] | None = None
         self._page_serial = 0  # bumped with each new page
+        self._serial = 0  # bumped each time the tiles were read
+        self._rewrites = 0  # the state's rewrites when the tiles were read, and when
+        self._rewrites_at = float("-inf")
+        self.clock: Callable[[], float] = time.monotonic
 
     def take(self) -> Batch | None:
         """What changed since the last take (None if nothing did)."""
         state = self.state
-        if state.version != self._version:  # output alone changes no tile: no need to read N ranks
+        # output alone changes no tile (no need to read N ranks), but a progress bar's line does:
+        # read at most every PROGRESS_EVERY while bars move
+        rewritten = state.rewrites != self._rewrites and self.clock() - self._rewrites_at >= PROGRESS_EVERY
+        if state.version != self._version or rewritten:
             self._version = state.version
+            self._rewrites, self._rewrites_at = state.rewrites, self.clock()
             self._all = [tile_json(index, rank) for index, rank in enumerate(state.ranks)]
+            self._serial += 1
         groups = self._take_groups()
         view = self.view
         shown, total = self._shown(view)
         changed_tiles = None
-        if (self._version, self._page_serial) != self._tiles_key:  # the page or a tile moved
-            self._tiles_key = (self._version, self._page_serial)
+        if (self._serial, self._page_serial) != self._tiles_key:  # the page or a tile moved
+            self._tiles_key = (self._serial, self._page_serial)
             page = [self._all[i] for i in shown]
             changed_tiles = page if page != self._tiles or total != self._total else None
             self._tiles, self._total = page, total

@@ -103,10 +103,18 @@ def test_partial_lines_progress_bars_and_utf8(shared):
         "sys.stdout.buffer.write(b'\\xa9 done\\n'); sys.stdout.flush()\n"
     )
     outs = [(o.t, o.content["text"]) for o in r.outputs if o.msg_type == "stream"]
-    t10 = next(t for t, text in outs if "loading 10%" in text)
-    t60 = next(t for t, text in outs if "loading 60%" in text)
+    # a \r line is shown in place: one display, updated as the line is rewritten (issue 44)
+    bars = [
+        (o.t, o.content["data"].get("text/plain", ""))
+        for o in r.outputs
+        if o.msg_type in ("display_data", "update_display_data")
+        and "display_id" in o.content.get("transient", {})
+    ]
+    t10 = next(t for t, text in bars if "[hosts=0] loading 10%" in text)
+    t60 = next(t for t, text in bars if "[hosts=0] loading 60%" in text)
     tend = next(t for t, text in outs if "café done" in text)
-    assert t10 < t60 < tend and tend - t10 > 1.5, outs
+    assert t10 < t60 < tend and tend - t10 > 1.5, (bars, outs)
+    assert "loading" not in "".join(text for _, text in outs), outs  # never a line per rewrite
     assert "\ufffd" not in r.stream()
     assert run_payload(r)["ranks"][0]["lines"][-1] == ["out", ["loading 60%", "café done"][-1]]
 
@@ -208,7 +216,7 @@ def test_timeout_stops_every_rank(shared):
     took = time.monotonic() - start
     assert took < 4, took
     assert "[hosts=0] go" in r.stream() and "never" not in r.stream()
-    assert r.error and "timed out" in r.error["evalue"] and "hosts=0" in r.error["evalue"]
+    assert r.error and "hosts=[0-1] (timed out" in r.error["evalue"]  # the same reason: one rank set
     assert run_payload(r)["summary"]["timed_out"] == 2
     time.sleep(0.3)
     assert not [c for c in commands(tagged_pids(shared.tag)) if "sleep" in c]
@@ -275,7 +283,9 @@ def test_worker_killed_mid_run(start_kernel, tag):
     assert victim is not None
     assert time.monotonic() - start < 8
     assert r.error and r.error["ename"] == "RemoteError"
-    assert re.search(r"hosts=\d \(worker process \d+ died \(killed by SIGKILL\)\)", r.error["evalue"]), r.error["evalue"]
+    assert re.search(r"hosts=\d \(worker process \d+ died \(killed by SIGKILL\)\)", r.error["evalue"]), (
+        r.error["evalue"]
+    )
     b = run_payload(r)
     assert b["summary"] == {"ok": 1, "failed": 1, "timed_out": 0, "skipped": 0, "interrupted": 0}
     ok = next(x for x in b["ranks"] if x["status"] == "ok")

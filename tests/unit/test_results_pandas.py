@@ -33,5 +33,8 @@ def test_to_pandas():
 
 def test_without_pandas_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
-    with pytest.raises(ImportError, match=r"^to_pandas\(\) needs pandas: pip install pandas$"):
+    with pytest.raises(
+        ImportError,
+        match=r"^to_pandas\(\) needs pandas: pip install .monarch_jupyter\[pandas\]. \(or pip install pandas\)$",
+    ):
         RESULTS.to_pandas()

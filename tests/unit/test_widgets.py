@@ -370,6 +370,7 @@ def test_tiles_are_read_from_the_run_model():
         "started": 100.0,
         "error": None,
         "quiet_since": None,
+        "progress": None,
     }
     assert tile_json(1, state.ranks[1])["failing"] is True
     assert [r.rank for r in state.failing()] == [1]

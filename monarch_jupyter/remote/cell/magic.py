@@ -140,7 +140,11 @@ class RemoteMagics(Magics):
         log_path = self.runner.log_path(plan)
         if args.detach:
             return self._detach(args, plan, log_path)
-        return self._run(args, plan, log_path)
+        try:
+            return self._run(args, plan, log_path)
+        finally:
+            if args.session is not None:
+                self.sessions.after_cell()
 
     @property
     def sessions(self) -> Sessions:
@@ -193,7 +197,12 @@ class RemoteMagics(Magics):
             for rank in state.ranks:
                 rank.full = {OUT: [], ERR: []}
         renderer = TextRenderer(
-            state, live=args.live, quiet=QuietWatch(state, args.quiet_after), fold=args.group
+            state,
+            live=args.live,
+            quiet=QuietWatch(state, args.quiet_after),
+            fold=args.group,
+            progress=True,
+            tracebacks=True,
         )
         sink: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.last = state
@@ -205,7 +214,8 @@ class RemoteMagics(Magics):
         watch = self._debug_relay(args.session) if args.session is not None else None
         streams = _CellStreams(self.write_streams, lambda: self._result_place(state))
         interrupted = (
-            _Pump(state, renderer, sink, handle, streams, watch).run() or handle.stop_reason == "interrupted"
+            _Pump(state, renderer, sink, handle, streams, watch, streams.progress).run()
+            or handle.stop_reason == "interrupted"
         )
         self._end(args, state, renderer, streams)
         if args.save:
@@ -232,6 +242,7 @@ class RemoteMagics(Magics):
             clear_output(wait=True)
             place = None
         streams(renderer.finish_streams())
+        streams.progress(renderer.take_progress(time.monotonic(), force=True))
         if args.group:
             self.write(group_end_text(state, renderer))
         if args.diff:
@@ -403,12 +414,38 @@ class _CellStreams:
         self._write = write
         self._place = place
 
+        self._progress_id: str | None = None  # the display of the cell's progress lines, once shown
+        self._progress_shown = False  # whether it holds lines now
+
     def __call__(self, parts: list[tuple[str, str]]) -> None:
         if not parts:
             return
         place = self._place()
         if place is None or not place[1]:
             self._write(parts)
+
+    def progress(self, text: str | None) -> None:
+        """The ranks' \r-rewritten lines (tqdm, Keras), one per rank, in one display updated in
+        place (``update_display_data``: JupyterLab, Notebook and nbclient's saved copy all apply
+        it; a terminal-style \r on the stream rewrites only the cell's last line, not N ranks').
+        None: unchanged; '' at the end, once every bar's final line went to the stream."""
+        if text is None or (self._progress_id is None and not text):
+            return
+        place = self._place()
+        if place is not None and place[1]:  # a view of the grid draws the run, bars in its tiles
+            if self._progress_id is not None and self._progress_shown:
+                display({"text/plain": ""}, raw=True, display_id=self._progress_id, update=True)
+                self._progress_shown = False  # emptied once: shown before the view drew
+            return
+        self._progress_shown = bool(text)
+        bundle = {"text/plain": text}
+        if self._progress_id is None:
+            import uuid
+
+            self._progress_id = uuid.uuid4().hex
+            display(bundle, raw=True, display_id=self._progress_id)
+        else:
+            display(bundle, raw=True, display_id=self._progress_id, update=True)
 
 
 @dataclass(eq=False)
@@ -422,6 +459,7 @@ class _Pump:
     handle: RunHandle
     write: Callable[[list[tuple[str, str]]], None]
     watch: Watch | None = None
+    progress: Callable[[str | None], None] | None = None  # the progress lines' display (_CellStreams)
     interrupted: bool = field(default=False, init=False)
     give_up_at: float | None = field(default=None, init=False)
 
@@ -440,7 +478,10 @@ class _Pump:
 
     def _step(self) -> None:
         self._apply_batch(self._next_event())
-        self.write(self.renderer.flush_streams(time.monotonic()))
+        now = time.monotonic()
+        self.write(self.renderer.flush_streams(now))
+        if self.progress is not None:
+            self.progress(self.renderer.take_progress(now))
         if self.watch is not None:
             self.watch(self.state, self._flush_now)
         for observer in self.state.observers:

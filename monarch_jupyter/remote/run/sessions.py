@@ -14,8 +14,11 @@ No IPython here: the magics and verbs call :class:`Sessions`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,6 +108,16 @@ class Sessions:
     def __init__(self, session: JobContext, runner: RemoteRunner) -> None:
         self.session = session
         self.runner = runner
+        self.last: str | None = None  # the session this kernel last ran a cell in, pulled or pushed
+        self.torch_ahead = False  # the cell running is a --torch session's: import torch after it
+
+    def after_cell(self) -> None:
+        """A session cell ended: a ``--torch`` session's values will want torch in this kernel,
+        imported now in the background, while the kernel waits for the next cell (not during
+        this one, which it slowed from 1.0 to 2.6 s: benchmarks/bench_first_pull.py)."""
+        if self.torch_ahead:
+            self.torch_ahead = False
+            import_torch_ahead()
 
     # ── the book ──────────────────────────────────────────────────────
     def book(self) -> Book:
@@ -119,14 +132,17 @@ class Sessions:
         return self.book().shapes(self.job())
 
     def shape(self, name: str) -> SessionShape:
-        found = self.shapes().get(name)
+        shapes = self.shapes()
+        found = shapes.get(name)
         if found is None:
-            known = ", ".join(self.shapes()) or "none"
-            raise SessionError(
-                f"no session {name!r} in this context's job (sessions: {known}): "
-                f"%%remote python --session {name} starts it"
-            )
+            raise SessionError(missing_text(name, list(shapes)))
         return found
+
+    def default(self) -> str:
+        """The session a verb without ``--session`` means: the one this kernel last used, else
+        the job's only one; several and none used yet: an error naming them."""
+        shapes = self.shapes()
+        return default_name(self.last, list(shapes))
 
     def forget(self, name: str | None) -> None:
         """Drop ``name`` (all: None) from the book."""
@@ -140,12 +156,14 @@ class Sessions:
         cell that names another mesh or ``--per-host`` is refused; ``--torch`` is set once."""
         assert args.session is not None
         name = args.session
+        self.last = name
         job = self.job()
         shapes = self.book().shapes(job)
         known = shapes.get(name)
         if known is None:
             shape = SessionShape(name, args.mesh, args.per_host, args.torch, time.time())
             self.book().write(job, {**shapes, name: shape})
+            self.torch_ahead = args.torch
             return args
         for flag, given, kept in (
             ("--mesh", args.mesh, known.mesh),
@@ -161,6 +179,7 @@ class Sessions:
                 f"session {name} was started without --torch: its ranks' variables are set when it "
                 f"starts (%remote session restart {name} --torch)"
             )
+        self.torch_ahead = known.torch
         # --torch's variables were set when the namespaces started: not asked of the hosts again
         return dataclasses.replace(args, mesh=known.mesh, per_host=known.per_host, torch=False)
 
@@ -194,22 +213,34 @@ class Sessions:
         return self.runner.plan(args)
 
     def pull(
-        self, name: str, expr: str, ranks: tuple[int, ...] | None, max_bytes: int
+        self,
+        name: str,
+        expr: str,
+        ranks: tuple[int, ...] | None,
+        max_bytes: int,
+        say: Callable[[str], None] | None = None,
     ) -> list[tuple[RankState, Any]]:
-        """``expr`` evaluated on each chosen rank: ``[(rank, value)]`` in rank order."""
+        """``expr`` evaluated on each chosen rank: ``[(rank, value)]`` in rank order. ``say``
+        hears what the pull waits for (torch imported in the kernel, first or in the background)."""
         import pickle
 
         plan = self.plan(name, ranks)
+        self.last = name
+        if say is not None and importing_torch():
+            say(TORCH_WAIT)
         answers = self._call(plan, "session_eval", name, lambda _: (expr, max_bytes))
         failed = {_point(plan.ranks[i]): error for i, (_, _, error) in answers.items() if error}
         if failed:
             raise SessionError(group_errors(failed))
+        if say is not None and any(needs_torch(data) for _, data, _ in answers.values()):
+            say(TORCH_NOTE)
         return [(plan.ranks[i], pickle.loads(data)) for i, (_, data, _) in answers.items()]
 
     def push(self, plan: Plan, name: str, items: list[dict[str, bytes]] | dict[str, bytes]) -> int:
         """Set pickled values in each rank of ``plan``'s namespace: the same ``items`` for all, or
         one dict per rank (``--scatter``, in plan order). How many ranks took them."""
         per_rank = items if isinstance(items, list) else None
+        self.last = name
         answers = self._call(
             plan, "session_push", name, lambda index: (per_rank[index] if per_rank is not None else items,)
         )
@@ -318,6 +349,65 @@ class Sessions:
         ask = each_mesh if same else each_rank
         found = self.session.loop.run(ask(), timeout=CALL_TIMEOUT)
         return {i: found[i] for i in sorted(found)}
+
+
+TORCH_NOTE = "importing torch in this kernel to unpickle the values (the first time takes a few seconds)…\n"
+_importing: list[threading.Thread] = []  # the background import of torch, once started
+
+
+TORCH_WAIT = (
+    "torch is still being imported in this kernel (for a --torch session's values): this may wait for it…\n"
+)
+
+
+def needs_torch(data: bytes | None) -> bool:
+    """Whether unpickling ``data`` imports torch first (not imported yet, the pickle names it)."""
+    return bool(data) and "torch" not in sys.modules and b"torch" in (data or b"")
+
+
+def importing_torch() -> bool:
+    """Whether the background import of torch runs now (it holds the GIL: a pull waits)."""
+    return any(thread.is_alive() for thread in _importing)
+
+
+def import_torch_ahead() -> None:
+    """Import torch in a daemon thread, so the first tensor pull does not wait for it
+    (seconds); nothing when it is imported, being imported, or not installed."""
+    import importlib.util
+
+    if "torch" in sys.modules or _importing or importlib.util.find_spec("torch") is None:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # a broken torch: the pull says why, not this thread
+            importlib.import_module("torch")
+
+    thread = threading.Thread(target=load, name="monarch-jupyter-torch-import", daemon=True)
+    _importing.append(thread)
+    thread.start()
+
+
+def missing_text(name: str, known: list[str]) -> str:
+    """No session ``name``: which there are, and the way to each (pure)."""
+    if not known:
+        return f"no session {name!r} in this context's job (none yet): %%remote python --session {name} starts it"
+    which = " or ".join(f"--session {n}" for n in known[:4]) + (" …" if len(known) > 4 else "")
+    return (
+        f"no session {name!r} in this context's job; its sessions: {', '.join(known)} ({which}), "
+        f"or %%remote python --session {name} starts a new one"
+    )
+
+
+def default_name(last: str | None, known: list[str]) -> str:
+    """The session meant when none is named: ``last`` (this kernel's last used) while it exists,
+    else the only one (pure)."""
+    if last is not None and last in known:
+        return last
+    if len(known) == 1:
+        return known[0]
+    if not known:
+        raise SessionError("no session in this context's job: %%remote python --session NAME starts one")
+    raise SessionError(f"this job has sessions {', '.join(known)}: --session NAME says which")
 
 
 def _shape_text(shape: SessionShape) -> str:

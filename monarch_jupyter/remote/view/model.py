@@ -26,6 +26,7 @@ from ...schema import FAILING_STATUSES, FINAL_STATUSES, MIME_TYPE, VERSION
 from ...schema import STATUSES as ALL_STATUSES
 from ...schema import status as _status
 from ...text import timefmt as _timefmt
+from ...text.rank_sets import rank_set
 from ...text.terminal import html_text
 from .events import Event as Event
 from .events import Exited as Exited
@@ -133,6 +134,8 @@ class RankState:
     # the unfinished line per stream: its last segment (\r), at most LINE_CHARS of it
     pending: dict[str, str] = field(default_factory=lambda: {OUT: "", ERR: ""})
     dropped: dict[str, int] = field(default_factory=lambda: {OUT: 0, ERR: 0})  # characters of it not kept
+    # whether the unfinished line was rewritten by a \r (a progress bar): views update it in place
+    rewound: dict[str, bool] = field(default_factory=lambda: {OUT: False, ERR: False})
     full: dict[str, list[str]] | None = None  # whole text per stream, when kept (--save)
     full_limit: int = 64 << 20
 
@@ -170,7 +173,7 @@ class RankState:
             self._grow(stream, text)
             return None
         prefix, dropped = self.pending[stream], self.dropped[stream]
-        self.pending[stream], self.dropped[stream] = "", 0
+        self.pending[stream], self.dropped[stream], self.rewound[stream] = "", 0, False
         if cut + 1 < len(text):
             self._grow(stream, text[cut + 1 :])
         # the pending part has no newline: the lines completed are the newlines of text
@@ -186,6 +189,7 @@ class RankState:
         the last ``\\r`` segment, cut to LINE_CHARS (a 50 MB line costs 2 KB, not 50 MB)."""
         line = self.pending[stream] + text
         if "\r" in line:
+            self.rewound[stream] = True
             start, _ = last_segment(line)
             if start:  # a new segment replaces what came before, dropped characters included
                 line = line[start:]
@@ -202,6 +206,7 @@ class RankState:
         closed = []
         for stream in (OUT, ERR):
             rest, dropped = self.pending[stream], self.dropped[stream]
+            self.rewound[stream] = False
             if rest:
                 self.pending[stream], self.dropped[stream] = "", 0
                 self.counts[stream] += 1
@@ -244,6 +249,7 @@ class RunState:
     run_id: str | None = None  # the runs index id (``%remote attach <run_id>``)
     unfinished: list[str] = field(default_factory=list)  # ranks still running when it was stopped
     silences: list[str] = field(default_factory=list)  # the drive's "silent for" lines, oldest first
+    rewrites: int = 0  # outputs that rewrote a rank's unfinished line with \r (progress bars): views poll it
     stopped_by: str | None = None  # who stopped it, when a host said (e.g. "%job kill (kernel pid 42)")
     # bumped by every event that may change a rank's status, return code, duration or error
     # (all but a running rank's output): a view of N ranks re-reads them only when it moved
@@ -290,7 +296,10 @@ class RunState:
         text = event.text
         if "\0" in text:  # a NUL would be saved into the notebook (its JSON as \u0000): shown as ␀
             text = text.replace("\0", NUL_SHOWN)
+        was = rank.rewound[event.stream]
         item = rank.feed(event.stream, text, event.index, event.newlines)
+        if was or rank.rewound[event.stream]:  # a bar moved, or ended
+            self.rewrites += 1
         return [] if item is None else [item]
 
     def _on_started(self, event: Started) -> None:
@@ -390,15 +399,18 @@ class RunState:
             if members or status == FAILED:
                 text = f"{len(members)} {status.replace('_', ' ')}"
                 if members and status != SKIPPED:
-                    text += ": " + _list([m.describe() for m in members])
+                    text += ": " + _list(_fold_described(members))
                 parts.append(text)
         duration = _timefmt.seconds(self.duration) if self.duration is not None else "running"
         line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
-        if self.unfinished:
+        # the stopped ranks' status says they never finished: said again only with news (quiet)
+        stopped = {r.label for r in self.ranks if r.status in (INTERRUPTED, TIMED_OUT)}
+        if self.unfinished and not set(self.unfinished) <= stopped:
             line += " · never finished: " + _list(self.unfinished)
         if self.log_path:
             line += f" · log {self.log_path}"
-        if self.error and not any(r.error == self.error for r in self.ranks):
+        said = {status.replace("_", " ") for status in (INTERRUPTED, TIMED_OUT)} if stopped else set()
+        if self.error and self.error not in said and not any(r.error == self.error for r in self.ranks):
             line += f" · {self.error}"
         return line
 
@@ -410,7 +422,7 @@ class RunState:
         if not bad:
             return f"%%remote: {self.error}"
         return f"%%remote: {len(bad)} of {len(self.ranks)} ranks did not succeed: " + _list(
-            [r.describe() for r in bad]
+            _fold_described(bad)
         )
 
     def to_mime(self, lines: bool = True) -> Payload:
@@ -505,6 +517,25 @@ def _rank_payload(r: RankState, max_lines: int = TAIL_LINES) -> RankPayload:
     if r.error:
         payload["error"] = r.error
     return payload
+
+
+def _fold_described(members: list[RankState]) -> list[str]:
+    """Each rank's ``describe()``, ranks with the same reason folded into one rank set:
+    ``hosts=0,gpus=[0-1]; hosts=1,gpus=[0-1] (KeyboardInterrupt)`` instead of four entries."""
+    groups: dict[str, list[RankState]] = {}
+    for member in members:
+        groups.setdefault(member.describe()[len(member.label) :], []).append(member)
+    if all(len(group) == 1 for group in groups.values()):
+        return [m.describe() for m in members]
+    return [
+        (
+            group[0].label
+            if len(group) == 1
+            else rank_set((tuple(m.point.items()) for m in group), brackets=True)
+        )
+        + reason
+        for reason, group in groups.items()
+    ]
 
 
 def _list(items: list[str], limit: int = 8) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...text.rank_sets import rank_set
 from .lines import Fed
 from .livefold import LiveFold
 from .model import ERR, OUT, RankState, RunState
 from .quiet import QuietWatch
+from .tbfold import TracebackFold
 
 # A token bucket: a line right after another is not held back (BURST writes back to
 # back), yet no 1 s window ever sees more than MAX_RATE + BURST = 19 writes, 20 with the
@@ -29,7 +31,9 @@ SHOW_RANKS = 24  # ranks whose lines one write shows (stderr first, then in turn
 FINAL_TAIL = 10  # lines per capped rank shown at the end
 PARTIAL_AFTER = 0.2  # a line still unfinished after this long is shown as it stands (prompts,
 #                      \r progress bars); lines split by chunking complete well before
-PARTIAL_EVERY = 1.0  # a changing partial line (\r progress) is re-shown at most this often
+PARTIAL_EVERY = 1.0  # a changing unfinished line (a prompt) is re-shown at most this often
+PROGRESS_EVERY = 0.25  # the progress lines (\r-rewritten: tqdm, Keras) are updated in place at
+#                        most this often: one message however many ranks draw a bar
 
 
 def prefix(label: str, stream: str, width: int = 0) -> str:
@@ -60,8 +64,15 @@ class TextRenderer:
         live_lines: int = LIVE_LINES,
         quiet: QuietWatch | None = None,
         fold: bool = False,
+        progress: bool = False,
+        tracebacks: bool = False,
     ) -> None:
+        """``progress``: \r-rewritten lines are kept for :meth:`take_progress` (a view that
+        updates them in place), not written to the stream as they stand. ``tracebacks``:
+        identical tracebacks of several ranks shown once, under their rank set (:mod:`.tbfold`)."""
         self.state = state
+        self.in_place = progress
+        self.tracebacks = TracebackFold() if tracebacks and not fold else None
         self.fold = LiveFold(state.ranks) if fold else None  # --group: identical ranks' lines once
         self._now: float | None = None  # the caller's last time (the fold's clock between flushes)
         self.quiet = quiet  # flags quiet ranks (a run's cell; not actors' output)
@@ -79,6 +90,10 @@ class TextRenderer:
         self.writes = 0
         self._turn = 0  # the rank index the next folded write starts from
         self.width = max((len(r.label) + 2 for r in state.ranks), default=0)
+        # (rank, stream) -> its \r-rewritten unfinished line as shown in place, not in the stream
+        self._progress: dict[tuple[int, str], str] = {}
+        self._progress_changed = False
+        self._progress_at = -1e9
 
     # ── input ──
     def add(self, fed: list[Fed], only_missing: bool = False) -> None:
@@ -93,13 +108,32 @@ class TextRenderer:
             if id(item) in queued:
                 continue
             view = self._ranks[item.index]
+            if self._progress.pop((item.index, item.stream), None) is not None:
+                self._progress_changed = True  # its final line goes to the stream, once
             shown = view.partial[item.stream]
             view.partial[item.stream] = ""
             view.since[item.stream] = None
-            if not view.capped:
-                # a line shown while unfinished is not repeated when its newline comes
-                seen = bool(shown) and item.first() == shown
-                self._queue.append((item, seen))
+            if view.capped:
+                continue
+            if self.tracebacks is not None and item.stream == ERR:
+                held = self._held(item)
+                if held is None:
+                    continue
+                item = held
+            # a line shown while unfinished is not repeated when its newline comes
+            seen = bool(shown) and item.first() == shown
+            self._queue.append((item, seen))
+
+    def _held(self, item: Fed) -> Fed | None:
+        """``item``'s lines but those a traceback fold holds (None: all held)."""
+        assert self.tracebacks is not None
+        if item.count > WRITE_LINES or not self.tracebacks.wants(item.index, item.prefix + item.text):
+            return item  # a flood is no traceback to fold; most chunks have none
+        lines = self.tracebacks.feed(item.index, item.last(item.count), self._now)
+        if not lines:
+            return None
+        text = "\n".join(lines) + "\n"
+        return Fed(item.index, item.stream, "", text, len(text) - 1, len(lines))
 
     # ── output ──
     def _refill(self, now: float) -> None:
@@ -133,9 +167,9 @@ class TextRenderer:
         self._notes = []
         if self.fold is not None:
             return self._folded(now, out, force)
-        return self._plain(now, out)
+        return self._plain(now, out, force)
 
-    def _plain(self, now: float, out: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _plain(self, now: float, out: list[tuple[str, str]], force: bool = False) -> list[tuple[str, str]]:
         """One write of the plain live view: each rank's queued lines within its budgets."""
         queue, self._queue = self._queue, []
         active = {item.index for item, _ in queue}
@@ -186,6 +220,8 @@ class TextRenderer:
                 )
         if fold:
             out.append((OUT, fold))
+        if self.tracebacks:
+            out.extend(self._tracebacks(now, force))
         out.extend(self._partials(now))
         if not out:
             return []
@@ -224,6 +260,19 @@ class TextRenderer:
         self.writes += 1
         return coalesce(out)
 
+    def _tracebacks(self, now: float, force: bool) -> list[tuple[str, str]]:
+        """The held tracebacks now due, each once, labelled with the ranks that printed it."""
+        assert self.tracebacks is not None
+        out: list[tuple[str, str]] = []
+        # a rank that exited may still have output on its way: any may print it until the run ends
+        live = set() if self.state.finished else set(range(len(self.state.ranks)))
+        for folded in self.tracebacks.ready(now, live, force):
+            ranks = [self.state.ranks[i] for i in folded.ranks]
+            label = ranks[0].label if len(ranks) == 1 else rank_set(tuple(r.point.items()) for r in ranks)
+            head = prefix(label, ERR, self.width)
+            out.extend((ERR, head + line) for line in folded.lines)
+        return out
+
     def _line(self, index: int, stream: str, line: str) -> str:
         """A labelled line (the model already cut it to LINE_CHARS)."""
         return prefix(self.state.ranks[index].label, stream, self.width) + line
@@ -242,6 +291,9 @@ class TextRenderer:
                 text = rank.partial(stream)
                 if not text or text == view.partial[stream]:
                     continue
+                if self.in_place and rank.rewound[stream] and not view.partial[stream]:
+                    self._progress_line(index, stream, text, now)
+                    continue
                 since = view.since[stream]
                 if since is None:
                     since = view.since[stream] = now
@@ -253,6 +305,32 @@ class TextRenderer:
                 view.partial_at = now
                 out.append((stream, self._line(index, stream, text)))
         return out
+
+    def _progress_line(self, index: int, stream: str, text: str, now: float) -> None:
+        """A \r-rewritten line (after PARTIAL_AFTER, as any unfinished line) kept for the
+        progress view instead of the stream."""
+        key = (index, stream)
+        if key not in self._progress:
+            view = self._ranks[index]
+            since = view.since[stream]
+            if since is None:
+                since = view.since[stream] = now
+            if now - since < PARTIAL_AFTER:
+                return
+        line = self._line(index, stream, text)
+        if self._progress.get(key) != line:
+            self._progress[key] = line
+            self._progress_changed = True
+
+    def take_progress(self, now: float, force: bool = False) -> str | None:
+        """The progress lines, one per rank and stream in rank order, when they changed and
+        PROGRESS_EVERY passed (``force``: the run's end); None: nothing to update. A view shows
+        them in one place it updates (the cell's display), so a bar is never a new line."""
+        if not self._progress_changed or (not force and now - self._progress_at < PROGRESS_EVERY):
+            return None
+        self._progress_changed = False
+        self._progress_at = now
+        return "".join(self._progress[key] + "\n" for key in sorted(self._progress))
 
     def finish(self) -> str:
         """Text after the run: pending lines, tails of capped ranks (and nothing else)."""

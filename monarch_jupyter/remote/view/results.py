@@ -10,6 +10,9 @@ from typing import Any, SupportsIndex, overload
 from ...text import timefmt as _timefmt
 from .model import ERR, OK, OUT, SKIPPED, RunState
 
+# pandas is an optional extra: the one line a to_pandas() without it raises
+PANDAS_HINT = "to_pandas() needs pandas: pip install 'monarch_jupyter[pandas]' (or pip install pandas)"
+
 
 @dataclass(frozen=True)
 class RankResult:
@@ -49,11 +52,11 @@ class RemoteResults(list[RankResult]):
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame, one row per rank (the :class:`RankResult` fields, a column per
-        point dim as ``point.<dim>``), indexed by label. Needs pandas (``pip install pandas``)."""
+        point dim as ``point.<dim>``), indexed by label. Needs pandas (the ``pandas`` extra)."""
         try:
             pandas = importlib.import_module("pandas")  # optional: not a dependency
         except ImportError:
-            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
+            raise ImportError(PANDAS_HINT) from None
         rows = []
         for r in self:
             row = asdict(r)
@@ -141,7 +144,7 @@ class RankValues(list[Any]):
         try:
             pandas = importlib.import_module("pandas")  # optional: not a dependency
         except ImportError:
-            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
+            raise ImportError(PANDAS_HINT) from None
         return pandas.DataFrame({"value": list(self)}, index=pandas.Index(self.labels, name="label"))
 
     def __repr__(self) -> str:

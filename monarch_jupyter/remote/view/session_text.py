@@ -42,9 +42,19 @@ def failure_text(name: str, ranks: list[tuple[Point, str | None, str]], total: i
     return line + blocked_hint(name, [error for _, error, _ in ranks])
 
 
+def size_text(nbytes: float) -> str:
+    """``812 B``, ``4.2 KB``, ``3.0 MB``, ``1.5 GB`` (decimal, as ``--max-bytes`` reads them)."""
+    if nbytes < 1000:
+        return f"{int(nbytes)} B"
+    for unit, size in (("KB", 1e3), ("MB", 1e6)):
+        if nbytes < size * 1000:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes / 1e9:.1f} GB"
+
+
 def size_line(name: str, nbytes: int, limit: int) -> str:
     return (
-        f"{name}: {nbytes / 1e6:.1f} MB pickled is over the {limit / 1e6:.0f} MB limit per rank: "
+        f"{name}: {size_text(nbytes)} pickled is over the {size_text(limit).replace('.0 ', ' ')} limit per rank: "
         "--max-bytes raises it (it goes in one message per rank), or save it to a file the ranks read"
     )
 

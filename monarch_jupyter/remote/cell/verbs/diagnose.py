@@ -77,6 +77,8 @@ def stacks(
     if actors:
         cell.write(actor_stacks_text(cell, ranks, point, native))
         return
+    if session is None and run is None and not actors:
+        session = _session_default(cell)
     if session is not None:
         found = cell.sessions.stacks(session or None, native)
         chosen = [a for a in found if ranks is None or a.get("rank") in ranks]
@@ -104,6 +106,30 @@ def stacks(
     else:
         entry = index.find(run_entries(cell.session), run)
     cell.write(run_stacks(cell.runner, entry, None if ranks is None else list(ranks), point, native))
+
+
+def _session_default(cell: Cell) -> str | None:
+    """The session ``%remote stacks`` means when no run runs here and no actor procs live: the
+    one last used, or the only one; '' (every session) when several and none used; None: no
+    session, or a run is running (its stacks are the default)."""
+    from ...run.sessions import BOOK, default_name
+
+    try:
+        if not (cell.session.layout.dir / cell.session.context / BOOK).is_file():  # no session: one stat
+            return None
+    except (AttributeError, OSError):  # a context without a folder (a stand-in): no book
+        return None
+    from ....system import actor_procs
+
+    if actor_procs.known() or running_entries(cell.session, cell.runner):
+        return None
+    known = list(cell.sessions.shapes())
+    if not known:
+        return None
+    try:
+        return default_name(cell.sessions.last, known)
+    except MonarchJupyterError:
+        return ""
 
 
 def run_stacks(

@@ -29,7 +29,7 @@ def _bytes(text: str) -> int:
 
 _NAME = arg("name", nargs="?", metavar="NAME", help=f"the session (default {DEFAULT_SESSION})")
 _SESSION = arg(
-    "--session", default=DEFAULT_SESSION, metavar="NAME", help=f"the session (default {DEFAULT_SESSION})"
+    "--session", metavar="NAME", help="the session (default: the one last used here, or the job's only one)"
 )
 _RANKS = arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="only these flat ranks")
 
@@ -53,6 +53,7 @@ _RANKS = arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="
     arg("--per-host", type=_per_host, metavar="DIM=N", help="start: N namespaces per host"),
     arg("--mesh", metavar="NAME", help="start: on this mesh (default the job's first)"),
     arg("--all", dest="every", action="store_true", help="stop: every session of the job"),
+    arg("--restart", action="store_true", help="start: a live session's namespaces ended, started anew"),
 )
 def session(
     cell: Cell,
@@ -63,11 +64,14 @@ def session(
     mesh: str | None,
     every: bool,
     check_collectives: bool = False,
+    restart: bool = False,
 ) -> None:
     from ...run import sessions as session_text
 
     if every and (action != "stop" or name):
         raise ArgumentsError("%remote session: --all goes with stop, without a NAME")
+    if restart and action != "start":
+        raise ArgumentsError("%remote session: --restart goes with start (or: %remote session restart NAME)")
     chosen = name or DEFAULT_SESSION
     if action == "ls":
         cell.write(session_text.rows_text(cell.sessions.rows(name), cell.sessions.shapes()))
@@ -78,7 +82,7 @@ def session(
     elif action == "attach":
         cell.write(_attach_line(cell, chosen))
     elif action == "unblock":
-        cell.write(cell.sessions.unblock(chosen))
+        cell.write(cell.sessions.unblock(name or cell.sessions.default()))
     else:
         start = RemoteArgs(
             command="pass",
@@ -90,8 +94,13 @@ def session(
             # read by torch when it is imported: set in the namespace before any cell imports it
             env=(("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),) if check_collectives else (),
         )
-        if action == "restart":
+        if action == "restart" or restart:
             start = _restarted(cell, start)
+        else:
+            live = _live_line(cell, chosen)
+            if live is not None:  # a notebook run again: its namespaces (a process group) are kept
+                cell.write(live)
+                return
         cell.run_args(start)
 
 
@@ -112,6 +121,24 @@ def _restarted(cell: Cell, start: RemoteArgs) -> RemoteArgs:
         mesh=start.mesh or shape.mesh,
         per_host=start.per_host or shape.per_host,
         torch=start.torch or shape.torch,
+    )
+
+
+def _live_line(cell: Cell, name: str) -> str | None:
+    """``session start`` on a live session: what lives (None: nothing, so it starts)."""
+    import time
+
+    from ....text.timefmt import age, local_time
+
+    rows = [r for r in cell.sessions.rows(name) if r.get("alive")]
+    if not rows:
+        return None
+    cells = max(int(r.get("cells") or 0) for r in rows)
+    started = min((float(r.get("started") or 0) for r in rows), default=0.0)
+    since = f", since {local_time(started)} ({age(time.time() - started)} ago)" if started else ""
+    return (
+        f"session {name} is live: {len(rows)} namespace{'s' if len(rows) != 1 else ''}, {cells} "
+        f"cell{'s' if cells != 1 else ''} run{since}; nothing changed (--restart starts it anew, its variables lost)\n"
     )
 
 
@@ -142,12 +169,15 @@ def _attach_line(cell: Cell, name: str) -> str:
     arg("--max-bytes", type=_bytes, default=None, metavar="SIZE", help="per rank, pickled (default 256MB)"),
     verbatim="expr",
 )
-def pull(cell: Cell, expr: str, session: str, ranks: tuple[int, ...] | None, max_bytes: int | None) -> Any:
+def pull(
+    cell: Cell, expr: str, session: str | None, ranks: tuple[int, ...] | None, max_bytes: int | None
+) -> Any:
     from ...run.sessions import PULL_MAX
     from ...view.results import RankValues
 
     text = expr
-    found = cell.sessions.pull(session, text, ranks, max_bytes or PULL_MAX)
+    name = session or cell.sessions.default()
+    found = cell.sessions.pull(name, text, ranks, max_bytes or PULL_MAX, say=cell.write)
     return RankValues([(rank.label, value) for rank, value in found], text, [rank.point for rank, _ in found])
 
 
@@ -169,7 +199,7 @@ def pull(cell: Cell, expr: str, session: str, ranks: tuple[int, ...] | None, max
 def push(
     cell: Cell,
     items: list[str],
-    session: str,
+    session: str | None,
     ranks: tuple[int, ...] | None,
     scatter: bool,
     broadcast: bool,
@@ -180,12 +210,13 @@ def push(
     import cloudpickle
 
     from ...run.sessions import PUSH_MAX, scatter_items
-    from ...view.session_text import size_line
+    from ...view.session_text import size_line, size_text
 
     if scatter and broadcast:
         raise ArgumentsError("%remote push: --scatter or --broadcast, not both")
     limit = max_bytes or PUSH_MAX
     values = _values(cell, items)
+    session = session or cell.sessions.default()
     plan = cell.sessions.plan(session, ranks)
     count = len(plan.ranks)
     started = time.monotonic()
@@ -207,7 +238,7 @@ def push(
     total = sum(sizes.values())
     cell.write(
         f"pushed {', '.join(values)} to {took} rank{'s' if took != 1 else ''} of session {session} "
-        f"({total / 1e6:.1f} MB pickled{' per rank' if not scatter else ', split'}, "
+        f"({size_text(total)} pickled{' per rank' if not scatter else ', split'}, "
         f"{time.monotonic() - started:.2f} s)\n"
     )
 
@@ -243,10 +274,12 @@ def sessions_note(session: Any) -> str | None:
         return None
     names = ", ".join(shapes)
     first = next(iter(shapes))
+    # a session is found on the hosts by name: a cell of it reattaches by itself, so say so
     return (
         f"monarch_jupyter: session{'s' if len(shapes) != 1 else ''} {names} of this context's job "
-        f"may still hold their namespaces: %remote session attach {first} reconnects, "
-        "%remote session ls shows which ranks live"
+        f"may still hold {'their' if len(shapes) != 1 else 'its'} namespaces, as they were: "
+        f"%%remote python --session {first} runs in them, no attach needed "
+        "(%remote session ls shows which ranks live)"
     )
 
 
