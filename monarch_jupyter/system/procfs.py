@@ -17,6 +17,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 GRACE = 0.3  # seconds between SIGINT, SIGTERM and SIGKILL
 POLL = 0.02  # how often a wait that has no pidfd (or a group, which has none) looks again
@@ -525,3 +526,57 @@ def listen_owners(port: int, limit: int = 1 << 24) -> set[int] | None:
             return None
         owners |= parse_listen_owners(data.decode("ascii", "replace"), port)
     return owners
+
+
+# ── who is at the other end of a loopback TCP connection (the uid of the client's socket) ──
+def _endpoint(text: str) -> tuple[str, int] | None:
+    """``0100007F:1F90`` → ``("127.0.0.1", 8080)``; an IPv4-mapped IPv6 address as IPv4."""
+    import ipaddress
+
+    hex_addr, _, hex_port = text.partition(":")
+    try:
+        address = ipaddress.ip_address(_address(hex_addr))
+        port = int(hex_port, 16)
+    except ValueError:
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address), port
+
+
+def parse_peer_uid(text: str, client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid of the socket connected from ``client`` to ``server`` in a ``/proc/net/tcp`` or
+    ``tcp6`` table (addresses as text, IPv4-mapped ones as IPv4), else None."""
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10:
+            continue
+        if _endpoint(fields[1]) == client and _endpoint(fields[2]) == server:
+            try:
+                return int(fields[7])
+            except ValueError:
+                return None
+    return None
+
+
+def peer_uid(sock: Any, limit: int = 1 << 24) -> int | None:
+    """The uid that opened the other end of ``sock``, an accepted loopback TCP connection: the
+    kernel records each socket's owner in /proc/net/tcp{,6} (the client's socket is listed there
+    too, as it is on this machine). None when it cannot be told (not TCP, gone, table too big)."""
+    import ipaddress
+
+    def plain(address: Any) -> tuple[str, int]:
+        ip = ipaddress.ip_address(address[0])
+        return str(getattr(ip, "ipv4_mapped", None) or ip), int(address[1])
+
+    try:
+        client, server = plain(sock.getpeername()), plain(sock.getsockname())
+    except (OSError, ValueError, TypeError, IndexError):
+        return None
+    for name in ("tcp", "tcp6"):
+        data = _read(f"/proc/net/{name}", limit=limit + 1)
+        if data is None or len(data) > limit:
+            continue
+        uid = parse_peer_uid(data.decode("ascii", "replace"), client, server)
+        if uid is not None:
+            return uid
+    return None

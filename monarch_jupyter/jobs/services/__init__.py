@@ -78,6 +78,20 @@ def loopback(job: Any) -> list[str]:
     return [f"the mesh admin listens on {ADMIN_ADDR} instead of {addr}: no port is opened to other machines"]
 
 
+def reach(names: tuple[str, ...] | list[str]) -> str | None:
+    """Who can talk to the job's services (the ``reach`` row's second part), or None without any.
+
+    The sidecar's servers (telemetry store, dashboard) serve only connections this user opened
+    (:mod:`._sidecar_main`); Monarch 0.7's mesh admin runs in the kernel, in Rust, and checks no
+    peer: its tree and py-spy routes answer any local user (its SQL relay is refused)."""
+    parts = []
+    if TELEMETRY in names:
+        parts.append("telemetry and dashboard: you only")
+    if ADMIN in names:
+        parts.append("mesh admin (tree, py-spy): any local user, Monarch 0.7 checks no peer")
+    return "; ".join(parts) or None
+
+
 #: The apply id of the job whose mesh admin this process started (Monarch 0.7 spawns the admin
 #: actor under one fixed name per client process: a second one fails, "already spawned").
 _admin_of: str | None = None

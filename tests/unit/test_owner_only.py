@@ -1,0 +1,61 @@
+"""#42: the sidecar's servers answer this user alone (peer uid from /proc/net/tcp) and take SQL
+only from this user's own clients, not the mesh admin's relay."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from monarch_jupyter.jobs.services import _sidecar_main as main
+from monarch_jupyter.system import procfs
+
+TABLE = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 100 1 0
+   1: 0100007F:C350 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1001        0 101 1 0
+   2: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 102 1 0
+"""
+
+
+def test_the_clients_socket_names_its_user():
+    assert procfs.parse_peer_uid(TABLE, ("127.0.0.1", 0xC350), ("127.0.0.1", 0x1F90)) == 1001
+    assert procfs.parse_peer_uid(TABLE, ("127.0.0.1", 0xC351), ("127.0.0.1", 0x1F90)) is None
+
+
+def test_a_real_loopback_connection_is_ours():
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    try:
+        assert procfs.peer_uid(accepted) == os.getuid()
+        assert main.owner_only(None, accepted, None) is True
+    finally:
+        for s in (accepted, client, server):
+            s.close()
+
+
+def test_a_socket_that_is_not_tcp_is_refused_with_one_line():
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(b"POST /api/query HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+        assert main.owner_only(None, ours, None) is False
+        assert b"403" in theirs.recv(4096)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_sql_relayed_without_a_client_name_is_refused():
+    seen = []
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        seen.append(environ["PATH_INFO"])
+        return [b"ok"]
+
+    guarded = main.sql_from_clients_only(app)
+    status = []
+    body = guarded({"PATH_INFO": "/api/query"}, lambda s, h: status.append(s))
+    assert status == ["403 Forbidden"] and b"not relayed by the mesh admin" in b"".join(body)
+    guarded({"PATH_INFO": "/api/query", "HTTP_USER_AGENT": "Python-urllib/3.11"}, lambda s, h: None)
+    guarded({"PATH_INFO": "/api/ingest_snapshot/actors"}, lambda s, h: None)
+    assert seen == ["/api/query", "/api/ingest_snapshot/actors"]
