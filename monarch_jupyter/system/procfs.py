@@ -580,3 +580,32 @@ def peer_uid(sock: Any, limit: int = 1 << 24) -> int | None:
         if uid is not None:
             return uid
     return None
+
+
+def holding_open(path: str, uid: int) -> list[int]:
+    """PIDs of ``uid``'s processes holding ``path`` open (an fd linking to it, the same file).
+    A lock passed down to a child is held by the child, whatever /proc/locks names."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return []
+    found = []
+    for pid in pids():
+        if owner(pid) != uid:
+            continue
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for name in names:
+            link = f"/proc/{pid}/fd/{name}"
+            try:
+                if os.readlink(link) != path:
+                    continue
+                held = os.stat(link)
+            except OSError:
+                continue
+            if (held.st_dev, held.st_ino) == (info.st_dev, info.st_ino):
+                found.append(pid)
+                break
+    return found

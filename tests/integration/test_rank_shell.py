@@ -190,7 +190,7 @@ def test_terminal_ipython_prints_the_command(shared) -> None:
     line = next(li.strip() for li in shown.splitlines() if "rank_shell" in li)
     assert (
         line
-        == f"cd {shared.cwd} && {sys.executable} -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
+        == f"cd {shared.cwd} && {sys.executable} -P -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
     )
 
 

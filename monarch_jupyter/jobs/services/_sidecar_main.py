@@ -15,8 +15,9 @@ from ...system import procfs as _procfs
 
 #: The dashboard's bind host (Monarch's is "::", every interface).
 DASHBOARD_HOST = "127.0.0.1"
-#: User-Agents SQL is taken from (urllib: ``%job query`` and Monarch's own QueryEngineClient).
-SQL_CLIENTS = ("Python-urllib/",)
+#: User-Agents SQL is taken from: urllib (``%job query``, Monarch's own QueryEngineClient) and
+#: tornado (the Jupyter server's dashboard proxy, which only its authenticated user reaches).
+SQL_CLIENTS = ("Python-urllib/", "Tornado/")
 SQL_REFUSED = "SQL is taken only from this user's own clients (%job query), not relayed by the mesh admin"
 #: What another user's connection is told before it is closed (one line).
 REFUSED = (
@@ -61,8 +62,8 @@ def _drain(request: Any, limit: int = 65536, grace: float = 0.3) -> None:
 def sql_from_clients_only(app: Any) -> Any:
     """``app`` refusing SQL (``/api/query``) that the mesh admin forwards: Monarch 0.7's admin
     (Rust, in the kernel, no peer check) relays ``/v1/query`` from whoever reaches its port, and
-    reaches us as this user. Python clients of this user (``%job query``, Monarch's
-    ``QueryEngineClient``: urllib) name themselves; the admin's relay sends no User-Agent."""
+    reaches us as this user. This user's clients name themselves (:data:`SQL_CLIENTS`); the
+    admin's relay sends no User-Agent."""
 
     def guarded(environ: dict[str, Any], start_response: Any) -> Any:
         path = str(environ.get("PATH_INFO", "")).rstrip("/")
