@@ -545,10 +545,12 @@ def _endpoint(text: str) -> tuple[str, int] | None:
 
 def parse_peer_uid(text: str, client: tuple[str, int], server: tuple[str, int]) -> int | None:
     """The uid of the socket connected from ``client`` to ``server`` in a ``/proc/net/tcp`` or
-    ``tcp6`` table (addresses as text, IPv4-mapped ones as IPv4), else None."""
+    ``tcp6`` table (addresses as text, IPv4-mapped ones as IPv4), else None. Lines are matched on
+    their ports first (as the table spells them): a busy machine lists thousands of sockets."""
+    ports = (f":{client[1]:04X}", f":{server[1]:04X}")
     for line in text.splitlines()[1:]:
         fields = line.split()
-        if len(fields) < 10:
+        if len(fields) < 10 or not (fields[1].endswith(ports[0]) and fields[2].endswith(ports[1])):
             continue
         if _endpoint(fields[1]) == client and _endpoint(fields[2]) == server:
             try:
@@ -558,10 +560,45 @@ def parse_peer_uid(text: str, client: tuple[str, int], server: tuple[str, int]) 
     return None
 
 
+def diag_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid of the TCP socket ``client`` → ``server`` asked of the kernel by its 4-tuple
+    (netlink sock_diag, as ``ss`` does): ~0.1 ms where reading /proc/net/tcp costs 10–40 ms on a
+    machine with a thousand sockets. None when the kernel does not answer it."""
+    import ipaddress
+    import socket
+    import struct
+
+    ip = ipaddress.ip_address(client[0])
+    family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
+
+    def packed(address: str) -> bytes:
+        return ipaddress.ip_address(address).packed.ljust(16, b"\0")
+
+    sockid = (
+        struct.pack("!HH", client[1], server[1])
+        + packed(client[0])
+        + packed(server[0])
+        + struct.pack("=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)  # any interface; INET_DIAG_NOCOOKIE
+    )
+    request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    header = struct.pack("=IHHII", 16 + len(request), 20, 1, 1, 0)  # SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4) as diag:  # NETLINK_INET_DIAG
+            diag.settimeout(1.0)
+            diag.send(header + request)
+            answer = diag.recv(8192)
+    except OSError:
+        return None
+    if len(answer) < 16 + 72 or struct.unpack_from("=H", answer, 4)[0] != 20:
+        return None  # NLMSG_ERROR (no such socket) or short
+    uid: int = struct.unpack_from("=I", answer, 16 + 64)[0]
+    return uid
+
+
 def peer_uid(sock: Any, limit: int = 1 << 24) -> int | None:
     """The uid that opened the other end of ``sock``, an accepted loopback TCP connection: the
-    kernel records each socket's owner in /proc/net/tcp{,6} (the client's socket is listed there
-    too, as it is on this machine). None when it cannot be told (not TCP, gone, table too big)."""
+    kernel records each socket's owner (the client's socket is on this machine too). Asked by
+    netlink, else looked up in /proc/net/tcp{,6}. None when it cannot be told (not TCP, gone)."""
     import ipaddress
 
     def plain(address: Any) -> tuple[str, int]:
@@ -572,6 +609,9 @@ def peer_uid(sock: Any, limit: int = 1 << 24) -> int | None:
         client, server = plain(sock.getpeername()), plain(sock.getsockname())
     except (OSError, ValueError, TypeError, IndexError):
         return None
+    uid = diag_uid(client, server)
+    if uid is not None:
+        return uid
     for name in ("tcp", "tcp6"):
         data = _read(f"/proc/net/{name}", limit=limit + 1)
         if data is None or len(data) > limit:

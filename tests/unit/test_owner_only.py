@@ -59,3 +59,18 @@ def test_sql_relayed_without_a_client_name_is_refused():
     guarded({"PATH_INFO": "/api/query", "HTTP_USER_AGENT": "Python-urllib/3.11"}, lambda s, h: None)
     guarded({"PATH_INFO": "/api/ingest_snapshot/actors"}, lambda s, h: None)
     assert seen == ["/api/query", "/api/ingest_snapshot/actors"]
+
+
+def test_netlink_and_proc_agree_on_a_real_connection():
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    try:
+        peer, own = accepted.getpeername(), accepted.getsockname()
+        assert procfs.diag_uid(peer, own) == os.getuid()
+        with open("/proc/net/tcp") as table:
+            assert procfs.parse_peer_uid(table.read(), peer, own) == os.getuid()
+        assert procfs.diag_uid(("127.0.0.1", 1), own) is None  # no such socket
+    finally:
+        for s in (accepted, client, server):
+            s.close()
