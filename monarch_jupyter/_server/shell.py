@@ -16,7 +16,6 @@ import os
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..errors import MonarchJupyterError
@@ -24,6 +23,7 @@ from ..jobs.contexts import DEFAULT_CONTEXT, MONARCH_DIR, check_name
 from ..remote.rank_shell import ShellTarget, command
 from ..system.files import UnsafeFileError
 from .contexts import InvalidPath, active_context, check_folder, resolve_folder, trusted_status
+from .handlers import OneLineErrors
 
 MAX_BODY = 4096
 
@@ -111,7 +111,7 @@ def check(folder: str, target: ShellTarget) -> ShellTarget:
     return ShellTarget(context, target.rank, target.mesh)
 
 
-class ShellHandler(APIHandler):
+class ShellHandler(OneLineErrors):
     """POST: start the rank shell in a new terminal; ``{"name": terminal name}``."""
 
     # it starts a process in a terminal: the permission JupyterLab's own terminals need

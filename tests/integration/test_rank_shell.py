@@ -309,6 +309,12 @@ def test_the_route_runs_no_planted_code_and_no_other_users_folder(shared, tmp_pa
             status_code, body = _post(server, "monarch-jupyter/shell", {"folder": str(theirs), "rank": 0})
             assert status_code == 409 and "belongs to uid" in body["message"], body
             assert "\n" not in body["message"]
+            status_code, body = _post(
+                server, "monarch-jupyter/shell", {"folder": str(shared.cwd), "context": "nosuch"}
+            )
+            assert (
+                status_code == 409 and "run %job apply" in body["message"] and "%%" not in body["message"]
+            ), body
             deep = "[" * 1500 + "]" * 1500
             request = urllib.request.Request(
                 f"{server.url}/monarch-jupyter/shell",
