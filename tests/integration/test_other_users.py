@@ -43,6 +43,7 @@ def test_the_telemetry_store_answers_only_its_user(start_kernel, second_user, tm
     secret.chmod(0o600)
     k = start_kernel()
     k.ok("%load_ext monarch_jupyter")
+    k.ok("import os; os.umask(0)")  # the sidecar starts from the kernel: its umask is inherited
     k.ok("%job apply --local hosts=1 --telemetry")
     found = urls(k)
     telemetry = found["telemetry"]
@@ -66,5 +67,16 @@ def test_the_telemetry_store_answers_only_its_user(start_kernel, second_user, tm
     # store as us: the store refuses what it relays
     out = as_other(second_user, f"{found['admin']}/v1/query", f"SELECT * FROM stolen_{0}")
     assert "not relayed by the mesh admin" in out and '"rows"' not in out, out
-    assert "services" in k.ok("%job").text
+    shown = k.ok("%job").text
+    assert (
+        "telemetry and dashboard: you only" in shown and "mesh admin (tree, py-spy): any local user" in shown
+    )
+    # the sidecar's control socket (Monarch's, in /tmp): ours alone even under umask 000
+    from harness import tagged_pids
+    from monarch_jupyter.system import procfs
+
+    sidecars = [p for p in tagged_pids(k.tag) if "_sidecar_main" in " ".join(procfs.cmdline(p) or [])]
+    assert sidecars, "the job's sidecar"
+    socket_path = (procfs.cmdline(sidecars[0]) or [])[-2]
+    assert os.stat(socket_path).st_mode & 0o077 == 0, oct(os.stat(socket_path).st_mode)
     k.ok("%job kill")

@@ -96,6 +96,9 @@ def main() -> None:
     # A kernel restart (killpg of the kernel's group) must not reach it; EPERM: already a leader.
     with contextlib.suppress(OSError):
         os.setsid()
+    # Monarch binds the sidecar's control socket in /tmp with the umask's mode: whoever can
+    # write it can shut the sidecar down or ask it for mounts. Ours alone, whatever the user's umask.
+    os.umask(0o077)
     _introspect.bind_dashboard_to(DASHBOARD_HOST)
     guard_servers()
     _introspect.run_sidecar_worker()
