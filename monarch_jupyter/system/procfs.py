@@ -224,6 +224,13 @@ def started_at(pid: int) -> float | None:
     return _BOOT[0] + ticks / os.sysconf("SC_CLK_TCK")
 
 
+def boot_id() -> str | None:
+    """This boot of this machine (``/proc/sys/kernel/random/boot_id``): a pid names the same
+    process only where this is the same."""
+    data = _read("/proc/sys/kernel/random/boot_id", 64)
+    return data.decode("ascii", "replace").strip() if data else None
+
+
 def _read(path: str, limit: int = 65536) -> bytes | None:
     try:
         with open(path, "rb") as f:

@@ -50,6 +50,8 @@ HEADER_SIZE = 8
 MAX_REQUEST = 1 << 31  # bytes: a push's values are bounded by the kernel, far below this
 VALUE_CHARS = 4000  # the shown repr of a cell's last expression, cut to this
 OWNER_POLL = 1.0  # seconds between two looks at whether the host's worker is still there
+RELEASE_WAIT = 5.0  # seconds a cell told to quit its pdb may take to end
+BOOT_ID = "/proc/sys/kernel/random/boot_id"  # a kernel pid means something on this machine only
 SUN_PATH_MAX = 107  # a Unix socket address's path, less its NUL (Linux)
 
 
@@ -125,6 +127,8 @@ class Server:
         self.executing = False  # user code runs now: SIGINT raises KeyboardInterrupt in it
         self.todo: queue.SimpleQueue[tuple[dict[str, Any], socket.socket]] = queue.SimpleQueue()
         self.debug_in = DebugInput()  # breakpoint()'s pdb reads the lines the cell's user typed
+        self.client: dict[str, Any] | None = None  # the kernel of the request being handled
+        self.note: str | None = None  # said at the start of the next cell's output
         self.lock = threading.Lock()
         main = sys.modules["__main__"]
         for name in [n for n in vars(main) if not n.startswith("__")]:
@@ -174,6 +178,8 @@ class Server:
             conn.close()
             self.quit()
         else:
+            if self.busy and self.debug_in.waiting and client_gone(self.client):
+                self.release()
             with self.lock:
                 if self.busy:
                     send_message(conn, {"busy": True, **self.info()})
@@ -184,6 +190,20 @@ class Server:
 
     def info(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "busy": self.busy, "cells": self.cells, "started": self.started}
+
+    def release(self) -> None:
+        """Quit the pdb a cell of a kernel that is gone waits in (nobody can type to it any
+        more), wait for that cell to end, and leave one line for the next cell's output."""
+        pid = (self.client or {}).get("pid")
+        self.debug_in.lines.put("q\n")
+        deadline = time.monotonic() + RELEASE_WAIT
+        while self.busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self.busy:
+            self.note = (
+                f"monarch_jupyter: a breakpoint() of a cell whose kernel is gone (pid {pid}) held "
+                "this namespace; its pdb was told to quit\n"
+            )
 
     def watch_owner(self) -> None:
         while True:
@@ -209,6 +229,8 @@ class Server:
                 request, conn = self.todo.get()
             except KeyboardInterrupt:  # between cells: nothing to interrupt
                 continue
+            client = request.get("client")
+            self.client = client if isinstance(client, dict) else None
             try:
                 answer = self.handle(request)
             except KeyboardInterrupt:  # landed after the user's code ended
@@ -245,9 +267,34 @@ class DebugInput:
 
     def __init__(self) -> None:
         self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.waiting = False  # pdb waits for a line now
 
     def readline(self) -> str:
-        return self.lines.get()
+        self.waiting = True
+        try:
+            return self.lines.get()
+        finally:
+            self.waiting = False
+
+
+def boot_id() -> str | None:
+    try:
+        with open(BOOT_ID) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def client_gone(client: dict[str, Any] | None) -> bool:
+    """Whether the kernel that sent a request is known to be gone: it ran on this machine (the
+    same boot) and its pid is dead or reused. A kernel elsewhere cannot be told: not gone."""
+    if not client or client.get("boot") is None or client.get("boot") != boot_id():
+        return False
+    pid, ticks = client.get("pid"), client.get("ticks")
+    if not isinstance(pid, int):
+        return False
+    now = start_ticks(pid)
+    return now is None or (isinstance(ticks, int) and now != ticks)
 
 
 def breakpoint_hook(server: Server) -> Any:
@@ -354,6 +401,9 @@ def run_cell(server: Server, request: dict[str, Any]) -> dict[str, Any]:
     saved = _redirect(folder)
     returncode, value, error = 0, None, None
     try:
+        if server.note:
+            sys.stdout.write(server.note)
+            server.note = None
         _cache_source(code, filename, first_line)
         server.executing = True
         try:
