@@ -299,6 +299,8 @@ def test_a_breakpoint_of_a_kernel_that_is_gone_is_freed_by_the_next_cell(tmp_pat
         run_id = re.search(r"(\d{8}-\d{6}-[0-9a-f]{6}) \(", loaded).group(1)
         stopped = kernel.ok(f"%remote stop {run_id}").text
         assert "0 processes signalled" not in stopped and f"stopped run {run_id}" not in stopped, stopped
+        kernel.ok("%remote session attach dbg")  # its ping frees the namespace
+        assert re.search(r"^dbg\s+1 of 1\s+0\s", kernel.ok("%remote session ls").text, re.M)
         r = kernel.execute("%%remote python --session dbg\n1 + 1", timeout=60)
         assert r.error is None, r.text
         out = r.stream("stdout")

@@ -19,11 +19,13 @@ value (cloudpickle) and imports nothing of this package.
 Requests and answers are pickled dicts, length-prefixed, one request per connection:
 
     {"op": "ping"}                                   → {"pid", "busy", "cells", "started"}
-    {"op": "exec", "code", "filename", "first_line", "folder"} → {"rc", "value", "error"}
+    {"op": "exec", "code", "filename", "first_line", "folder", "client"} → {"rc", "value", "error"}
     {"op": "eval", "expr", "max_bytes"}              → {"data": bytes} | {"error"}
     {"op": "push", "items": {name: bytes}}           → {"names"} | {"error"}
     {"op": "stop"}                                   → {"stopping": True}, then it exits
-A request for the namespace while a cell runs is answered ``{"busy": True}`` at once.
+A request for the namespace while a cell runs is answered ``{"busy": True}`` at once, except
+when that cell waits in pdb for a kernel that is gone (``client``: its pid, start ticks and boot
+id): any request but ``debug`` then tells pdb to quit first (:meth:`Server.release`).
 """
 
 from __future__ import annotations
@@ -166,6 +168,8 @@ class Server:
         request = recv_message(conn)
         conn.settimeout(None)
         op = request.get("op")
+        if op != "debug" and self.busy and self.debug_in.waiting and client_gone(self.client):
+            self.release()  # a ping (attach, ls), a cell: whoever asks next frees it
         if op == "ping":
             send_message(conn, self.info())
             conn.close()
@@ -178,8 +182,6 @@ class Server:
             conn.close()
             self.quit()
         else:
-            if self.busy and self.debug_in.waiting and client_gone(self.client):
-                self.release()
             with self.lock:
                 if self.busy:
                     send_message(conn, {"busy": True, **self.info()})
