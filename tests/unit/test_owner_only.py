@@ -44,7 +44,7 @@ def test_a_socket_that_is_not_tcp_is_refused_with_one_line():
         theirs.close()
 
 
-def test_sql_relayed_without_a_client_name_is_refused():
+def test_sql_the_admin_relays_is_refused_and_the_rest_served():
     seen = []
 
     def app(environ, start_response):
@@ -52,13 +52,13 @@ def test_sql_relayed_without_a_client_name_is_refused():
         seen.append(environ["PATH_INFO"])
         return [b"ok"]
 
-    guarded = main.sql_from_clients_only(app)
+    guarded = main.no_sql_from_the_admin(app)
     status = []
-    body = guarded({"PATH_INFO": "/api/query"}, lambda s, h: status.append(s))
-    assert status == ["403 Forbidden"] and b"not relayed by the mesh admin" in b"".join(body)
-    guarded({"PATH_INFO": "/api/query", "HTTP_USER_AGENT": "Python-urllib/3.11"}, lambda s, h: None)
-    guarded({"PATH_INFO": "/api/ingest_snapshot/actors"}, lambda s, h: None)
-    assert seen == ["/api/query", "/api/ingest_snapshot/actors"]
+    body = guarded({"PATH_INFO": f"{main.ADMIN_RELAY}/api/query"}, lambda s, h: status.append(s))
+    assert status == ["403 Forbidden"] and b"relay is refused" in b"".join(body)
+    guarded({"PATH_INFO": "/api/query"}, lambda s, h: None)  # %job query, profile, snapshots
+    guarded({"PATH_INFO": f"{main.ADMIN_RELAY}/api/pyspy_dump"}, lambda s, h: None)
+    assert seen == ["/api/query", "/api/pyspy_dump"]
 
 
 def test_netlink_and_proc_agree_on_a_real_connection():

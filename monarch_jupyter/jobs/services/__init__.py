@@ -22,6 +22,9 @@ NAMES = (TELEMETRY, ADMIN)
 #: Where the mesh admin server listens: an ephemeral port on loopback (Monarch's default is *:1729).
 ADMIN_ADDR = "127.0.0.1:0"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: The path the mesh admin reaches the telemetry store under: the store refuses SQL there (the
+#: admin relays ``/v1/query`` for any local user) and serves the rest as at its root.
+ADMIN_RELAY = "/monarch-jupyter-admin-relay"
 
 
 def configure(job: Any, names: tuple[str, ...]) -> Any:
@@ -95,6 +98,12 @@ def reach(names: tuple[str, ...] | list[str]) -> str | None:
 #: The apply id of the job whose mesh admin this process started (Monarch 0.7 spawns the admin
 #: actor under one fixed name per client process: a second one fails, "already spawned").
 _admin_of: str | None = None
+
+
+def relay_admin() -> None:
+    """Before a job's services start in this process: its mesh admin reaches the store under
+    :data:`ADMIN_RELAY` (see ``_sidecar_main.no_sql_from_the_admin``)."""
+    _introspect.relay_admin_through(ADMIN_RELAY)
 
 
 def started(job: Any) -> None:

@@ -12,13 +12,11 @@ from typing import Any
 
 from ...runtime import introspect as _introspect
 from ...system import procfs as _procfs
+from . import ADMIN_RELAY
 
 #: The dashboard's bind host (Monarch's is "::", every interface).
 DASHBOARD_HOST = "127.0.0.1"
-#: User-Agents SQL is taken from: urllib (``%job query``, Monarch's own QueryEngineClient) and
-#: tornado (the Jupyter server's dashboard proxy, which only its authenticated user reaches).
-SQL_CLIENTS = ("Python-urllib/", "Tornado/")
-SQL_REFUSED = "SQL is taken only from this user's own clients (%job query), not relayed by the mesh admin"
+SQL_REFUSED = "the mesh admin's SQL relay is refused: it answers any local user; use %job query"
 #: What another user's connection is told before it is closed (one line).
 REFUSED = (
     b"HTTP/1.0 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
@@ -59,19 +57,21 @@ def _drain(request: Any, limit: int = 65536, grace: float = 0.3) -> None:
         seen += chunk
 
 
-def sql_from_clients_only(app: Any) -> Any:
-    """``app`` refusing SQL (``/api/query``) that the mesh admin forwards: Monarch 0.7's admin
-    (Rust, in the kernel, no peer check) relays ``/v1/query`` from whoever reaches its port, and
-    reaches us as this user. This user's clients name themselves (:data:`SQL_CLIENTS`); the
-    admin's relay sends no User-Agent."""
+def no_sql_from_the_admin(app: Any) -> Any:
+    """``app`` refusing the SQL the mesh admin relays: Monarch 0.7's admin (Rust, in the kernel,
+    no peer check) forwards ``/v1/query`` from whoever reaches its port, and reaches us as this
+    user. The kernel gives the admin the store's URL under :data:`ADMIN_RELAY`
+    (``introspect.relay_admin_through``): under it, everything but SQL is served as usual."""
 
     def guarded(environ: dict[str, Any], start_response: Any) -> Any:
-        path = str(environ.get("PATH_INFO", "")).rstrip("/")
-        agent = str(environ.get("HTTP_USER_AGENT", ""))
-        if path == "/api/query" and not agent.startswith(SQL_CLIENTS):
-            body = json.dumps({"error": f"{SQL_REFUSED} (user agent {agent!r})"}).encode()
-            start_response("403 Forbidden", [("Content-Type", "application/json")])
-            return [body]
+        path = str(environ.get("PATH_INFO", ""))
+        if path == ADMIN_RELAY or path.startswith(ADMIN_RELAY + "/"):
+            rest = path[len(ADMIN_RELAY) :] or "/"
+            if rest.rstrip("/") == "/api/query":
+                body = json.dumps({"error": SQL_REFUSED}).encode()
+                start_response("403 Forbidden", [("Content-Type", "application/json")])
+                return [body]
+            environ = {**environ, "PATH_INFO": rest}
         return app(environ, start_response)
 
     return guarded
@@ -79,14 +79,14 @@ def sql_from_clients_only(app: Any) -> Any:
 
 def guard_servers() -> None:
     """Every werkzeug server of this process (Monarch's telemetry API and dashboard, both
-    ``werkzeug.serving.make_server``) verifies its peer's user before serving it, and takes SQL
-    only from this user's own clients."""
+    ``werkzeug.serving.make_server``) verifies its peer's user before serving it, and refuses
+    the SQL the mesh admin relays."""
     from werkzeug.serving import BaseWSGIServer
 
     original = BaseWSGIServer.__init__
 
     def init(self: Any, host: str, port: int, app: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, host, port, sql_from_clients_only(app), *args, **kwargs)
+        original(self, host, port, no_sql_from_the_admin(app), *args, **kwargs)
 
     BaseWSGIServer.__init__ = init  # type: ignore[method-assign]
     BaseWSGIServer.verify_request = owner_only  # type: ignore[method-assign,assignment]
