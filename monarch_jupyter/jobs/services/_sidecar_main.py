@@ -25,7 +25,7 @@ REFUSED = (
 
 
 def owner_only(server: Any, request: Any, client_address: Any) -> bool:
-    """``socketserver``'s ``verify_request``: a connection is served only when /proc/net/tcp says
+    """``socketserver``'s ``verify_request``: a connection is served only when the kernel says
     this user opened it (loopback has no other credentials; an unknown peer is refused too)."""
     if _procfs.peer_uid(request) == os.getuid():
         return True
