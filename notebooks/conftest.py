@@ -19,20 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 _state: dict = {}
 
 
-TORCH_NOTEBOOKS = {"interactive_ddp.ipynb"}  # run where torch is installed (CI has none: too big)
-
-
-def pytest_collection_modifyitems(config, items):
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is not None:
-        return
-    skip = pytest.mark.skip(reason="torch is not installed (pip install torch to run this notebook)")
-    for item in items:
-        if Path(str(item.fspath)).name in TORCH_NOTEBOOKS:
-            item.add_marker(skip)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     if Path(str(item.fspath)).name != "cluster.ipynb" or "sshd" in _state:

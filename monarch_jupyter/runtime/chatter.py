@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import select
 import sys
 import threading
@@ -55,6 +56,28 @@ class _DropGetInLoop(logging.Filter):
         return not str(record.msg).startswith(_GET_IN_LOOP) or _log.debug_on()
 
 
+#: ProcessJob's waiter thread logs each worker's end, ``… pid=%d exit_code=%d …`` (its args the pid and
+#: the code); the filter above drops the record, so it is read first: pid → Popen return code.
+_PROCESS_LOGGER = "monarch._src.job.process"
+_WORKER_END = "ProcessJob: worker "
+WORKER_EXITS: dict[int, int] = {}
+
+
+class _WorkerExits(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if str(record.msg).startswith(_WORKER_END) and isinstance(args, tuple) and len(args) >= 2:
+            pid, code = args[0], args[1]
+            if isinstance(pid, int) and isinstance(code, int):
+                WORKER_EXITS[pid] = code
+        return True
+
+
+def worker_exit(pid: int) -> int | None:
+    """How a local worker this kernel started ended (a ``subprocess`` return code), if it did."""
+    return WORKER_EXITS.get(pid)
+
+
 _installed = False
 
 
@@ -64,6 +87,7 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    logging.getLogger(_PROCESS_LOGGER).addFilter(_WorkerExits())  # before the level filter below
     for name, level in _CHATTY_LOGGERS.items():
         logging.getLogger(name).addFilter(_AtLeast(level))
     logging.getLogger("monarch._src.actor.telemetry").addFilter(_DropGetInLoop())
@@ -232,3 +256,21 @@ def start_client_context() -> None:
     with quietly():
         context()
     _context_ready = True
+
+
+# a Rust backtrace's first line, or one of its frames (``  12: hyperactor::…``)
+_BACKTRACE = re.compile(r"^\s*(?:stack backtrace:|backtrace:|\d+: (?:0x[0-9a-f]+ - )?\S+::)", re.I | re.M)
+ERROR_CHARS = 600  # an error's text shown in a cell is cut to this (the debug log keeps it whole)
+
+
+def error_text(error: BaseException) -> str:
+    """``SupervisionError: …`` without Monarch's Rust backtrace, at most ``ERROR_CHARS`` long:
+    what a cell shows. The whole text goes to the debug log (``%job debug on``)."""
+    text = str(error)
+    _log.get(__name__).debug("%s: %s", type(error).__name__, text)
+    cut = _BACKTRACE.search(text)
+    if cut is not None:
+        text = text[: cut.start()].rstrip() + " (Rust backtrace in the debug log)"
+    if len(text) > ERROR_CHARS:
+        text = text[:ERROR_CHARS] + "…"
+    return f"{type(error).__name__}: {text}"

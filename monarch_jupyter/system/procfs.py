@@ -656,3 +656,75 @@ def holding_open(path: str, uid: int) -> list[int]:
                 found.append(pid)
                 break
     return found
+
+
+# ── why a process ended ───────────────────────────────────────────────
+_EXIT_CODE = 49  # field 52, exit_code: a zombie's wait status (Linux 3.5+), index 49 after comm
+KMSG = "/dev/kmsg"
+KMSG_MAX = 4 << 20  # bytes of the kernel log read at most for one look
+
+
+def wait_status_text(status: int) -> str:
+    """``killed by SIGKILL`` / ``exited with code 3`` for a ``waitpid`` status."""
+    if os.WIFSIGNALED(status):
+        try:
+            name = signal.Signals(os.WTERMSIG(status)).name
+        except ValueError:
+            name = f"signal {os.WTERMSIG(status)}"
+        return f"killed by {name}"
+    if os.WIFEXITED(status):
+        return f"exited with code {os.WEXITSTATUS(status)}"
+    return f"wait status {status}"
+
+
+def returncode_text(returncode: int) -> str:
+    """The same for ``subprocess``'s return code (negative: the signal that killed it)."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def death_cause(pid: int) -> str:
+    """Why ``pid`` ended, as far as this machine tells: its wait status while it is a zombie
+    (``killed by SIGKILL``), and the OOM killer when the kernel log names it; '' if unknown."""
+    said = []
+    fields = stat_fields(pid)
+    if fields and fields[_STATE] == "Z" and len(fields) > _EXIT_CODE:
+        with contextlib.suppress(ValueError):
+            said.append(wait_status_text(int(fields[_EXIT_CODE])))
+    if oom_killed(pid):
+        said.append("by the OOM killer (kernel log)")
+    return ", ".join(said)
+
+
+def oom_killed(pid: int, path: str = KMSG) -> bool:
+    """Whether the kernel log says the OOM killer killed ``pid``. Read without blocking (one
+    record a read, at most ``KMSG_MAX`` bytes); False where the log cannot be read (not root)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    needles = (
+        f"Killed process {pid} ".encode(),
+        f",pid={pid},".encode(),
+    )  # oom_kill_process, the oom-kill: line
+    seen = 0
+    try:
+        while seen < KMSG_MAX:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:  # the end of the log
+                return False
+            except OSError:  # EPIPE: records overwritten meanwhile; read on
+                continue
+            if not record:
+                return False
+            seen += len(record)
+            if any(needle in record for needle in needles):
+                return True
+        return False
+    finally:
+        os.close(fd)

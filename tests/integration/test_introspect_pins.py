@@ -432,3 +432,25 @@ def test_debugger_members():
     grammar = inspect.getsource(debug_command._get_debug_input_parser)
     assert 'cast: "cast" _WS actor_name ranks pdb_command' in grammar and "attach:" in grammar, link
     assert "readline()" in inspect.getsource(debug_io.DebugCliIO.input), link
+
+
+def test_process_job_logs_each_workers_exit_code_as_chatter_reads_it():
+    """``chatter._WorkerExits`` reads ProcessJob's waiter log record: its logger, its message's
+    start and its first two args (pid, return code); a worker's cause of death depends on it."""
+    from monarch._src.job import process
+
+    source = inspect.getsource(process.ProcessJob._watch_process)
+    assert process.logger.name == _quiet._PROCESS_LOGGER
+    assert '"ProcessJob: worker died unexpectedly pid=%d exit_code=%d' in source, source
+    assert "proc.wait()" in source and "code = proc.returncode" in source
+    record = logging.LogRecord(
+        _quiet._PROCESS_LOGGER,
+        logging.WARNING,
+        __file__,
+        1,
+        "ProcessJob: worker died unexpectedly pid=%d exit_code=%d mesh=%s",
+        (424242, -9, "m"),
+        None,
+    )
+    _quiet._WorkerExits().filter(record)
+    assert _quiet.worker_exit(424242) == -9

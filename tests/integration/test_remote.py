@@ -275,7 +275,7 @@ def test_worker_killed_mid_run(start_kernel, tag):
     assert victim is not None
     assert time.monotonic() - start < 8
     assert r.error and r.error["ename"] == "RemoteError"
-    assert re.search(r"hosts=\d \(worker process \d+ died\)", r.error["evalue"]), r.error["evalue"]
+    assert re.search(r"hosts=\d \(worker process \d+ died \(killed by SIGKILL\)\)", r.error["evalue"]), r.error["evalue"]
     b = run_payload(r)
     assert b["summary"] == {"ok": 1, "failed": 1, "timed_out": 0, "skipped": 0, "interrupted": 0}
     ok = next(x for x in b["ranks"] if x["status"] == "ok")

@@ -4,7 +4,6 @@ the cell's lines, a kernel restart and attach, ``%job kill``, ``%autoremote``, t
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import signal
@@ -17,7 +16,6 @@ from harness import job_kernel, poll, usage_error, worker_pids
 
 pytestmark = pytest.mark.kernel
 
-HAS_TORCH = importlib.util.find_spec("torch") is not None
 SESSION = "%%remote python --session --per-host gpus=2\n"
 RANKS = ["hosts=0,gpus=0", "hosts=0,gpus=1", "hosts=1,gpus=0", "hosts=1,gpus=1"]
 
@@ -200,7 +198,6 @@ def test_autoremote_sends_every_cell(shared):
     assert "[7, 7, 7, 7]" in shared.ok("got = %remote pull auto_value\nprint(list(got))").stream("stdout")
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_torch_process_group_lives_across_cells(shared):
     shared.ok("%remote session start ddp --torch --per-host gpus=2", timeout=180)
     shared.ok(

@@ -3,7 +3,6 @@ procs, and (when torch is installed) a real torch.distributed gloo all-reduce ac
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 from pathlib import Path
@@ -15,7 +14,6 @@ from harness import job_kernel, usage_error
 pytestmark = pytest.mark.kernel
 
 VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
-HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +60,6 @@ def test_a_subset_is_one_line(shared):
     )
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch runs this test)")
 def test_a_gloo_all_reduce_across_2_hosts_by_2_procs(shared):
     code = (
         "import torch, torch.distributed as dist\n"
@@ -77,7 +74,6 @@ def test_a_gloo_all_reduce_across_2_hosts_by_2_procs(shared):
     assert out == ["sum 10 of 4"] * 4, result.text
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch runs this test)")
 def test_the_readme_ddp_example_runs(shared):
     """The `%%remote` guide's DDP example, as written there, on 2 hosts x 2 procs."""
     readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "remote.md").read_text()

@@ -214,7 +214,7 @@ class RemoteMagics(Magics):
 
             self.shell.user_ns[args.save] = RemoteResults.from_state(state)
         if interrupted:
-            raise RemoteInterrupted(state.summary_line())
+            raise RemoteInterrupted(state.summary_line() + _blocked_hint(args, state))
         message = self._failure(args, state)
         if message and not args.no_raise:
             raise RemoteError(message)
@@ -574,6 +574,15 @@ def _run_state(
 
 #: what the first ``%%remote`` run imports (not ``%load_ext``), preloaded in the background
 RUN_MODULES = tuple(f"{__package__}.{name}" for name in ("runner", "render", "quiet"))
+
+
+def _blocked_hint(args: RemoteArgs, state: RunState) -> str:
+    """A session's way out when Ctrl-C left ranks blocked in C++ ('' otherwise)."""
+    if args.session is None:
+        return ""
+    from ..view.session_text import blocked_hint
+
+    return blocked_hint(args.session, [rank.error for rank in state.ranks])
 
 
 def register(ipython: InteractiveShell, session: JobContext) -> RemoteMagics:

@@ -36,6 +36,7 @@ from monarch.actor import Actor, context, endpoint
 
 from ...system import procfs as _procfs
 from ..wire.protocol import (
+    ERR,
     OUT,
     Chunk,
     Data,
@@ -320,6 +321,13 @@ class RemoteActor(Actor):
         about = {"name": name, "key": key, "rank": rank, "point": point, "job": job, "torch": spec.torch}
         record = session.ensure(where, env, workdir, about)
         prepare(folder)
+        note = session.restarted_note(record)
+        if note:  # in every cell of the rank, on its stderr, labelled like its output
+            fd = os.open(folder / ERR, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, note.encode())
+            finally:
+                os.close(fd)
         request = {
             "op": "exec",
             "code": spec.command,
@@ -572,18 +580,37 @@ class RemoteActor(Actor):
         """A line for the pdb of a ``breakpoint()`` in this rank's running cell."""
         return await asyncio.to_thread(self._ask_namespace, job, name, key, {"op": "debug", "line": line})
 
-    def _ask_namespace(
+    @endpoint
+    async def session_control(
         self, job: str, name: str, key: str, request: dict[str, Any]
-    ) -> tuple[int, bytes | None, str | None]:
+    ) -> tuple[int, dict[str, Any] | None, str | None]:
+        """A request the namespace answers on its listener thread, a cell running or not
+        (``where``, ``unblock``), or on its main thread once idle (``regroup``):
+        ``(rank, answer, error)``."""
+        listener = request.get("op") in ("where", "unblock", "ping")
+        timeout = session.ASK_TIMEOUT if listener else None
+        return await asyncio.to_thread(self._ask_full, job, name, key, request, timeout)
+
+    def _ask_full(
+        self, job: str, name: str, key: str, request: dict[str, Any], timeout: float | None
+    ) -> tuple[int, dict[str, Any] | None, str | None]:
         try:
             rank = self._rank_index()
             folder = session.session_dir(job, name, key, rank)
             record = session.read_record(folder)
             if record is None or not session.alive(record):
                 return rank, None, f"no session {name} on this rank: run a cell with --session {name} first"
-            answer = session.ask(folder / session.SOCK, request, timeout=None)
+            answer = session.ask(folder / session.SOCK, request, timeout=timeout)
         except Exception as error:
             return -1, None, f"{type(error).__name__}: {error}"
+        return rank, answer, answer.get("error")
+
+    def _ask_namespace(
+        self, job: str, name: str, key: str, request: dict[str, Any]
+    ) -> tuple[int, bytes | None, str | None]:
+        rank, answer, error = self._ask_full(job, name, key, request, None)
+        if answer is None:
+            return rank, None, error
         if answer.get("busy"):
             return rank, None, "busy: a cell is running in this rank's namespace (wait, or interrupt it)"
         return rank, answer.get("data"), answer.get("error")

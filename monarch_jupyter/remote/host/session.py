@@ -196,13 +196,37 @@ def _wait_listening(popen: subprocess.Popen[bytes], sock: Path, folder: Path) ->
 
 def ensure(folder: Path, env: dict[str, str], workdir: str | None, about: dict[str, Any]) -> dict[str, Any]:
     """The live namespace process of ``folder``, started if there is none."""
+    ended = {}
     for popen in list(_STARTED):
         if popen.poll() is not None:
             _STARTED.remove(popen)
+            ended[popen.pid] = popen.returncode
     record = read_record(folder)
     if record is not None and alive(record):
         return record
+    if record is not None:  # a namespace was here and is gone, its variables with it: never silently
+        pid = record.get("pid")
+        code = ended.get(pid) if isinstance(pid, int) else None
+        cause = _procfs.returncode_text(code) if code is not None else _procfs.death_cause(int(pid or 0))
+        if _procfs.oom_killed(int(pid or 0)) and "OOM" not in cause:
+            cause += ", by the OOM killer (kernel log)"
+        about = {**about, "restarted": {"pid": pid, "at": time.time(), "cause": cause}}
     return start(folder, env, workdir, about)
+
+
+def restarted_note(record: dict[str, Any]) -> str:
+    """What every cell of a rank whose namespace was started anew says, until the session is
+    restarted as a whole ('' for a namespace that never was)."""
+    gone = record.get("restarted")
+    if not isinstance(gone, dict):
+        return ""
+    at = time.strftime("%H:%M:%S", time.localtime(float(gone.get("at") or 0)))
+    how = f"{gone.get('cause')}" if gone.get("cause") else "was gone"
+    return (
+        f"monarch_jupyter: this rank's namespace was started anew at {at} (its process, pid "
+        f"{gone.get('pid')}, {how}): its variables from before are lost; "
+        f"%remote session restart {record.get('name')} starts every rank anew\n"
+    )
 
 
 # ── what a host holds ─────────────────────────────────────────────────
@@ -241,6 +265,7 @@ def describe(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
         "host": record.get("host"),
         "started": record.get("started"),
         "alive": alive(record),
+        "restarted": bool(record.get("restarted")),
         "busy": None,
         "cells": None,
     }
@@ -278,6 +303,7 @@ class SessionCell(RankOutput):
     def __init__(self, record: dict[str, Any], sock: Path, folder: Path, request: dict[str, Any]) -> None:
         super().__init__(folder)
         self.pid: int = int(record["pid"])
+        self.name = str(record.get("name") or "")
         self.ticks = record.get("start_ticks")
         self.value: str | None = None
         self.error: str | None = None
@@ -312,7 +338,13 @@ class SessionCell(RankOutput):
             answer = {}
         self.conn.close()
         if answer.get("busy"):
-            self._returncode, self.error = 1, "busy: a cell is still running in this rank's namespace"
+            self._returncode, self.error = (
+                1,
+                (
+                    "busy: an earlier cell still runs in this rank's namespace (Ctrl-C interrupts it; "
+                    f"blocked in a collective, %remote session unblock {self.name} frees it, every variable kept)"
+                ),
+            )
         elif "rc" in answer:
             self._returncode, self.value, self.error = (
                 int(answer["rc"]),

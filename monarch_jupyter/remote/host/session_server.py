@@ -23,9 +23,14 @@ Requests and answers are pickled dicts, length-prefixed, one request per connect
     {"op": "eval", "expr", "max_bytes"}              → {"data": bytes} | {"error"}
     {"op": "push", "items": {name: bytes}}           → {"names"} | {"error"}
     {"op": "stop"}                                   → {"stopping": True}, then it exits
-A request for the namespace while a cell runs is answered ``{"busy": True}`` at once, except
-when that cell waits in pdb for a kernel that is gone (``client``: its pid, start ticks and boot
-id): any request but ``debug`` then tells pdb to quit first (:meth:`Server.release`).
+    {"op": "where"}                                  → {"busy", "where", "backend"}
+    {"op": "unblock"}                                → {"busy", "closed"}
+    {"op": "regroup", "addr", "port", "timeout"}     → {"backend", "world", "rewrapped"} | {"error"}
+A request for the namespace while a cell runs is answered ``{"busy": True}`` at once; ``ping``,
+``debug``, ``stop``, ``where`` and ``unblock`` are answered on the listener thread, a cell running
+or not: they are how a rank blocked in C++ (a torch collective) is named and freed. When the
+running cell waits in pdb for a kernel that is gone (``client``: its pid, start ticks and boot
+id), any request but ``debug`` first tells that pdb to quit (:meth:`Server.release`).
 """
 
 from __future__ import annotations
@@ -126,6 +131,7 @@ class Server:
         self.started = time.time()
         self.cells = 0
         self.busy = False  # a request is on the main thread
+        self.filename = ""  # the running cell's file name (its frames are the user's code)
         self.executing = False  # user code runs now: SIGINT raises KeyboardInterrupt in it
         self.todo: queue.SimpleQueue[tuple[dict[str, Any], socket.socket]] = queue.SimpleQueue()
         self.debug_in = DebugInput()  # breakpoint()'s pdb reads the lines the cell's user typed
@@ -181,6 +187,12 @@ class Server:
             send_message(conn, {"stopping": True})
             conn.close()
             self.quit()
+        elif op == "where":
+            send_message(conn, {"busy": self.busy, **where_blocked(self.filename)})
+            conn.close()
+        elif op == "unblock":
+            send_message(conn, {"busy": self.busy, "closed": shutdown_tcp() if self.busy else 0})
+            conn.close()
         else:
             with self.lock:
                 if self.busy:
@@ -257,6 +269,8 @@ class Server:
             return evaluate(self, str(request["expr"]), int(request["max_bytes"]))
         if op == "push":
             return receive(self, dict(request["items"]))
+        if op == "regroup":
+            return regroup(self, str(request["addr"]), int(request["port"]), float(request["timeout"]))
         return {"error": f"unknown request {op!r}"}
 
 
@@ -401,6 +415,7 @@ def run_cell(server: Server, request: dict[str, Any]) -> dict[str, Any]:
     filename, folder = str(request["filename"]), str(request["folder"])
     code, first_line = str(request["code"]), int(request.get("first_line", 1))
     saved = _redirect(folder)
+    server.filename = filename
     returncode, value, error = 0, None, None
     try:
         if server.note:
@@ -489,6 +504,149 @@ def receive(server: Server, items: dict[str, bytes]) -> dict[str, Any]:
         return {"error": f"could not unpickle: {type(error).__name__}: {error}"}
     server.ns.update(values)
     return {"names": sorted(values)}
+
+
+# ── a rank blocked in C++: named, freed, its process group made anew ─────
+def where_blocked(filename: str) -> dict[str, Any]:
+    """Where the main thread is: ``all_reduce (gloo) at cell line 5``. The innermost frame of
+    ``torch.distributed`` names the collective; else the innermost frame of torch (autograd's
+    backward, where DDP's reducer all-reduces), else the innermost frame at all; with the cell's
+    line. Read from the listener thread while the main thread may be blocked in C++."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)  # noqa: SLF001 - a thread's frame
+    if frame is None:
+        return {"where": "", "backend": None}
+    stack = traceback.extract_stack(frame)
+    line = next((f.lineno for f in reversed(stack) if f.filename == filename), None)
+    torch_frames = [f for f in stack if f"{os.sep}torch{os.sep}" in f.filename]
+    c10d = [f for f in torch_frames if f"{os.sep}distributed{os.sep}" in f.filename and f.name != "wrapper"]
+    chosen = (c10d or torch_frames or stack)[-1]
+    backend = None
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None:
+        with contextlib.suppress(Exception):
+            backend = str(dist.get_backend()) if dist.is_initialized() else None
+    if chosen.name == "_engine_run_backward" or chosen.filename.endswith(f"autograd{os.sep}__init__.py"):
+        what = "backward (autograd; DDP all-reduces gradients here)"
+    else:
+        what = chosen.name
+    if backend and c10d:
+        what += f" ({backend})"
+    return {"where": what + (f" at cell line {line}" if line else ""), "backend": backend}
+
+
+TCP_LISTEN = "0A"  # a listening socket's state in /proc/net/tcp
+
+
+def _tcp_inodes() -> set[str]:
+    """The inodes of this process's connected TCP sockets (IPv4 and IPv6), from
+    ``/proc/self/net``. Listening ones are left alone: gloo's listener thread terminates the
+    process when its ``accept`` fails (measured: ``accept: Invalid argument``, then abort)."""
+    inodes = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            next(f, None)
+            for row in f:
+                fields = row.split()
+                if len(fields) > 9 and fields[3] != TCP_LISTEN:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def shutdown_tcp() -> int:
+    """Shut down every connected TCP socket of this process: a gloo collective blocked on a peer that
+    will never answer raises at once (``Connection closed by peer``), the process and its
+    Python state live on (measured: abort/destroy of the group does not unblock it). The
+    store's connection goes too, so a new group needs a new store (:func:`regroup`). How many."""
+    inodes = _tcp_inodes()
+    closed = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if not target.startswith("socket:[") or target[8:-1] not in inodes:
+            continue
+        try:
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # on the socket, not the descriptor: every fd of it
+            closed += 1
+        sock.close()
+    return closed
+
+
+def regroup(server: Server, addr: str, port: int, timeout: float) -> dict[str, Any]:
+    """The default process group made anew on a fresh store (``addr:port``), same backend,
+    rank and world size, and every ``DistributedDataParallel`` of the namespace wrapped again
+    on it (its constructor broadcasts rank 0's weights: every rank the same). Every other
+    variable is kept. All ranks must ask at once: it is a collective."""
+    import datetime
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return {"error": "torch.distributed is not imported in this namespace: no process group to make anew"}
+    backend = None
+    with contextlib.suppress(Exception):
+        backend = str(dist.get_backend()) if dist.is_initialized() else None
+    if dist.is_initialized():
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return {"error": "RANK and WORLD_SIZE are not set: a --torch session sets them"}
+    backend = backend or ("nccl" if _cuda() else "gloo")
+    server.executing = True
+    try:
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{addr}:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=timeout),
+        )
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, str(port)
+        rewrapped = _rewrap_ddp(server.ns)
+    except BaseException as error:
+        return {"error": "".join(traceback.format_exception_only(type(error), error)).strip()}
+    finally:
+        server.executing = False
+    return {"backend": backend, "world": world, "rewrapped": rewrapped}
+
+
+def _cuda() -> bool:
+    torch = sys.modules.get("torch")
+    with contextlib.suppress(Exception):
+        return bool(torch is not None and torch.cuda.is_available())
+    return False
+
+
+def _rewrap_ddp(ns: dict[str, Any]) -> list[str]:
+    """Each global ``DistributedDataParallel`` wrapped again on the new default group, as it
+    was made (its module, devices and flags): its old reducer is bound to the group just
+    destroyed. The optimizer keeps working: the parameters are the same objects."""
+    ddp = sys.modules.get("torch.nn.parallel")
+    kind = getattr(ddp, "DistributedDataParallel", None)
+    if kind is None:
+        return []
+    names = []
+    for name, value in list(ns.items()):
+        if isinstance(value, kind):
+            ns[name] = kind(
+                value.module,
+                device_ids=value.device_ids,
+                output_device=value.output_device,
+                broadcast_buffers=value.broadcast_buffers,
+                find_unused_parameters=value.find_unused_parameters,
+                gradient_as_bucket_view=value.gradient_as_bucket_view,
+                static_graph=value.static_graph,
+                dim=value.dim,
+                bucket_cap_mb=value.bucket_bytes_cap / (1 << 20),
+            )
+            names.append(name)
+    return names
 
 
 def main(sock_path: str, owner: int, owner_ticks: int | None) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...runtime import chatter as _chatter
 from ...runtime import faults as _faults
 from ...runtime import introspect as _introspect
 from ...runtime import log as _log
@@ -31,6 +32,7 @@ from ..view import liveness
 from ..view import stacks as stack_text
 from ..view.model import Event, Exited, Finished, Lost, Output, RankState, Silent, Started, Stopping
 from ..view.quiet import ranks_label
+from ..view.session_text import blocked_error, hang_line, mismatch_line
 from ..wire.protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
 from .index import RunEntry, Where
 from .spool import Spool
@@ -45,6 +47,9 @@ PROBE_EVERY = 5.0  # seconds between probes of a silent rank's actor
 PROBE_WAIT = 30.0  # a probe not answered by then is dropped (no answer is no evidence)
 WAIT = 0.05  # longest wait for a message before the checks run again
 STACKS_WAIT = 8.0  # longest the stacks taken at --timeout may take (each dump is bounded too)
+HANG_AFTER = 2.0  # s after a rank failed while others still run: those are named, with where they wait
+WHERE_WAIT = 2.0  # longest a session's namespaces may take to say where they wait
+STALL_AFTER = 10.0  # s with no output from any rank of a session cell: asked where each waits, once
 
 
 @dataclass
@@ -142,6 +147,13 @@ class Drive:
         self.last_probe = 0.0
         self.last_report = 0.0
         self._pending: Any = None  # the asyncio future of the next message
+        self.started = time.monotonic()
+        self.failed_at: float | None = None  # when the first rank failed
+        self.hang_said = False  # the waiting ranks were named (once a run)
+        self.wheres: asyncio.Task[dict[int, str]] | None = None  # rank index → where it waits
+        self.last_output = time.monotonic()  # when any rank last printed
+        self.stall: asyncio.Task[dict[int, str]] | None = None  # the one look of a stalled cell
+        self.stall_said = False
 
     async def run(self) -> None:
         """Drive the run to its end; whatever happens, ``Finished`` is the last event."""
@@ -156,8 +168,9 @@ class Drive:
             error = f"{type(exc).__name__}: {exc}"
             self._abandon()
         finally:
-            if self.probe is not None:
-                self.probe.cancel()
+            for task in (self.probe, self.wheres, self.stall):
+                if task is not None:
+                    task.cancel()
             self._finish(error)
 
     async def _drive(self) -> None:
@@ -166,7 +179,7 @@ class Drive:
         port, receiver = Channel.open()
         reader = _introspect.PortReader(receiver)
         self._broadcast(port)
-        start = time.monotonic()
+        start = self.started = time.monotonic()
         self._open_spool()  # while the ranks start: off the path of a short command
         self.watch = liveness.SilenceWatch(self.remaining, start)
         self.deadline = start + self.timeout if self.timeout else None
@@ -183,6 +196,8 @@ class Drive:
             self._check_ranks(now)
             if not self.remaining:
                 break
+            self._check_hang(now)
+            self._check_stall(now)
             await self._receive(reader)
         if self._pending is not None:
             self._pending.cancel()
@@ -208,8 +223,11 @@ class Drive:
         if self.stop_at is not None:
             if now - self.stop_at <= STOP_WAIT:
                 return True
-            for i in sorted(self.remaining):
-                self._lost(i, "did not stop in time")
+            if self._session() is not None:  # a namespace is never killed: kept, and said so
+                self._keep_blocked(now)
+            else:
+                for i in sorted(self.remaining):
+                    self._lost(i, "did not stop in time")
             self.remaining.clear()
             return False
         reason = self.handle.stop_reason
@@ -221,6 +239,8 @@ class Drive:
             self._unfollow()
             return False
         self.stop_at = now
+        if self.wheres is None and self._session() is not None:  # ready by STOP_WAIT's end
+            self.wheres = asyncio.ensure_future(self._ask_where(sorted(self.remaining)))
         self.sink.put(Stopping(reason))
         self.spool.note(f"stopping: {reason}")
         for target in self.plan.targets:
@@ -317,6 +337,7 @@ class Drive:
             pid,
             failed.get(index),
             self.probe is not None,
+            death_cause(pid) if worker == liveness.GONE and pid else "",
         )
 
     def _report_silent(self, due: dict[int, float]) -> None:
@@ -368,10 +389,114 @@ class Drive:
         self.spool.note(f"{rank.label}: {why}")
         self.forget(rank.mesh)
         pgid = self.pgids.get(index)
-        # a local job: the process group is on this machine
-        if pgid and self.plan.local_pids and not self.follow_id:
+        # a local job: the process group is on this machine (a session's namespace: never killed)
+        if pgid and self.plan.local_pids and not self.follow_id and self._session() is None:
             with contextlib.suppress(OSError):
                 os.killpg(pgid, signal.SIGKILL)
+
+    # ── ranks waiting on one that failed; session ranks kept at a stop ─────
+    def _session(self) -> tuple[str, str] | None:
+        """(the job's key, the session's name) of a session cell; None: a command."""
+        return (self.spec.session[0], self.spec.session[1]) if self.spec and self.spec.session else None
+
+    def _check_hang(self, now: float) -> None:
+        """``HANG_AFTER`` s after a rank failed while others run (the most common DDP bug: one
+        rank raises, the rest block in a collective), name them once, with where a session's
+        namespaces say they wait (``where``, answered while they are blocked)."""
+        if self.hang_said or self.failed_at is None or self.stop_at is not None or self.follow_id:
+            return
+        if now - self.failed_at < HANG_AFTER:
+            return
+        if self.wheres is None and self._session() is not None:
+            self.wheres = asyncio.ensure_future(self._ask_where(sorted(self.remaining)))
+        if (
+            self.wheres is not None
+            and not self.wheres.done()
+            and now - self.failed_at < HANG_AFTER + WHERE_WAIT
+        ):
+            return
+        self.hang_said = True
+        waits = self._waits()
+        failed = [i for i, (rc, error) in self.outcomes.items() if rc or error]
+        groups: dict[str, list[int]] = {}
+        for i in sorted(self.remaining):
+            groups.setdefault(waits.get(i, ""), []).append(i)
+        label = ranks_label(self.plan.ranks[i] for i in sorted(self.remaining))
+        by_label = {ranks_label(self.plan.ranks[i] for i in ids): where for where, ids in groups.items()}
+        session = self._session()
+        line = hang_line(
+            label,
+            ranks_label(self.plan.ranks[i] for i in failed),
+            now - self.failed_at,
+            by_label,
+            session[1] if session else None,
+        )
+        self.sink.put(Silent(tuple(sorted(self.remaining)), now - self.failed_at, line))
+        self.spool.note(line)
+
+    def _check_stall(self, now: float) -> None:
+        """A session cell silent ``STALL_AFTER`` s with every rank still in it: where each waits,
+        asked once; ranks in different collectives are a mismatch (each rank must call the same
+        collectives in the same order), said at once. Ranks all in one collective say nothing:
+        they may only be slow."""
+        session = self._session()
+        if session is None or self.stall_said or self.failed_at is not None or self.stop_at is not None:
+            return
+        if self.stall is None:
+            if now - self.last_output >= STALL_AFTER:
+                self.stall = asyncio.ensure_future(self._ask_where(sorted(self.remaining)))
+            return
+        if not self.stall.done():
+            return
+        self.stall_said = True
+        if self.stall.cancelled() or self.stall.exception() is not None:
+            return
+        waits = self.stall.result()
+        places = {
+            ranks_label(self.plan.ranks[i] for i in ids): where for where, ids in _by_place(waits).items()
+        }
+        line = mismatch_line(places, session[1])
+        if line:
+            self.sink.put(Silent(tuple(sorted(waits)), now - self.last_output, line))
+            self.spool.note(line)
+
+    def _waits(self) -> dict[int, str]:
+        task = self.wheres
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return {}
+        return task.result()
+
+    async def _ask_where(self, indices: list[int]) -> dict[int, str]:
+        """Where each chosen rank's namespace waits (its listener thread answers, however
+        blocked its main thread): rank index → ``all_reduce (gloo) at cell line 5``."""
+        session = self._session()
+        if session is None:
+            return {}
+        job, name = session
+        wanted = set(indices)
+        found: dict[int, str] = {}
+
+        async def ask(target: Target) -> None:
+            values = await target.actors.session_control.call(job, name, target.mesh, {"op": "where"})
+            for rank, answer, _ in values.values():
+                index = target.indices.get(int(rank))
+                if index in wanted and answer and answer.get("busy"):
+                    found[index] = str(answer.get("where") or "")
+
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*(ask(t) for t in self.plan.targets)), WHERE_WAIT)
+        return found
+
+    def _keep_blocked(self, now: float) -> None:
+        """The session ranks still running ``STOP_WAIT`` after Ctrl-C: blocked in C++ (a
+        collective, I/O), where SIGINT waits. Reported with where they wait, their namespace
+        (every variable) kept; ``%remote session unblock`` frees them."""
+        waits = self._waits()
+        for i in sorted(self.remaining):
+            error = blocked_error(waits.get(i))
+            self.outcomes[i] = (None, error)
+            self.spool.note(f"{self.plan.ranks[i].label}: {error}")
+            self.sink.put(Exited(i, None, now - self.started, error))
 
     # ── receive ────────────────────────────────────────────────────────
     async def _receive(self, reader: _introspect.PortReader) -> None:
@@ -420,6 +545,8 @@ class Drive:
             self.sink.put(Started(index, message.pid))
         if isinstance(message, Heartbeat):
             return
+        if message.chunks:
+            self.last_output = time.monotonic()
         for chunk in message.chunks:  # to the cell first, then to the log
             self.sink.put(Output(index, chunk.stream, chunk.text, chunk.newlines))
         for chunk in message.chunks:
@@ -430,6 +557,8 @@ class Drive:
             if message.error:
                 self.spool.note(f"{self.plan.ranks[index].label}: {message.error}")
             self.outcomes[index] = (message.returncode, message.error)
+            if (message.returncode or message.error) and self.failed_at is None:
+                self.failed_at = time.monotonic()
             self.sink.put(
                 Exited(
                     index,
@@ -478,3 +607,22 @@ def _outcome_counts(outcomes: dict[int, tuple[int | None, str | None]]) -> str:
     """The ranks' outcomes as ``N ranks ended, M failed``, for the debug record."""
     failed = sum(1 for rc, error in outcomes.values() if rc != 0 or error)
     return f"{len(outcomes)} ranks ended, {failed} failed"
+
+
+def _by_place(waits: dict[int, str]) -> dict[str, list[int]]:
+    """Rank indices grouped by where they wait, the cell line left out (``all_reduce (gloo)``)."""
+    groups: dict[str, list[int]] = {}
+    for index, where in sorted(waits.items()):
+        groups.setdefault(where.split(" at cell line ")[0], []).append(index)
+    return groups
+
+
+def death_cause(pid: int) -> str:
+    """How a local worker ended: its return code where this kernel started it (ProcessJob
+    reaps it and logs the code: :func:`...runtime.chatter.worker_exit`), else what /proc and
+    the kernel log say (:func:`...system.procfs.death_cause`); '' if unknown."""
+    code = _chatter.worker_exit(pid)
+    if code is None:
+        return _procfs.death_cause(pid)
+    said = _procfs.returncode_text(code)
+    return f"{said}, by the OOM killer (kernel log)" if _procfs.oom_killed(pid) else said

@@ -36,13 +36,14 @@ from ..view.args import RemoteArgs, check_procs
 from ..view.model import RankState
 from ..wire.protocol import FLUSH_EVERY, RunSpec, spec_to_wire
 from .distributed import master_env
-from .drive import Drive, Plan, RunHandle, Sink, Target
+from .drive import Drive, Plan, RunHandle, Sink, Target, death_cause
 from .index import FINISHED, STOPPED, RunEntry, Where, job_key, new_entry, prune_index, where
 
 if TYPE_CHECKING:
     from ...jobs.facade import JobContext
 
 SPAWN_TIMEOUT = 120.0
+SPAWN_TRIES = 2  # a proc that sent no status in time (a loaded machine) is started once more
 KEEP_LOGS = 200
 MAX_WARM = 3  # warm proc meshes kept per allocation (each --per-host shape is one); LRU ones are stopped
 ACTOR_NAME = "monarch_jupyter_remote"
@@ -274,7 +275,7 @@ class RemoteRunner:
     def _check_health(self, pids: dict[str, int]) -> None:
         """Raise when a worker among ``pids`` (host key → pid, on this machine) is gone."""
         exited, stopped = self._judge(set(pids.values()))
-        dead = [f"{key} (pid {pid})" for key, pid in pids.items() if pid in exited]
+        dead = [_dead_worker(key, pid) for key, pid in pids.items() if pid in exited]
         held = [(key, pid) for key, pid in pids.items() if pid in stopped and pid not in exited]
         if held and not dead:  # a stopped worker answers nothing: Monarch would time out
             key, pid = held[0]
@@ -327,22 +328,33 @@ class RemoteRunner:
 
         engines.send_by_value(actor)  # workers need only torchmonarch, not monarch_jupyter
 
-        async def spawn() -> _Warm:
-            procs = host_mesh.spawn_procs(per_host=dict(per_host) or None, name=f"remote_{name}")
+        async def spawn(suffix: str = "") -> _Warm:
+            procs = host_mesh.spawn_procs(per_host=dict(per_host) or None, name=f"remote_{name}{suffix}")
             actors = procs.spawn(ACTOR_NAME, actor.RemoteActor)
             pids = await actors.ping.call()
             sizes = {k: int(v) for k, v in actors.sizes.items()}
             return _Warm(procs, actors, sizes, tuple(host_mesh.sizes), [int(p) for p in pids.values()])
 
         _quiet.start_client_context()
-        try:
-            return self.session.loop.run(spawn(), timeout=SPAWN_TIMEOUT)
-        except (KeyboardInterrupt, MonarchJupyterError):
-            raise
-        except Exception as error:
-            raise RemoteError(
-                f"could not start the remote actors on mesh {name}: {type(error).__name__}: {error}"
-            ) from None
+        for attempt in range(SPAWN_TRIES):
+            try:
+                return self.session.loop.run(spawn(f"_{attempt}" if attempt else ""), timeout=SPAWN_TIMEOUT)
+            except (KeyboardInterrupt, MonarchJupyterError):
+                raise
+            except Exception as error:
+                if attempt + 1 < SPAWN_TRIES and _slow_start(error):
+                    # a start that is only slow (a loaded machine) is waited for, not a failure
+                    load = os.getloadavg()[0]
+                    print(
+                        f"%%remote: the ranks of mesh {name} were slow to start (load average "
+                        f"{load:.1f} on this machine): starting them again",
+                        flush=True,
+                    )
+                    continue
+                raise RemoteError(
+                    f"could not start the remote actors on mesh {name}: {_quiet.error_text(error)}"
+                ) from None
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def _evict(self, keep: int) -> None:
         """Stop the least recently used warm proc meshes beyond ``keep`` (in the background)."""
@@ -574,3 +586,17 @@ def runner_for(session: JobContext) -> RemoteRunner:
         runner = RemoteRunner(session)
         session.remote_runner = runner
     return runner
+
+
+def _dead_worker(key: str, pid: int) -> str:
+    """``hosts_0 (pid 12, killed by SIGKILL)``: the worker, and how it ended where /proc or the
+    kernel log tell (a zombie's exit status, the OOM killer)."""
+    cause = death_cause(pid)
+    return f"{key} (pid {pid}{f', {cause}' if cause else ''})"
+
+
+def _slow_start(error: BaseException) -> bool:
+    """Whether a failed spawn looks like a start that was only slow: Monarch's supervision gave
+    up on a proc that had not reported its status yet (measured at load 6–11), or a timeout."""
+    text = str(error)
+    return "no status received" in text or isinstance(error, TimeoutError) or "timed out" in text.lower()

@@ -13,6 +13,7 @@ No IPython here: the magics and verbs call :class:`Sessions`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -22,9 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...system import files as _files
+from ...text.rank_sets import rank_set
 from ..errors import SessionError
 from ..view.args import RemoteArgs
 from ..view.model import RankState
+from ..view.quiet import ranks_label
 from ..view.session_text import Point, group_errors
 from ..wire.protocol import OUT
 from .index import job_key, where
@@ -39,6 +42,8 @@ BOOK_MAX = 1 << 20
 PULL_MAX = 256_000_000  # bytes a pull takes per rank unless --max-bytes says otherwise
 PUSH_MAX = 64_000_000  # bytes a push sends per rank unless --max-bytes says otherwise
 CALL_TIMEOUT = 600.0  # seconds a pull or push may take (a big value over a slow network)
+UNBLOCK_WAIT = 15.0  # seconds freed ranks get to end their blocked cell
+REGROUP_TIMEOUT = 60.0  # seconds the ranks get to meet in the new process group
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,67 @@ class Sessions:
             raise SessionError(group_errors(failed))
         return len(answers)
 
+    def unblock(self, name: str) -> str:
+        """Free the session's ranks blocked in C++ (a collective whose peer failed or was
+        interrupted: SIGINT waits there) by closing their TCP connections, wait for their cell
+        to end, then, for a ``--torch`` session, make the default process group anew on a
+        fresh store and wrap each DDP model again: every variable kept. One line, what it did."""
+        shape = self.shape(name)
+        plan = self.plan(name, None)
+        where = {i: a for i, (_, a, _) in self._control(plan, name, {"op": "where"}).items() if a}
+        busy = sorted(i for i, a in where.items() if a.get("busy"))
+        said = []
+        if busy:
+            self._control(plan, name, {"op": "unblock"})
+            still = self._wait_idle(plan, name, UNBLOCK_WAIT)
+            if still:
+                places = sorted({str(where[i].get("where") or "?") for i in still})
+                raise SessionError(
+                    f"{ranks_label(plan.ranks[i] for i in still)} still run their cell after their "
+                    f"connections were closed (in {', '.join(places)}): Ctrl-C stops a cell in Python; "
+                    f"%remote session restart {name} starts them anew, losing their variables"
+                )
+            places = sorted({str(where[i].get("where") or "?") for i in busy})
+            said.append(f"freed {ranks_label(plan.ranks[i] for i in busy)} (blocked in {', '.join(places)})")
+        else:
+            said.append("no rank was blocked")
+        if shape.torch:
+            said.append(self._regroup(plan, name))
+        return f"session {name}: " + "; ".join(said) + "; every variable kept\n"
+
+    def _control(
+        self, plan: Plan, name: str, request: dict[str, Any]
+    ) -> dict[int, tuple[int, Any, str | None]]:
+        return self._call(plan, "session_control", name, lambda _: (request,))
+
+    def _wait_idle(self, plan: Plan, name: str, limit: float) -> list[int]:
+        """Ping until no rank runs a cell (at most ``limit`` s): the ranks still busy."""
+        deadline = time.monotonic() + limit
+        while True:
+            answers = self._control(plan, name, {"op": "ping"})
+            still = sorted(i for i, (_, a, _) in answers.items() if a and a.get("busy"))
+            if not still or time.monotonic() > deadline:
+                return still
+            time.sleep(0.2)
+
+    def _regroup(self, plan: Plan, name: str) -> str:
+        """Every rank makes the default process group anew at once (a collective)."""
+        from .distributed import master_env
+
+        env = master_env(self.session.loop, plan.targets[0].actors, 30.0)
+        addr, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
+        request = {"op": "regroup", "addr": addr, "port": port, "timeout": REGROUP_TIMEOUT}
+        answers = self._control(plan, name, request)
+        failed = {_point(plan.ranks[i]): error for i, (_, _, error) in answers.items() if error}
+        if failed:
+            raise SessionError(f"the process group was not made anew: {group_errors(failed)}")
+        first = next(a for _, a, _ in answers.values())
+        wrapped = sorted({n for _, a, _ in answers.values() for n in a.get("rewrapped") or ()})
+        text = f"process group made anew ({first.get('backend')}, {first.get('world')} ranks, {addr}:{port})"
+        if wrapped:
+            text += f", DDP wrapped again on it: {', '.join(wrapped)} (rank 0's weights on every rank)"
+        return text
+
     def debug(self, name: str, rank: RankState, line: str) -> None:
         """A line for the pdb of a ``breakpoint()`` in ``rank``'s running cell."""
         plan = self.plan(name, (rank.rank,))
@@ -226,24 +292,30 @@ class Sessions:
         job = self.job()
         same = all(args_for(i) is args_for(0) or args_for(i) == args_for(0) for i in range(len(plan.ranks)))
 
-        async def ask() -> dict[int, tuple[int, Any, str | None]]:
+        async def each_rank() -> dict[int, tuple[int, Any, str | None]]:
             found: dict[int, tuple[int, Any, str | None]] = {}
             for target in plan.targets:
-                if not same:
-                    for index in target.indices.values():
-                        several = len(target.indices) > 1  # else the target is that one rank already
-                        one = target.actors.slice(**plan.ranks[index].point) if several else target.actors
-                        found[index] = await getattr(one, endpoint).call_one(
-                            job, name, target.mesh, *args_for(index)
-                        )
-                    continue
-                first = next(iter(target.indices.values()))
-                values = await getattr(target.actors, endpoint).call(job, name, target.mesh, *args_for(first))
+                for index in target.indices.values():
+                    several = len(target.indices) > 1  # else the target is that one rank already
+                    one = target.actors.slice(**plan.ranks[index].point) if several else target.actors
+                    found[index] = await getattr(one, endpoint).call_one(
+                        job, name, target.mesh, *args_for(index)
+                    )
+            return found
+
+        async def each_mesh() -> dict[int, tuple[int, Any, str | None]]:
+            # every mesh asked at once: a request may be a collective across them (regroup)
+            meshes = await asyncio.gather(
+                *(getattr(t.actors, endpoint).call(job, name, t.mesh, *args_for(0)) for t in plan.targets)
+            )
+            found: dict[int, tuple[int, Any, str | None]] = {}
+            for target, values in zip(plan.targets, meshes, strict=True):
                 for answer in values.values():
                     if int(answer[0]) in target.indices:
                         found[target.indices[int(answer[0])]] = answer
             return found
 
+        ask = each_mesh if same else each_rank
         found = self.session.loop.run(ask(), timeout=CALL_TIMEOUT)
         return {i: found[i] for i in sorted(found)}
 
@@ -310,7 +382,11 @@ def rows_text(rows: list[dict[str, Any]], shapes: dict[str, SessionShape]) -> st
         cells = max((int(r.get("cells") or 0) for r in live), default=0)
         shape = shapes.get(name)
         where_ = shape.target or _shape_text(shape) if shape else "(not in this kernel's book)"
-        lines.append(f"{name:<16} {len(live):>4} of {len(members):<2} {busy:>5} {cells:>6}  {where_}")
+        line = f"{name:<16} {len(live):>4} of {len(members):<2} {busy:>5} {cells:>6}  {where_}"
+        fresh = [tuple(dict(r.get("point") or {}).items()) for r in live if r.get("restarted")]
+        if fresh:  # never a silent mix of old and new namespaces
+            line += f"  · started anew, variables lost: {rank_set(fresh, brackets=True)}"
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 

@@ -36,12 +36,14 @@ class Evidence:
     pid: int | None = None  # the process that was looked at
     probe_failed: str | None = None  # why a probe of the rank's actor failed (None: none failed)
     probing: bool = False  # a probe is out and has not answered yet
+    cause: str = ""  # how the process ended, when this machine can tell (``killed by SIGKILL``)
 
 
 def lost_reason(evidence: Evidence) -> str | None:
     """Why the rank is lost, or None: it is not (whatever its silence)."""
     if evidence.worker == GONE:
-        return f"worker process {evidence.pid} died" if evidence.pid else "worker process died"
+        died = f"worker process {evidence.pid} died" if evidence.pid else "worker process died"
+        return f"{died} ({evidence.cause})" if evidence.cause else died
     if evidence.probe_failed:
         return f"worker failed a probe ({evidence.probe_failed})"
     return None

@@ -1,4 +1,4 @@
-"""``%remote session start|ls|stop|restart|attach [NAME]``, ``%remote pull`` and ``%remote push``:
+"""``%remote session start|ls|stop|restart|attach|unblock [NAME]``, ``%remote pull`` and ``%remote push``:
 the namespaces a ``%%remote python --session`` cell runs in, and values to and from them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ....text.parser import ArgumentsError
 from ...view.args import DEFAULT_SESSION, RemoteArgs, _per_host, flat_ranks
 from .registry import Cell, arg, verb
 
-ACTIONS = ("start", "ls", "stop", "restart", "attach")
+ACTIONS = ("start", "ls", "stop", "restart", "attach", "unblock")
 BOOK = "sessions.json"  # as ..sessions.BOOK, named here so %load_ext's note imports nothing
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]?i?b?)?", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1024, "m": 1e6, "mb": 1e6, "mib": 1 << 20}
@@ -36,10 +36,20 @@ _RANKS = arg("--rank", dest="ranks", type=flat_ranks, metavar="N[,M…]", help="
 
 @verb(
     "session",
-    "start | ls | stop | restart | attach a session (its namespaces, one per rank)",
-    arg("action", choices=ACTIONS, metavar="ACTION", help="start, ls, stop, restart or attach"),
+    "start | ls | stop | restart | attach | unblock a session (its namespaces, one per rank)",
+    arg(
+        "action",
+        choices=ACTIONS,
+        metavar="ACTION",
+        help="start, ls, stop, restart, attach, or unblock (free ranks blocked in a collective, keep every variable)",
+    ),
     _NAME,
     arg("--torch", action="store_true", help="start: set torch.distributed's rank variables"),
+    arg(
+        "--check-collectives",
+        action="store_true",
+        help="start: TORCH_DISTRIBUTED_DEBUG=DETAIL, so ranks calling different collectives or shapes raise at once",
+    ),
     arg("--per-host", type=_per_host, metavar="DIM=N", help="start: N namespaces per host"),
     arg("--mesh", metavar="NAME", help="start: on this mesh (default the job's first)"),
     arg("--all", dest="every", action="store_true", help="stop: every session of the job"),
@@ -52,6 +62,7 @@ def session(
     per_host: tuple[tuple[str, int], ...] | None,
     mesh: str | None,
     every: bool,
+    check_collectives: bool = False,
 ) -> None:
     from ...run import sessions as session_text
 
@@ -66,6 +77,8 @@ def session(
         cell.write(f"{what}: {ended} namespace{'s' if ended != 1 else ''} ended\n")
     elif action == "attach":
         cell.write(_attach_line(cell, chosen))
+    elif action == "unblock":
+        cell.write(cell.sessions.unblock(chosen))
     else:
         start = RemoteArgs(
             command="pass",
@@ -74,6 +87,8 @@ def session(
             mesh=mesh,
             per_host=per_host,
             torch=torch,
+            # read by torch when it is imported: set in the namespace before any cell imports it
+            env=(("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),) if check_collectives else (),
         )
         if action == "restart":
             start = _restarted(cell, start)
