@@ -359,3 +359,21 @@ def other_user() -> Iterator[OtherUser]:
                     break
                 time.sleep(0.1)
         subprocess.run(["userdel", name], timeout=30, check=False)
+
+
+@contextlib.contextmanager
+def held_sidecar_lock(apply_id: str) -> Iterator[str]:
+    """This process holds Monarch's sidecar lock of job ``apply_id`` (as the job's sidecar does):
+    the dashboard proxy then takes this process's listening ports for the sidecar's."""
+    import fcntl
+
+    from monarch_jupyter.jobs.local_records import sidecar_lock
+
+    path = sidecar_lock(apply_id)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield path
+    finally:
+        os.close(fd)
+        os.unlink(path)

@@ -24,7 +24,7 @@ import stat
 from typing import Any, NamedTuple
 
 from ..remote.host.layout import STATUS, rank_name
-from ..system.files import UnsafeFileError, read_bytes
+from ..system.files import UnsafeFileError, check_trusted, read_bytes
 
 MONARCH_DIR = ".monarch"
 ACTIVE_LINK = "job_state.pkl"
@@ -122,6 +122,33 @@ def read_status(context_dir: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return status if isinstance(status, dict) else None
+
+
+def trusted_status(context_dir: str) -> dict[str, Any] | None:
+    """:func:`read_status`, only from a status.json this user owns in folders (from ``.monarch``
+    down) this user owns, none writable by group or others: the shell route and the dashboard
+    proxy act on it. None when there is none; UnsafeFileError (one line) when it is not ours."""
+    path = os.path.join(context_dir, STATUS_FILE)
+    if not os.path.lexists(path):
+        return None
+    try:
+        check_trusted(path, what="status")
+    except OSError:
+        return None
+    return read_status(context_dir)
+
+
+def check_folder(folder: str) -> None:
+    """UnsafeFileError unless ``folder`` (a notebook folder a terminal opens in) is this user's
+    and not writable by group or others: whoever can write there can plant what runs there."""
+    info = os.stat(folder)
+    if info.st_uid != os.getuid():
+        raise UnsafeFileError(f"{folder} belongs to uid {info.st_uid}, not you: no shell is opened there")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeFileError(
+            f"{folder} is writable by group/others (mode {stat.S_IMODE(info.st_mode):o}): no shell is "
+            f"opened there; if you trust it: chmod go-w {folder}"
+        )
 
 
 def _short(value: Any) -> Any:
@@ -261,18 +288,22 @@ def _contexts_in(
             continue
         if not any(os.path.lexists(os.path.join(entry.path, f)) for f in CONTEXT_MARKERS):
             continue
-        status = read_status(entry.path)
+        try:
+            status, refused = trusted_status(entry.path), None
+        except UnsafeFileError as error:  # another user's status says nothing about our jobs
+            status, refused = None, str(error)
         state = status.get("state") if status else None
-        contexts.append(
-            {
-                "name": entry.name,
-                "dir": f"{rel_monarch}/{entry.name}",
-                "active": entry.name == active,
-                "state": state if state in STATES else "unknown",
-                "status": summarize_status(status),
-                "runs": running_runs(entry.path, max_runs),
-            }
-        )
+        context = {
+            "name": entry.name,
+            "dir": f"{rel_monarch}/{entry.name}",
+            "active": entry.name == active,
+            "state": state if state in STATES else "unknown",
+            "status": summarize_status(status),
+            "runs": running_runs(entry.path, max_runs) if refused is None else [],
+        }
+        if refused is not None:
+            context["refused"] = _short(refused)
+        contexts.append(context)
     return contexts
 
 

@@ -123,6 +123,20 @@ def check_owner(owners: set[int] | None, uid: int, base: str) -> None:
         )
 
 
+def check_sidecar(ports: set[int] | None, port: int, base: str) -> None:
+    """Refuse a target that is not a port the job's own sidecar listens on (``ports``: those of
+    the process holding the job's sidecar lock, None when none of ours does): a status.json names
+    any port, and whatever of ours answers there would be served in the Jupyter server's origin."""
+    if ports is None:
+        raise Refusal(
+            403,
+            f"{base} is not the job's sidecar (no sidecar of yours runs for the job the status names): "
+            "not proxied; %job apply starts the job again",
+        )
+    if port not in ports:
+        raise Refusal(403, f"{base} is not a port the job's sidecar listens on: not proxied")
+
+
 def upstream_url(base: str, rest: str, query: str) -> str:
     """The dashboard URL a proxied request asks for."""
     path = urllib.parse.quote(rest or "/", safe="/:@!$&'()*+,;=-._~%")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import urllib.parse
 
 from jupyter_server.auth.decorator import authorized
@@ -19,10 +21,12 @@ from tornado import httpclient, web
 from tornado.ioloop import IOLoop
 from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
 
+from ..jobs.local_records import sidecar_lock
 from ..system import procfs as _procfs
+from ..system.files import UnsafeFileError
 from . import dashboard as dash
 from .config import MonarchJupyter
-from .contexts import InvalidPath, read_status, resolve_folder
+from .contexts import InvalidPath, resolve_folder, trusted_status
 from .handlers import _SCANNER
 
 _client: SimpleAsyncHTTPClient | None = None
@@ -41,10 +45,33 @@ def _http() -> SimpleAsyncHTTPClient:
     return _client
 
 
+#: What an apply id looks like (it names a file in /tmp: no separators, no dots first).
+APPLY_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+
+def sidecar_ports(apply_id: object) -> set[int] | None:
+    """The TCP ports the sidecar of job ``apply_id`` listens on: those of our processes that hold
+    Monarch's sidecar lock of that job open; None when none does."""
+    if not isinstance(apply_id, str) or not APPLY_ID.fullmatch(apply_id):
+        return None
+    lock = sidecar_lock(apply_id)
+    try:
+        info = os.lstat(lock)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+        return None
+    holders = _procfs.holding_open(lock, os.getuid())
+    if not holders:
+        return None
+    return {port for pid in holders for _, port in _procfs.listening_tcp(pid)}
+
+
 def target_of(root_dir: str, context_dir: str) -> str:
     """The dashboard base URL of the context folder ``context_dir`` (relative to the root), when
-    its port is held by this user. Reads one status.json (bounded, non-blocking) and
-    /proc/net/tcp{,6}; runs in the scan thread."""
+    its status.json is this user's alone and its port is one the job's own sidecar listens on.
+    Reads one status.json (bounded, non-blocking), /proc/locks and /proc/net/tcp{,6}; runs in
+    the scan thread."""
     name = dash.context_name(context_dir)
     try:
         folder, _ = resolve_folder(root_dir, context_dir)
@@ -52,9 +79,14 @@ def target_of(root_dir: str, context_dir: str) -> str:
         raise dash.Refusal(404, f"no context folder {context_dir!r} under the server root") from None
     if os.path.basename(os.path.dirname(folder)) != dash.MONARCH_DIR:
         raise dash.Refusal(404, f"{context_dir!r} is not a context folder (.monarch/<context>)")
-    base = dash.target(read_status(folder), name)
+    try:
+        status = trusted_status(folder)
+    except UnsafeFileError as error:
+        raise dash.Refusal(403, f"{error}: not proxied") from None
+    base = dash.target(status, name)
     port = urllib.parse.urlsplit(base).port or 0
     dash.check_owner(_procfs.listen_owners(port), os.getuid(), base)
+    dash.check_sidecar(sidecar_ports(status.get("apply_id") if status else None), port, base)
     return base
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
@@ -26,7 +28,25 @@ _WIDGETS = Path(__file__).resolve().parent.parent / "widgets"
 _SCANNER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="monarch-jupyter-scan")
 
 
-class ContextsHandler(APIHandler):
+class OneLineErrors(APIHandler):
+    """An API handler whose error answer is ``{"message": the one line}`` as written: tornado
+    doubles each ``%`` of a message raised without arguments (``%%job apply``), APIHandler
+    passes it on doubled; ``log_message % args`` undoes it, as tornado's own page does."""
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = (kwargs.get("exc_info") or (None, None, None))[1]
+        if not isinstance(error, web.HTTPError) or not error.log_message:
+            super().write_error(status_code, **kwargs)
+            return
+        try:
+            message = error.log_message % error.args
+        except (TypeError, ValueError):
+            message = error.log_message
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message, "reason": error.reason}))
+
+
+class ContextsHandler(OneLineErrors):
     """GET the Monarch contexts under the server root (``?path=`` narrows it)."""
 
     # Listing reads files under the root, so it needs the same permission as reading contents.

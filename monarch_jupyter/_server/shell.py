@@ -16,13 +16,14 @@ import os
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..errors import MonarchJupyterError
 from ..jobs.contexts import DEFAULT_CONTEXT, MONARCH_DIR, check_name
 from ..remote.rank_shell import ShellTarget, command
-from .contexts import InvalidPath, active_context, read_status, resolve_folder
+from ..system.files import UnsafeFileError
+from .contexts import InvalidPath, active_context, check_folder, resolve_folder, trusted_status
+from .handlers import OneLineErrors
 
 MAX_BODY = 4096
 
@@ -95,16 +96,22 @@ class Refused(ValueError):
 
 def check(folder: str, target: ShellTarget) -> ShellTarget:
     """``target`` with its context named (the folder's active one by default), checked against
-    its ``status.json``; Refused (one line) when the status says no shell can open."""
+    its ``status.json``; Refused (one line) when the status says no shell can open, or when the
+    folder or the status is not this user's alone (the terminal runs as the server's user)."""
     monarch_dir = os.path.join(folder, MONARCH_DIR)
     context = target.context or active_context(monarch_dir) or DEFAULT_CONTEXT
-    why = refusal(read_status(os.path.join(monarch_dir, context)), target, context)
+    try:
+        check_folder(folder)
+        status = trusted_status(os.path.join(monarch_dir, context))
+    except (UnsafeFileError, OSError) as error:
+        raise Refused(str(error)) from None
+    why = refusal(status, target, context)
     if why is not None:
         raise Refused(why)
     return ShellTarget(context, target.rank, target.mesh)
 
 
-class ShellHandler(APIHandler):
+class ShellHandler(OneLineErrors):
     """POST: start the rank shell in a new terminal; ``{"name": terminal name}``."""
 
     # it starts a process in a terminal: the permission JupyterLab's own terminals need
@@ -124,7 +131,7 @@ class ShellHandler(APIHandler):
         if len(self.request.body) > MAX_BODY:
             raise web.HTTPError(413, "request too large")
         try:
-            body = json.loads(self.request.body or b"{}")
+            body = json.loads(self.request.body or b"{}")  # RecursionError: nested too deep
             if not isinstance(body, dict):
                 raise ValueError("wants a JSON object")
             folder = folder_of(self.root_dir, body)
@@ -135,6 +142,8 @@ class ShellHandler(APIHandler):
             raise web.HTTPError(400, f"invalid folder: {error}") from None
         except ValueError as error:
             raise web.HTTPError(400, str(error)) from None
+        except RecursionError:
+            raise web.HTTPError(400, "the JSON body is nested too deep: send {path, context, rank}") from None
         model = manager.create(shell_command=[*command(target), "--hold"], cwd=folder)
         self.log.info(
             "monarch_jupyter: terminal %s: shell on rank %d in %s", model["name"], target.rank, folder

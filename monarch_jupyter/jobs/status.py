@@ -123,7 +123,7 @@ def describe(
         applied_at=applied_at,
         cache_path=os.path.relpath(state_path, root) if state_path.exists() else None,
         attached=state is not None,
-        reach=engine.reach(job),
+        reach="; ".join(filter(None, (engine.reach(job), services.reach(services.configured(job))))),
     )
 
 

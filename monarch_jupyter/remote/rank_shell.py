@@ -60,8 +60,9 @@ class ShellTarget:
 
 # ── pure: the command, the arguments, the environment ─────────────────────
 def command(target: ShellTarget, python: str | None = None) -> list[str]:
-    """The argv that opens this shell, run in the notebook's folder."""
-    argv = [python or sys.executable, "-m", MODULE, "--rank", str(target.rank)]
+    """The argv that opens this shell, run in the notebook's folder. ``-P``: ``-m`` would put
+    that folder first on the import path, and whoever can write there would choose our code."""
+    argv = [python or sys.executable, "-P", "-m", MODULE, "--rank", str(target.rank)]
     if target.context:
         argv += ["--context", target.context]
     if target.mesh:

@@ -369,6 +369,25 @@ def bind_dashboard_to(host: str) -> None:
     )
 
 
+def relay_admin_through(path: str) -> None:
+    """Have every mesh admin this process spawns reach the telemetry store at ``<its URL><path>``
+    (``job_components._spawn_admin(…, telemetry_url=…)``; the admin relays ``/v1/query`` there,
+    so the store can tell the relay apart). Once per process; Monarch's other clients keep the URL."""
+    from monarch._src.job import job_components
+
+    original = job_components._spawn_admin
+    if getattr(original, "_relayed_through", None) == path:
+        return
+
+    def spawn(*args: Any, telemetry_url: str | None = None, **kwargs: Any) -> Any:
+        if telemetry_url:
+            telemetry_url = telemetry_url.rstrip("/") + path
+        return original(*args, telemetry_url=telemetry_url, **kwargs)
+
+    spawn._relayed_through = path  # type: ignore[attr-defined]
+    job_components._spawn_admin = spawn
+
+
 def run_sidecar_worker() -> None:
     """Run Monarch's sidecar entry point (``_job_sidecar_worker.main``) with this ``sys.argv``."""
     from monarch._src.job._job_sidecar_worker import main

@@ -9,7 +9,7 @@ does not cut: :mod:`.private_provisioner` switches the kernel's transport to ``i
 What the kernel loses: every network but its own loopback (SSH and Slurm jobs, the dashboard
 through the Jupyter server, pip).
 
-    python -m monarch_jupyter.private_net install [--user | --sys-prefix]   # the kernel spec
+    python -m monarch_jupyter.private_net install [--user | --sys-prefix | --prefix DIR]  # the spec
     python -m monarch_jupyter.private_net -f CONNECTION_FILE                # what Jupyter runs
 """
 
@@ -90,10 +90,41 @@ def install(user: bool = False, prefix: str | None = None) -> str:
     return where
 
 
+def install_args(argv: list[str]) -> tuple[bool, str | None]:
+    """``(user, prefix)`` of ``install``'s arguments (at most one of ``--user``, ``--sys-prefix``,
+    ``--prefix DIR``, as ``jupyter kernelspec install`` takes them); ValueError (one line)."""
+    user, prefix, rest = False, None, list(argv)
+    chosen = []
+    while rest:
+        word = rest.pop(0)
+        if word == "--user":
+            user = True
+        elif word == "--sys-prefix":
+            prefix = sys.prefix
+        elif word == "--prefix" or word.startswith("--prefix="):
+            value = word.partition("=")[2] if "=" in word else (rest.pop(0) if rest else "")
+            if not value:
+                raise ValueError("--prefix wants a folder, e.g. --prefix ~/.local")
+            prefix = os.path.abspath(os.path.expanduser(value))
+            word = "--prefix"
+        else:
+            raise ValueError(f"install takes --user, --sys-prefix or --prefix DIR, not {word!r}")
+        chosen.append(word)
+    if len(chosen) > 1:
+        raise ValueError(
+            f"install takes one of --user, --sys-prefix, --prefix DIR, not {' and '.join(chosen)}"
+        )
+    return user, prefix
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["install"]:
-        prefix = sys.prefix if "--sys-prefix" in argv else None
-        print(f"installed kernel {KERNEL_NAME!r} in {install(user='--user' in argv, prefix=prefix)}")
+        try:
+            user, prefix = install_args(argv[1:])
+        except ValueError as error:
+            print(f"monarch_jupyter.private_net: {error}", file=sys.stderr)
+            return 2
+        print(f"installed kernel {KERNEL_NAME!r} in {install(user=user, prefix=prefix)}")
         return 0
     try:
         enter()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import os
 import secrets
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from browser_util import SERVER, free_port, jupyter_server
-from harness import job_kernel, poll, tagged_pids
+from harness import held_sidecar_lock, job_kernel, poll, tagged_pids
 from monarch_jupyter._server.dashboard import MAX_RESPONSE_BYTES
 from monarch_jupyter.system import procfs as _procfs
 
@@ -111,11 +112,12 @@ def test_no_trailing_slash_redirects_under_the_prefix(server):
     assert code in (301, 302) and headers["Location"] == f"{PREFIX}/?x=1"
 
 
-def _context(root: Path, name: str, urls: dict | None, state: str = "running") -> str:
+def _context(root: Path, name: str, urls: dict | None, state: str = "running", apply_id: str = "") -> str:
     ctx = root / "other" / ".monarch" / name
     ctx.mkdir(parents=True, exist_ok=True)
     if urls is not None:
-        (ctx / "status.json").write_text(json.dumps({"context": name, "state": state, "urls": urls}))
+        status = {"context": name, "state": state, "urls": urls, "apply_id": apply_id or name}
+        (ctx / "status.json").write_text(json.dumps(status))
     return f"/monarch-jupyter/dashboard/other/.monarch/{name}/"
 
 
@@ -142,10 +144,14 @@ def test_clear_one_line_errors(server, root):
 
 def test_a_dashboard_that_never_answers_cannot_hang_the_server(server, root):
     base, _ = server
-    with socket.socket() as mute:  # accepts connections (the backlog) and never answers
+    apply_id = f"mute{secrets.token_hex(6)}"
+    # accepts connections (the backlog) and never answers; this process plays the job's sidecar
+    with socket.socket() as mute, held_sidecar_lock(apply_id):
         mute.bind(("127.0.0.1", 0))
         mute.listen(8)
-        path = _context(root, "mute", {"telemetry": f"http://127.0.0.1:{mute.getsockname()[1]}"})
+        path = _context(
+            root, "mute", {"telemetry": f"http://127.0.0.1:{mute.getsockname()[1]}"}, apply_id=apply_id
+        )
         started = time.monotonic()
         code, _, body = fetch(f"{base}{path}")
         assert code == 504, body[:300]
@@ -184,8 +190,15 @@ def test_an_oversized_answer_is_cut_with_one_line(server, root):
     base, _ = server
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Big)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    stack = contextlib.ExitStack()
+    apply_id = f"big{secrets.token_hex(6)}"
     try:
-        path = _context(root, "big", {"telemetry": f"http://127.0.0.1:{httpd.server_address[1]}"})
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        # #42: a server of ours that is not the job's sidecar is never relayed
+        code, _, body = fetch(f"{base}{_context(root, 'plain', {'telemetry': url})}small")
+        assert code == 403 and "not the job's sidecar" in json.loads(body)["error"], body[:300]
+        stack.enter_context(held_sidecar_lock(apply_id))  # this process plays the job's sidecar
+        path = _context(root, "big", {"telemetry": url}, apply_id=apply_id)
         code, _, body = fetch(f"{base}{path}small")
         assert code == 200 and body == b"x" * 100
         code, _, body = fetch(f"{base}{path}huge")
@@ -193,6 +206,7 @@ def test_an_oversized_answer_is_cut_with_one_line(server, root):
         message = json.loads(body)["error"]
         assert "\n" not in message and "127.0.0.1" in message and "over 32 MB" in message, message
     finally:
+        stack.close()
         httpd.shutdown()
         httpd.server_close()
 
@@ -211,3 +225,24 @@ def test_a_port_another_user_holds_is_not_proxied(server, root, second_user):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_status_another_user_wrote_is_not_proxied_nor_listed_as_running(server, root, tkernel, second_user):
+    """#42: a 0777 folder another user writes into: their status.json names our real sidecar's
+    port (the job's apply id and all); the proxy refuses it and the sidebar does not list it running."""
+    base, _ = server
+    ours = json.loads((root / "nb" / ".monarch" / "default" / "status.json").read_text())
+    shared = root / "shared"
+    shared.mkdir(mode=0o777, exist_ok=True)
+    shared.chmod(0o777)
+    forged = shared / ".monarch" / "forged"
+    forged.mkdir(parents=True, exist_ok=True)
+    (forged / "status.json").write_text(json.dumps(ours))
+    for path in (forged.parent, forged, forged / "status.json"):  # theirs, as if they made them
+        path.chmod(0o666 if path.is_file() else 0o777)
+        os.chown(path, second_user.uid, second_user.gid)
+    code, _, body = fetch(f"{base}/monarch-jupyter/dashboard/shared/.monarch/forged/")
+    assert code == 403 and "belongs to uid" in json.loads(body)["error"], body[:300]
+    code, _, body = fetch(f"{base}/monarch-jupyter/contexts?path=shared")
+    listed = {c["name"]: c for c in json.loads(body)["contexts"]}
+    assert listed["forged"]["state"] == "unknown" and "belongs to uid" in listed["forged"]["refused"], listed

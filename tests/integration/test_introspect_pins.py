@@ -358,6 +358,12 @@ def test_job_services_members():
     assert not isinstance(start, functools.partial)
     assert "host" in inspect.signature(start).parameters, "_introspect.bind_dashboard_to"
     assert "start_telemetry_servers(" in inspect.getsource(telemetry_config._TelemetryHandle._bootstrap)
+    from monarch._src.job import job_components
+
+    pin(job_components, "_spawn_admin", "_introspect.relay_admin_through")
+    assert "telemetry_url=telemetry_url" in inspect.getsource(job_components.AdminComponent.state), (
+        f"{MONARCH}: the admin no longer takes telemetry_url as a keyword; update _introspect.relay_admin_through"
+    )
 
 
 def test_mount_members():

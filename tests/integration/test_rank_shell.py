@@ -190,7 +190,7 @@ def test_terminal_ipython_prints_the_command(shared) -> None:
     line = next(li.strip() for li in shown.splitlines() if "rank_shell" in li)
     assert (
         line
-        == f"cd {shared.cwd} && {sys.executable} -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
+        == f"cd {shared.cwd} && {sys.executable} -P -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
     )
 
 
@@ -284,6 +284,61 @@ def test_the_route_opens_it_in_a_terminal_and_closing_that_ends_it(shared, tmp_p
             )
         finally:
             os.kill(workers["hosts_1"], signal.SIGCONT)
+
+
+def test_the_route_runs_no_planted_code_and_no_other_users_folder(shared, tmp_path, tag, second_user) -> None:
+    """#42: a ``monarch_jupyter/`` planted in the folder is never imported (``-P``); a folder and
+    status.json another user owns (forged from ours: same job, same ranks) open no terminal."""
+    from browser_util import jupyter_server
+
+    root = shared.cwd.parent
+    marker = tmp_path / "planted-ran"
+    planted = shared.cwd / "monarch_jupyter"
+    planted.mkdir()
+    (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    theirs = root / f"theirs-{tag}"
+    forged = theirs / ".monarch" / "default"
+    forged.mkdir(parents=True)
+    status = (shared.cwd / ".monarch" / "default" / "status.json").read_text()
+    (forged / "status.json").write_text(status)
+    for path in (theirs, theirs / ".monarch", forged, forged / "status.json"):
+        path.chmod(0o666 if path.is_file() else 0o777)
+        os.chown(path, second_user.uid, second_user.gid)
+    try:
+        with jupyter_server(root, tmp_path / "jupyter", tag) as server:
+            status_code, body = _post(server, "monarch-jupyter/shell", {"folder": str(theirs), "rank": 0})
+            assert status_code == 409 and "belongs to uid" in body["message"], body
+            assert "\n" not in body["message"]
+            status_code, body = _post(
+                server, "monarch-jupyter/shell", {"folder": str(shared.cwd), "context": "nosuch"}
+            )
+            assert (
+                status_code == 409 and "run %job apply" in body["message"] and "%%" not in body["message"]
+            ), body
+            deep = "[" * 1500 + "]" * 1500
+            request = urllib.request.Request(
+                f"{server.url}/monarch-jupyter/shell",
+                data=deep.encode(),
+                method="POST",
+                headers={"Authorization": f"token {server.token}", "Content-Type": "application/json"},
+            )
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 400, refused.value.read()[:300]
+            status_code, body = _post(server, "monarch-jupyter/shell", {"folder": str(shared.cwd), "rank": 0})
+            assert status_code == 200, body
+            answer = re.compile(r"R=(\S*) S=(\S*) C=(\S+) P=(\d+) A=(\d+)\r?\nDONE")
+            seen = asyncio.run(
+                _type_and_read(server, body["name"], PROBE.decode().replace("\n", "\r"), answer)
+            )
+            assert answer.search(seen), seen[-2000:]
+            server.api(f"api/terminals/{body['name']}", method="DELETE")
+        assert not marker.exists(), "the folder's planted monarch_jupyter ran"
+    finally:
+        import shutil
+
+        shutil.rmtree(planted, ignore_errors=True)
+        shutil.rmtree(theirs, ignore_errors=True)
 
 
 def test_a_killed_job_does_not_keep_the_client(shared) -> None:

@@ -279,3 +279,35 @@ def test_breakpoint_without_input_continues(shared):
     assert r.error is None, r.text
     assert "this front end takes no input, so it continues" in r.text, r.text
     assert "(1): 'went on'" in r.stream("stdout"), r.text
+
+
+def test_a_breakpoint_of_a_kernel_that_is_gone_is_freed_by_the_next_cell(tmp_path):
+    """#42: a session cell waits in pdb and its kernel dies: the next kernel's cell is not
+    "busy" forever; pdb is told to quit, the cell says so in one line, ``%remote stop`` claims
+    nothing it did not do."""
+
+    class Prompted(Exception):
+        pass
+
+    def leave(prompt: str, result) -> str:
+        raise Prompted(prompt)
+
+    with job_kernel(tmp_path / "nb", "hosts=1") as kernel:
+        with pytest.raises(Prompted):
+            kernel.execute("%%remote python --session dbg\nbreakpoint()\n'after'", on_input=leave, timeout=60)
+        kernel.restart()  # the kernel at the prompt dies (SIGKILL); the namespace stays in pdb
+        loaded = kernel.ok("%load_ext monarch_jupyter").text
+        run_id = re.search(r"(\d{8}-\d{6}-[0-9a-f]{6}) \(", loaded).group(1)
+        stopped = kernel.ok(f"%remote stop {run_id}").text
+        assert "0 processes signalled" not in stopped and f"stopped run {run_id}" not in stopped, stopped
+        kernel.ok("%remote session attach dbg")  # its ping frees the namespace
+        assert re.search(r"^dbg\s+1 of 1\s+0\s", kernel.ok("%remote session ls").text, re.M)
+        r = kernel.execute("%%remote python --session dbg\n1 + 1", timeout=60)
+        assert r.error is None, r.text
+        out = r.stream("stdout")
+        assert "a breakpoint() of a cell whose kernel is gone" in out and "its pdb was told to quit" in out, (
+            out
+        )
+        assert "(1): 2" in out, out
+        ls = kernel.ok("%remote session ls").text
+        assert re.search(r"^dbg\s+1 of 1\s+0\s", ls, re.M), ls

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import uuid
 
 import pytest
 
+from harness import held_sidecar_lock
 from monarch_jupyter._server import dashboard as dash
 from monarch_jupyter._server.dashboard_proxy import target_of
 from monarch_jupyter.system import procfs as _procfs
@@ -118,12 +120,24 @@ def test_error_page_escapes() -> None:
 def test_target_of_reads_only_context_folders_under_the_root(tmp_path) -> None:
     ctx = tmp_path / "nb" / ".monarch" / "default"
     ctx.mkdir(parents=True)
-    with socket.socket() as ours:  # the port must be held by this user
+    apply_id = f"unit{uuid.uuid4().hex}"
+    with socket.socket() as ours, held_sidecar_lock(apply_id):  # held by the job's sidecar (us)
         ours.bind(("127.0.0.1", 0))
         ours.listen(1)
         url = f"http://127.0.0.1:{ours.getsockname()[1]}"
-        (ctx / "status.json").write_text(json.dumps(_status(telemetry=url)))
+        (ctx / "status.json").write_text(json.dumps({**_status(telemetry=url), "apply_id": apply_id}))
         assert target_of(str(tmp_path), "nb/.monarch/default") == url
+        # #42: a port of ours that is not the job's sidecar's (another job id, no sidecar)
+        (ctx / "status.json").write_text(json.dumps({**_status(telemetry=url), "apply_id": "other"}))
+        with pytest.raises(dash.Refusal) as err:
+            target_of(str(tmp_path), "nb/.monarch/default")
+        assert err.value.code == 403 and "not the job's sidecar" in err.value.message
+        (ctx / "status.json").write_text(json.dumps({**_status(telemetry=url), "apply_id": apply_id}))
+        (ctx / "status.json").chmod(0o666)  # writable by others: not trusted
+        with pytest.raises(dash.Refusal) as err:
+            target_of(str(tmp_path), "nb/.monarch/default")
+        assert err.value.code == 403 and "writable by group/others" in err.value.message
+        (ctx / "status.json").chmod(0o600)
     with pytest.raises(dash.Refusal) as err:  # closed: nothing listens there any more
         target_of(str(tmp_path), "nb/.monarch/default")
     assert err.value.code == 502 and "nothing listens" in err.value.message

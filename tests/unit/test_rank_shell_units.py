@@ -48,14 +48,15 @@ def test_main_says_bad_arguments_in_one_line(capsys: pytest.CaptureFixture[str])
 def test_command_round_trips_through_the_parser() -> None:
     target = ShellTarget("exp", 2, "trainers")
     argv = rank_shell.command(target, python="/py")
-    assert argv[:3] == ["/py", "-m", rank_shell.MODULE]
-    assert rank_shell.parse_args(argv[3:]) == target
+    # -P: never the folder's own modules (#42: a planted monarch_jupyter/ would run as us)
+    assert argv[:4] == ["/py", "-P", "-m", rank_shell.MODULE]
+    assert rank_shell.parse_args(argv[4:]) == target
     assert rank_shell.command(ShellTarget(None, 0))[0] == sys.executable
 
 
 def test_command_line_quotes_the_folder() -> None:
     line = rank_shell.command_line(ShellTarget("default", 1), "/tmp/my notebooks", python="/py")
-    assert line.startswith("cd '/tmp/my notebooks' && /py -m monarch_jupyter.remote.rank_shell")
+    assert line.startswith("cd '/tmp/my notebooks' && /py -P -m monarch_jupyter.remote.rank_shell")
     words = shlex.split(line)
     assert words[:4] == ["cd", "/tmp/my notebooks", "&&", "/py"]
 
@@ -92,7 +93,7 @@ def test_bundle_has_the_payload_and_the_command_as_text() -> None:
     assert payload["created"] == 5.0 and len(payload["id"]) == 32
     assert bundle["text/plain"] == (
         "a shell on rank 1 (hosts=1): run in a terminal\n"
-        "  cd /nb && /py -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
+        "  cd /nb && /py -P -m monarch_jupyter.remote.rank_shell --rank 1 --context default"
     )
     assert payload["command"] == bundle["text/plain"].split("\n")[1].strip()
 

@@ -1053,6 +1053,12 @@ def test_stop_of_a_finished_run_says_it_had_already_finished(monkeypatch):
         "run r-stopped had already been stopped (stopped); nothing to stop\n",
         "stopped run r-live (3 processes signalled)\n",
     ]
+    # #42: nothing signalled is never "stopped"
+    Runner.stop_runs = lambda self, entries, by=None: {}  # type: ignore[method-assign]
+    cell = _Cell(Runner())
+    verbs.dispatch(cell, "stop", {"runs": ["r-live"], "all_runs": False})
+    assert cell.written[0].startswith("run r-live: no process of it was found to signal")
+    assert "stopped run" not in cell.written[0] and cell.written[0].count("\n") == 1
 
 
 # ── the runner: ask every rank ──

@@ -22,6 +22,9 @@ NAMES = (TELEMETRY, ADMIN)
 #: Where the mesh admin server listens: an ephemeral port on loopback (Monarch's default is *:1729).
 ADMIN_ADDR = "127.0.0.1:0"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: The path the mesh admin reaches the telemetry store under: the store refuses SQL there (the
+#: admin relays ``/v1/query`` for any local user) and serves the rest as at its root.
+ADMIN_RELAY = "/monarch-jupyter-admin-relay"
 
 
 def configure(job: Any, names: tuple[str, ...]) -> Any:
@@ -78,9 +81,29 @@ def loopback(job: Any) -> list[str]:
     return [f"the mesh admin listens on {ADMIN_ADDR} instead of {addr}: no port is opened to other machines"]
 
 
+def reach(names: tuple[str, ...] | list[str]) -> str | None:
+    """Who can talk to the job's services (the ``reach`` row's second part), or None without any.
+
+    The sidecar's servers (telemetry store, dashboard) serve only connections this user opened
+    (:mod:`._sidecar_main`); Monarch 0.7's mesh admin runs in the kernel, in Rust, and checks no
+    peer: its tree and py-spy routes answer any local user (its SQL relay is refused)."""
+    parts = []
+    if TELEMETRY in names:
+        parts.append("telemetry and dashboard: you only")
+    if ADMIN in names:
+        parts.append("mesh admin (tree, py-spy): any local user, Monarch 0.7 checks no peer")
+    return "; ".join(parts) or None
+
+
 #: The apply id of the job whose mesh admin this process started (Monarch 0.7 spawns the admin
 #: actor under one fixed name per client process: a second one fails, "already spawned").
 _admin_of: str | None = None
+
+
+def relay_admin() -> None:
+    """Before a job's services start in this process: its mesh admin reaches the store under
+    :data:`ADMIN_RELAY` (see ``_sidecar_main.no_sql_from_the_admin``)."""
+    _introspect.relay_admin_through(ADMIN_RELAY)
 
 
 def started(job: Any) -> None:

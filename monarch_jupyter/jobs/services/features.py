@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...runtime import introspect as _introspect
-from . import mounts, sidecar
+from . import mounts, relay_admin, sidecar
 from . import start_refusal as services_refusal
 from . import started as services_started
 
@@ -45,6 +45,9 @@ class Services(Feature):
 
     def refusal(self, job: Any, workers_local: bool) -> str | None:
         return services_refusal(job)
+
+    def before_state(self, job: Any, applying: bool) -> None:
+        relay_admin()  # the admin's SQL relay answers any local user: the store refuses it
 
     def after_state(self, job: Any) -> None:
         services_started(job)

@@ -334,6 +334,8 @@ class RemoteActor(Actor):
             "filename": f"<{name} cell {run_id[-6:]}>",  # unique: tracebacks find each cell's lines
             "first_line": first_line,
             "folder": str(folder),
+            # the kernel that asks: a namespace held by the pdb of a kernel that is gone is freed
+            "client": {key: (spec.meta or {}).get(f"kernel_{key}") for key in ("pid", "ticks", "boot")},
         }
         cell = session.SessionCell(record, where / session.SOCK, folder, request)
         meta.update(

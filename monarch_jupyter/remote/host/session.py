@@ -25,6 +25,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -72,8 +73,21 @@ def job_tag(job: str) -> str:
     return hashlib.sha256(job.encode()).hexdigest()[:12]
 
 
+def sessions_root(root: Path | None = None) -> Path:
+    """The runs root's ``.sessions`` (absent, or a real folder of ours): a link there would
+    carry every session's socket and record elsewhere, so it is refused as the runs root's are."""
+    base = (root or runs_root()) / SESSIONS
+    try:
+        info = os.lstat(base)
+    except FileNotFoundError:
+        return base
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise NamespaceError(f"{base} is not a folder of yours (a link?): remove it, sessions are kept there")
+    return base
+
+
 def session_dir(job: str, name: str, key: str, rank: int, root: Path | None = None) -> Path:
-    return (root or runs_root()) / SESSIONS / job_tag(job) / check_name(name) / f"{key}.{rank}"
+    return sessions_root(root) / job_tag(job) / check_name(name) / f"{key}.{rank}"
 
 
 def _private_dirs(folder: Path) -> None:
@@ -221,9 +235,9 @@ def records(
 ) -> list[tuple[Path, dict[str, Any]]]:
     """The namespaces of ``job`` on this machine (one ``name``, or all), those owned by
     ``owner`` (a host's worker pid) when given: ``(folder, record)``, dead ones included."""
-    base = (root or runs_root()) / SESSIONS / job_tag(job)
-    found = []
+    found: list[tuple[Path, dict[str, Any]]] = []
     try:
+        base = sessions_root(root) / job_tag(job)
         names = [base / check_name(name)] if name else sorted(p for p in base.iterdir() if p.is_dir())
     except OSError:
         return []

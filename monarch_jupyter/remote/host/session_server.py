@@ -19,7 +19,7 @@ value (cloudpickle) and imports nothing of this package.
 Requests and answers are pickled dicts, length-prefixed, one request per connection:
 
     {"op": "ping"}                                   → {"pid", "busy", "cells", "started"}
-    {"op": "exec", "code", "filename", "first_line", "folder"} → {"rc", "value", "error"}
+    {"op": "exec", "code", "filename", "first_line", "folder", "client"} → {"rc", "value", "error"}
     {"op": "eval", "expr", "max_bytes"}              → {"data": bytes} | {"error"}
     {"op": "push", "items": {name: bytes}}           → {"names"} | {"error"}
     {"op": "stop"}                                   → {"stopping": True}, then it exits
@@ -28,7 +28,9 @@ Requests and answers are pickled dicts, length-prefixed, one request per connect
     {"op": "regroup", "addr", "port", "timeout"}     → {"backend", "world", "rewrapped"} | {"error"}
 A request for the namespace while a cell runs is answered ``{"busy": True}`` at once; ``ping``,
 ``debug``, ``stop``, ``where`` and ``unblock`` are answered on the listener thread, a cell running
-or not: they are how a rank blocked in C++ (a torch collective) is named and freed.
+or not: they are how a rank blocked in C++ (a torch collective) is named and freed. When the
+running cell waits in pdb for a kernel that is gone (``client``: its pid, start ticks and boot
+id), any request but ``debug`` first tells that pdb to quit (:meth:`Server.release`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ HEADER_SIZE = 8
 MAX_REQUEST = 1 << 31  # bytes: a push's values are bounded by the kernel, far below this
 VALUE_CHARS = 4000  # the shown repr of a cell's last expression, cut to this
 OWNER_POLL = 1.0  # seconds between two looks at whether the host's worker is still there
+RELEASE_WAIT = 5.0  # seconds a cell told to quit its pdb may take to end
+BOOT_ID = "/proc/sys/kernel/random/boot_id"  # a kernel pid means something on this machine only
 SUN_PATH_MAX = 107  # a Unix socket address's path, less its NUL (Linux)
 
 
@@ -131,6 +135,8 @@ class Server:
         self.executing = False  # user code runs now: SIGINT raises KeyboardInterrupt in it
         self.todo: queue.SimpleQueue[tuple[dict[str, Any], socket.socket]] = queue.SimpleQueue()
         self.debug_in = DebugInput()  # breakpoint()'s pdb reads the lines the cell's user typed
+        self.client: dict[str, Any] | None = None  # the kernel of the request being handled
+        self.note: str | None = None  # said at the start of the next cell's output
         self.lock = threading.Lock()
         main = sys.modules["__main__"]
         for name in [n for n in vars(main) if not n.startswith("__")]:
@@ -168,6 +174,8 @@ class Server:
         request = recv_message(conn)
         conn.settimeout(None)
         op = request.get("op")
+        if op != "debug" and self.busy and self.debug_in.waiting and client_gone(self.client):
+            self.release()  # a ping (attach, ls), a cell: whoever asks next frees it
         if op == "ping":
             send_message(conn, self.info())
             conn.close()
@@ -197,6 +205,20 @@ class Server:
     def info(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "busy": self.busy, "cells": self.cells, "started": self.started}
 
+    def release(self) -> None:
+        """Quit the pdb a cell of a kernel that is gone waits in (nobody can type to it any
+        more), wait for that cell to end, and leave one line for the next cell's output."""
+        pid = (self.client or {}).get("pid")
+        self.debug_in.lines.put("q\n")
+        deadline = time.monotonic() + RELEASE_WAIT
+        while self.busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self.busy:
+            self.note = (
+                f"monarch_jupyter: a breakpoint() of a cell whose kernel is gone (pid {pid}) held "
+                "this namespace; its pdb was told to quit\n"
+            )
+
     def watch_owner(self) -> None:
         while True:
             time.sleep(OWNER_POLL)
@@ -221,6 +243,8 @@ class Server:
                 request, conn = self.todo.get()
             except KeyboardInterrupt:  # between cells: nothing to interrupt
                 continue
+            client = request.get("client")
+            self.client = client if isinstance(client, dict) else None
             try:
                 answer = self.handle(request)
             except KeyboardInterrupt:  # landed after the user's code ended
@@ -259,9 +283,34 @@ class DebugInput:
 
     def __init__(self) -> None:
         self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.waiting = False  # pdb waits for a line now
 
     def readline(self) -> str:
-        return self.lines.get()
+        self.waiting = True
+        try:
+            return self.lines.get()
+        finally:
+            self.waiting = False
+
+
+def boot_id() -> str | None:
+    try:
+        with open(BOOT_ID) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def client_gone(client: dict[str, Any] | None) -> bool:
+    """Whether the kernel that sent a request is known to be gone: it ran on this machine (the
+    same boot) and its pid is dead or reused. A kernel elsewhere cannot be told: not gone."""
+    if not client or client.get("boot") is None or client.get("boot") != boot_id():
+        return False
+    pid, ticks = client.get("pid"), client.get("ticks")
+    if not isinstance(pid, int):
+        return False
+    now = start_ticks(pid)
+    return now is None or (isinstance(ticks, int) and now != ticks)
 
 
 def breakpoint_hook(server: Server) -> Any:
@@ -369,6 +418,9 @@ def run_cell(server: Server, request: dict[str, Any]) -> dict[str, Any]:
     server.filename = filename
     returncode, value, error = 0, None, None
     try:
+        if server.note:
+            sys.stdout.write(server.note)
+            server.note = None
         _cache_source(code, filename, first_line)
         server.executing = True
         try:

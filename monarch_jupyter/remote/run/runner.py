@@ -484,6 +484,9 @@ class RemoteRunner:
                 "context": here.context,
                 "folder": str(here.root),
                 "kernel_pid": os.getpid(),
+                # with the pid, what tells a kernel that is gone on this machine (a session's host)
+                "kernel_ticks": _procfs.start_ticks(os.getpid()),
+                "kernel_boot": _procfs.boot_id(),
                 "apply_id": plan.apply_id,
             },
         )

@@ -285,8 +285,14 @@ def stop(cell: Cell, runs: list[str], all_runs: bool) -> None:
     live_ids = {e.id for e in live}
     counts = cell.runner.stop_runs(live, by="%remote stop")
     for entry in chosen:
-        if entry.id in live_ids:
-            cell.write(f"stopped run {entry.id} ({counts.get(entry.id, 0)} processes signalled)\n")
+        if entry.id in live_ids and counts.get(entry.id, 0):
+            cell.write(f"stopped run {entry.id} ({counts[entry.id]} processes signalled)\n")
+        elif entry.id in live_ids:  # nothing was signalled: say so, never "stopped"
+            cell.write(
+                f"run {entry.id}: no process of it was found to signal (a --session cell runs in its "
+                "namespace: %remote session stop NAME ends it; a cell of a kernel that is gone held "
+                "at a breakpoint is freed by the next cell)\n"
+            )
         else:
             ended = (
                 f"been stopped ({entry.stop_reason or 'stopped'})"
