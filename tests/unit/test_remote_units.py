@@ -1172,3 +1172,44 @@ def test_warm_actors_are_spawned_once_when_a_grid_request_and_a_cell_ask_togethe
     assert spawned == ["a"]
     runner.forget("a")
     assert runner.call_all("runs_state") == ["ok"] and spawned == ["a", "a"]
+
+
+def test_prewarm_spawns_the_first_meshs_actors_once_and_never_waits_for_a_plan():
+    """After a restart's background attach the first mesh's actors are spawned in a plain run's
+    shape, once; while a plan holds the runner's lock (it spawns what it needs) prewarm gives up."""
+    import threading
+    from pathlib import Path
+
+    from monarch_jupyter.remote.run import runner as R
+    from monarch_jupyter.remote.run.index import Where
+
+    runner = R.RemoteRunner(session=None)
+    where = Where(Path("/nowhere"), Path("/nowhere/runs"), "default")
+    runner._current = lambda: R._Job(object(), {"hosts": "mesh0", "other": "mesh1"}, "a1", where, {})
+    spawned = []
+
+    def spawn(host_mesh, name, per_host):
+        spawned.append((host_mesh, name, per_host))
+        return R._Warm(object(), object(), {"hosts": 2}, ("hosts",))
+
+    runner._spawn = spawn
+    assert runner.prewarm() is True
+    assert spawned == [("mesh0", "hosts", ())]
+    assert list(runner._warm) == [R._WarmKey("a1", "hosts", ())]
+    assert runner.prewarm() is False and len(spawned) == 1  # warm already
+    runner._warm.clear()
+    held, release = threading.Event(), threading.Event()
+
+    def plan_in_progress():
+        with runner._warm_lock:
+            held.set()
+            release.wait(5)
+
+    planner = threading.Thread(target=plan_in_progress)
+    planner.start()
+    held.wait(5)
+    try:
+        assert runner.prewarm() is False and len(spawned) == 1
+    finally:
+        release.set()
+        planner.join()

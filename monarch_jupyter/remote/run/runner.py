@@ -200,6 +200,23 @@ class RemoteRunner:
             running = self._current()
         return running.apply_id, running.where
 
+    def prewarm(self) -> bool:
+        """Spawn the first mesh's actors in a plain run's shape unless they are warm (what the
+        first ``%%remote`` after a restart waits for), on a background thread (the warmup's);
+        whether it spawned. Never waits for a plan in progress; a failure is the next run's to
+        report (it tries again)."""
+        if not self._warm_lock.acquire(blocking=False):
+            return False  # a plan holds it: that run spawns what it needs
+        try:
+            running = self._current()
+            name = next(iter(running.meshes))
+            if _WarmKey(running.apply_id, name, ()) in self._warm:
+                return False
+            self._warm_for(running, name, ())
+            return True
+        finally:
+            self._warm_lock.release()
+
     @staticmethod
     def _mesh_names(args: RemoteArgs, meshes: dict[str, Any]) -> list[str]:
         if args.all_meshes:
