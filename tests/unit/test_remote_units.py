@@ -1213,3 +1213,82 @@ def test_prewarm_spawns_the_first_meshs_actors_once_and_never_waits_for_a_plan()
     finally:
         release.set()
         planner.join()
+
+
+class _FoundActors:
+    """Stands in for a pickled Monarch actor mesh: ``ping.call()`` answers its procs' pids."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+
+    @property
+    def ping(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(call=self._call)
+
+    async def _call(self):
+        return {i: pid for i, pid in enumerate(self.pids)}
+
+
+def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(tmp_path, monkeypatch):
+    """What a kernel spawned for a plain run is kept (pickled, signed) and found again after a
+    restart when it answers with the same procs; another allocation, another version of the
+    code, a file not signed by us, actors answering from other procs, a dead proc of a local
+    worker or a mesh whose rank was lost are spawned anew."""
+    import os
+    from types import SimpleNamespace
+
+    from monarch_jupyter.remote.run import runner as R
+    from monarch_jupyter.remote.run.index import Where
+    from monarch_jupyter.runtime.loop import EventLoopThread
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    runs = tmp_path / "nb" / ".monarch" / "default" / "runs"
+    runs.mkdir(parents=True, mode=0o700)
+    for folder in (runs.parent, runs.parent.parent, runs.parent.parent.parent):
+        folder.chmod(0o700)
+    where = Where(tmp_path / "nb", runs, "default")
+    session = SimpleNamespace(loop=EventLoopThread("t"))
+    spawned = []
+
+    def spawn(host_mesh, name, per_host):
+        spawned.append(name)
+        return R._Warm(object(), _FoundActors([11, 12]), {"hosts": 2}, ("hosts",), [11, 12])
+
+    def kernel(apply_id="a1", local=None):
+        runner = R.RemoteRunner(session)
+        runner._spawn = spawn
+        return runner, R._Job(object(), {"hosts": "mesh0"}, apply_id, where, local or {})
+
+    first, running = kernel()
+    first._warm_for(running, "hosts", ())
+    assert spawned == ["hosts"] and (runs.parent / R.FOUND_FILE).exists()
+    again, running = kernel()  # the next kernel: found, not spawned
+    warm = again._warm_for(running, "hosts", ())
+    assert spawned == ["hosts"] and warm.procs is None and warm.proc_pids == [11, 12]
+    assert warm.sizes == {"hosts": 2} and warm.host_dims == ("hosts",)
+    again._evict(keep=0)  # found actors are never stopped from here: their procs end with the job
+    assert kernel("a2")[0]._find(kernel("a2")[1], "hosts") is None  # another allocation
+    assert again._find(running, "other") is None
+    local, running_here = kernel(local={"hosts_0": os.getpid()})  # workers on this machine
+    monkeypatch.setattr(R._procfs, "alive", lambda pid: pid in (11, 12))
+    assert local._find(running_here, "hosts") is not None
+    monkeypatch.setattr(R._procfs, "alive", lambda pid: pid != 12)  # a local worker's proc died
+    assert local._find(running_here, "hosts") is None
+    lost, running = kernel()
+    lost.forget("hosts")
+    lost._forgotten.pop()
+    lost._not_found.add("hosts")  # what _current does with a forgotten mesh
+    assert lost._find(running, "hosts") is None
+    monkeypatch.setattr(R, "_VERSION", ["other code"])
+    assert kernel()[0]._find(running, "hosts") is None
+    monkeypatch.setattr(R, "_VERSION", [])
+    path = runs.parent / R.FOUND_FILE
+    path.write_bytes(path.read_bytes() + b" ")  # not what this user's kernels signed
+    assert kernel()[0]._find(running, "hosts") is None
+    moved, running = kernel()
+    moved._save_found(
+        running, "hosts", R._Warm(object(), _FoundActors([13, 14]), {"hosts": 2}, ("hosts",), [11, 12])
+    )
+    assert kernel()[0]._find(running, "hosts") is None  # other procs answer at those addresses
