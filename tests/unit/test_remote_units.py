@@ -1231,12 +1231,9 @@ class _FoundActors:
         return {i: pid for i, pid in enumerate(self.pids)}
 
 
-def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(tmp_path, monkeypatch):
-    """What a kernel spawned for a plain run is kept (pickled, signed) and found again after a
-    restart when it answers with the same procs; another allocation, another version of the
-    code, a file not signed by us, actors answering from other procs, a dead proc of a local
-    worker or a mesh whose rank was lost are spawned anew."""
-    import os
+def _found_setup(tmp_path, monkeypatch):
+    """A notebook folder, a loop, and ``kernel(apply_id, local)``: a new runner (a kernel of the
+    job) and its running job, whose spawns are recorded in ``spawned``."""
     from types import SimpleNamespace
 
     from monarch_jupyter.remote.run import runner as R
@@ -1250,7 +1247,7 @@ def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(
         folder.chmod(0o700)
     where = Where(tmp_path / "nb", runs, "default")
     session = SimpleNamespace(loop=EventLoopThread("t"))
-    spawned = []
+    spawned: list[str] = []
 
     def spawn(host_mesh, name, per_host):
         spawned.append(name)
@@ -1261,9 +1258,19 @@ def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(
         runner._spawn = spawn
         return runner, R._Job(object(), {"hosts": "mesh0"}, apply_id, where, local or {})
 
+    return R, kernel, spawned, runs.parent / R.FOUND_FILE
+
+
+def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(tmp_path, monkeypatch):
+    """What a kernel spawned for a plain run is kept (pickled, signed) and found again after a
+    restart when it answers with the same procs; another allocation, another mesh, a dead proc
+    of a local worker or a mesh whose rank was lost are spawned anew."""
+    import os
+
+    R, kernel, spawned, path = _found_setup(tmp_path, monkeypatch)
     first, running = kernel()
     first._warm_for(running, "hosts", ())
-    assert spawned == ["hosts"] and (runs.parent / R.FOUND_FILE).exists()
+    assert spawned == ["hosts"] and path.exists()
     again, running = kernel()  # the next kernel: found, not spawned
     warm = again._warm_for(running, "hosts", ())
     assert spawned == ["hosts"] and warm.procs is None and warm.proc_pids == [11, 12]
@@ -1272,19 +1279,41 @@ def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(
     assert kernel("a2")[0]._find(kernel("a2")[1], "hosts") is None  # another allocation
     assert again._find(running, "other") is None
     local, running_here = kernel(local={"hosts_0": os.getpid()})  # workers on this machine
-    monkeypatch.setattr(R._procfs, "alive", lambda pid: pid in (11, 12))
+    monkeypatch.setattr(R._procfs, "alive", lambda pid, ticks=None: pid in (11, 12))
     assert local._find(running_here, "hosts") is not None
-    monkeypatch.setattr(R._procfs, "alive", lambda pid: pid != 12)  # a local worker's proc died
+    monkeypatch.setattr(R._procfs, "alive", lambda pid, ticks=None: pid != 12)  # a local worker's proc died
     assert local._find(running_here, "hosts") is None
     lost, running = kernel()
     lost.forget("hosts")
     lost._forgotten.pop()
     lost._not_found.add("hosts")  # what _current does with a forgotten mesh
     assert lost._find(running, "hosts") is None
+
+
+def test_actors_are_not_found_from_other_code_a_foreign_file_other_procs_or_a_live_kernel(
+    tmp_path, monkeypatch
+):
+    """Another version of the code, a file not signed by this user's kernels, actors answering
+    from other procs, or actors of a kernel still running (a second notebook, which may stop
+    them): spawned anew."""
+    import os
+    import pickle
+
+    from monarch_jupyter.jobs import signing as _signing
+
+    R, kernel, spawned, path = _found_setup(tmp_path, monkeypatch)
+    first, running = kernel()
+    first._warm_for(running, "hosts", ())
+    assert kernel()[0]._find(running, "hosts") is not None
     monkeypatch.setattr(R, "_VERSION", ["other code"])
     assert kernel()[0]._find(running, "hosts") is None
     monkeypatch.setattr(R, "_VERSION", [])
-    path = runs.parent / R.FOUND_FILE
+    record = pickle.loads(path.read_bytes())
+    record["kernel"] = (os.getppid(), None)  # spawned by a kernel still running, not a restart
+    path.write_bytes(pickle.dumps(record))
+    _signing.sign(path, path.read_bytes())
+    assert kernel()[0]._find(running, "hosts") is None
+    first._save_found(running, "hosts", first._warm[R._WarmKey("a1", "hosts", ())])
     path.write_bytes(path.read_bytes() + b" ")  # not what this user's kernels signed
     assert kernel()[0]._find(running, "hosts") is None
     moved, running = kernel()
@@ -1292,3 +1321,4 @@ def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(
         running, "hosts", R._Warm(object(), _FoundActors([13, 14]), {"hosts": 2}, ("hosts",), [11, 12])
     )
     assert kernel()[0]._find(running, "hosts") is None  # other procs answer at those addresses
+    assert spawned == ["hosts"]

@@ -270,6 +270,7 @@ class RemoteRunner:
             "sizes": warm.sizes,
             "host_dims": warm.host_dims,
             "proc_pids": warm.proc_pids,
+            "kernel": (os.getpid(), _procfs.start_ticks(os.getpid())),
         }
         path = self._found_path(running.where)
         try:
@@ -303,6 +304,9 @@ class RemoteRunner:
             return None
         if found != (running.apply_id, name, _actor_version()):
             return None
+        kernel, ticks = record.get("kernel") or (None, None)
+        if kernel != os.getpid() and kernel is not None and _procfs.alive(kernel, ticks):
+            return None  # another kernel's, still running (a second notebook): it may stop them
         if running.local_pids and not all(_procfs.alive(pid) for pid in pids):
             return None
         actors = record["actors"]
