@@ -1,7 +1,10 @@
 """After a kernel restart, two source trees side by side: ``%load_ext``, the first ``%job``, and
 ``%job kill`` right after the load, alternated run by run.
 
-    .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8] [--pause S]
+    .venv/bin/python benchmarks/bench_restart.py BEFORE_DIR AFTER_DIR [--n 8] [--pause S] [--first CODE]
+
+``--first '%%remote bash\ntrue'`` times that instead of ``%job`` (each job runs it once after
+its apply, so the context has a run recorded, as a notebook that used ``%%remote`` has).
 
 Each tree gets its own kernel and folder (``PYTHONPATH`` puts the tree first) with a
 ``%job apply --local hosts=2``; each round restarts both kernels in turn (order alternated),
@@ -38,6 +41,10 @@ def timed(kernel: Kernel, code: str) -> float:
 def timed_cpu(kernel: Kernel, code: str) -> tuple[float, float]:
     """The cell's wall time and the CPU time of the kernel's main thread for it (a loaded machine
     inflates it far less than wall time; the background attach's thread is not counted), in ms."""
+    if code.startswith("%%"):  # a cell magic must open its cell: called through IPython instead
+        magic, _, body = code[2:].partition("\n")
+        name, _, line = magic.partition(" ")
+        code = f"get_ipython().run_cell_magic({name!r}, {line!r}, {body!r})"
     wrapped = (
         f"import time as _t\n_c = _t.thread_time()\n{code}\nprint('CPU_MS', (_t.thread_time() - _c) * 1000)"
     )
@@ -61,9 +68,12 @@ def main() -> None:
         type=float,
         default=0.0,
         metavar="S",
-        help="also time a first %%job typed S s after the load (another restart a round)",
+        help="also time a first command typed S s after the load (another restart a round)",
     )
+    parser.add_argument("--first", default="%job", help="the first command after the load (default %%job)")
     args = parser.parse_args()
+    first_code = args.first.replace("\\n", "\n")
+    label = first_code.replace("\n", " ")
     tag = new_tag()
     figures: dict[str, dict[str, list[float]]] = {tree: {} for tree in args.trees}
     with tempfile.TemporaryDirectory() as folder:
@@ -76,30 +86,34 @@ def main() -> None:
                 kernels[tree] = kernel = Kernel(cwd, tag, env)
                 timed(kernel, "%load_ext monarch_jupyter")
                 timed(kernel, "%job apply --local hosts=2")
+                if first_code != "%job":
+                    timed(kernel, first_code)
             print(f"load average before: {os.getloadavg()}")
             for n in range(args.n):
                 for tree in args.trees if n % 2 == 0 else reversed(args.trees):
                     kernel, steps = kernels[tree], figures[tree]
                     restart(kernel)
                     loaded, loaded_cpu = timed_cpu(kernel, "%load_ext monarch_jupyter")
-                    first, first_cpu = timed_cpu(kernel, "%job")
+                    first, first_cpu = timed_cpu(kernel, first_code)
                     steps.setdefault("%load_ext after restart", []).append(loaded)
-                    steps.setdefault("then %job", []).append(first)
-                    steps.setdefault("load + first %job", []).append(loaded + first)
+                    steps.setdefault(f"then {label}", []).append(first)
+                    steps.setdefault(f"load + first {label}", []).append(loaded + first)
                     steps.setdefault("  kernel CPU: %load_ext", []).append(loaded_cpu)
-                    steps.setdefault("  kernel CPU: then %job", []).append(first_cpu)
-                    steps.setdefault("  kernel CPU: load + first %job", []).append(loaded_cpu + first_cpu)
+                    steps.setdefault(f"  kernel CPU: then {label}", []).append(first_cpu)
+                    steps.setdefault("  kernel CPU: load + first", []).append(loaded_cpu + first_cpu)
                     if args.pause:
                         restart(kernel)
                         timed(kernel, "%load_ext monarch_jupyter")
                         time.sleep(args.pause)  # the background attach and the preload run meanwhile
-                        later, later_cpu = timed_cpu(kernel, "%job")
-                        steps.setdefault(f"%job {args.pause:g} s after the load", []).append(later)
-                        steps.setdefault(f"  kernel CPU: %job {args.pause:g} s after", []).append(later_cpu)
+                        later, later_cpu = timed_cpu(kernel, first_code)
+                        steps.setdefault(f"{label} {args.pause:g} s after the load", []).append(later)
+                        steps.setdefault(f"  kernel CPU: {args.pause:g} s after", []).append(later_cpu)
                     restart(kernel)
                     timed(kernel, "%load_ext monarch_jupyter")
                     steps.setdefault("%job kill right after the load", []).append(timed(kernel, "%job kill"))
                     timed(kernel, "%job apply --local hosts=2")
+                    if first_code != "%job":
+                        timed(kernel, first_code)
             print(f"load average after: {os.getloadavg()}")
         finally:
             for kernel in kernels.values():

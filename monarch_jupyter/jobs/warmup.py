@@ -19,11 +19,13 @@ synchronous path, which reports it at once without importing Monarch.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickletools
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +58,10 @@ class AttachInterrupted(Interrupted):
 class Warmup:
     """One background attach of ``session``; :meth:`wait` is the session's ready hook."""
 
-    def __init__(self, session: JobContext, context: str) -> None:
+    def __init__(self, session: JobContext, context: str, after: Callable[[], object] | None = None) -> None:
         self._session = session
         self._context = context
+        self._after = after  # run on this thread once attached (the remote actors' spawn)
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
@@ -120,6 +123,10 @@ class Warmup:
             pass  # the session's next call meets the same problem and reports it in its own cell
         finally:
             self._done.set()
+        if self._after is not None and not self._cancelled and self._session.attached:
+            # after _done: no command waits for it; a failure is the next run's to report
+            with contextlib.suppress(BaseException):
+                self._after()
 
     def pending(self) -> bool:
         """The attach has not finished, and this is not its own thread asking."""
@@ -161,12 +168,13 @@ class Warmup:
             self._session.background = None
 
 
-def begin(session: JobContext, ipython: Any = None) -> str:
+def begin(session: JobContext, ipython: Any = None, after: Callable[[], object] | None = None) -> str:
     """The line ``%load_ext`` prints; schedules the attach when there is a cached job.
 
     With ``ipython`` the attach thread starts after the current cell (so the
     cell returns to the prompt first); without, at once. Any use of the session
-    before then starts it and waits.
+    before then starts it and waits. ``after`` runs on that thread once the job is attached
+    (the composition root's: the ``%%remote`` actors spawned ahead of the first run).
     """
     layout = session.layout
     try:
@@ -184,7 +192,7 @@ def begin(session: JobContext, ipython: Any = None) -> str:
         except MonarchJupyterError as error:
             return f"monarch_jupyter: {error}"
 
-    warmup = Warmup(session, context)
+    warmup = Warmup(session, context, after)
     session.ready_hook = warmup.wait
     session.background = warmup
     if ipython is not None and hasattr(ipython, "events"):

@@ -1178,3 +1178,153 @@ def test_warm_actors_are_spawned_once_when_a_grid_request_and_a_cell_ask_togethe
     assert spawned == ["a"]
     runner.forget("a")
     assert runner.call_all("runs_state") == ["ok"] and spawned == ["a", "a"]
+
+
+def test_prewarm_spawns_the_first_meshs_actors_once_and_never_waits_for_a_plan():
+    """After a restart's background attach the first mesh's actors are spawned in a plain run's
+    shape, once; while a plan holds the runner's lock (it spawns what it needs) prewarm gives up."""
+    import threading
+    from pathlib import Path
+
+    from monarch_jupyter.remote.run import runner as R
+    from monarch_jupyter.remote.run.index import Where
+
+    runner = R.RemoteRunner(session=None)
+    where = Where(Path("/nowhere"), Path("/nowhere/runs"), "default")
+    runner._current = lambda: R._Job(object(), {"hosts": "mesh0", "other": "mesh1"}, "a1", where, {})
+    spawned = []
+
+    def spawn(host_mesh, name, per_host):
+        spawned.append((host_mesh, name, per_host))
+        return R._Warm(object(), object(), {"hosts": 2}, ("hosts",))
+
+    runner._spawn = spawn
+    assert runner.prewarm() is True
+    assert spawned == [("mesh0", "hosts", ())]
+    assert list(runner._warm) == [R._WarmKey("a1", "hosts", ())]
+    assert runner.prewarm() is False and len(spawned) == 1  # warm already
+    runner._warm.clear()
+    held, release = threading.Event(), threading.Event()
+
+    def plan_in_progress():
+        with runner._warm_lock:
+            held.set()
+            release.wait(5)
+
+    planner = threading.Thread(target=plan_in_progress)
+    planner.start()
+    held.wait(5)
+    try:
+        assert runner.prewarm() is False and len(spawned) == 1
+    finally:
+        release.set()
+        planner.join()
+
+
+class _FoundActors:
+    """Stands in for a pickled Monarch actor mesh: ``ping.call()`` answers its procs' pids."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+
+    @property
+    def ping(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(call=self._call)
+
+    async def _call(self):
+        return {i: pid for i, pid in enumerate(self.pids)}
+
+
+def _found_setup(tmp_path, monkeypatch):
+    """A notebook folder, a loop, and ``kernel(apply_id, local)``: a new runner (a kernel of the
+    job) and its running job, whose spawns are recorded in ``spawned``."""
+    from types import SimpleNamespace
+
+    from monarch_jupyter.remote.run import runner as R
+    from monarch_jupyter.remote.run.index import Where
+    from monarch_jupyter.runtime.loop import EventLoopThread
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    runs = tmp_path / "nb" / ".monarch" / "default" / "runs"
+    runs.mkdir(parents=True, mode=0o700)
+    for folder in (runs.parent, runs.parent.parent, runs.parent.parent.parent):
+        folder.chmod(0o700)
+    where = Where(tmp_path / "nb", runs, "default")
+    session = SimpleNamespace(loop=EventLoopThread("t"))
+    spawned: list[str] = []
+
+    def spawn(host_mesh, name, per_host):
+        spawned.append(name)
+        return R._Warm(object(), _FoundActors([11, 12]), {"hosts": 2}, ("hosts",), [11, 12])
+
+    def kernel(apply_id="a1", local=None):
+        runner = R.RemoteRunner(session)
+        runner._spawn = spawn
+        return runner, R._Job(object(), {"hosts": "mesh0"}, apply_id, where, local or {})
+
+    return R, kernel, spawned, runs.parent / R.FOUND_FILE
+
+
+def test_a_plain_runs_actors_are_found_again_by_the_next_kernel_of_the_same_job(tmp_path, monkeypatch):
+    """What a kernel spawned for a plain run is kept (pickled, signed) and found again after a
+    restart when it answers with the same procs; another allocation, another mesh, a dead proc
+    of a local worker or a mesh whose rank was lost are spawned anew."""
+    import os
+
+    R, kernel, spawned, path = _found_setup(tmp_path, monkeypatch)
+    first, running = kernel()
+    first._warm_for(running, "hosts", ())
+    assert spawned == ["hosts"] and path.exists()
+    again, running = kernel()  # the next kernel: found, not spawned
+    warm = again._warm_for(running, "hosts", ())
+    assert spawned == ["hosts"] and warm.procs is None and warm.proc_pids == [11, 12]
+    assert warm.sizes == {"hosts": 2} and warm.host_dims == ("hosts",)
+    again._evict(keep=0)  # found actors are never stopped from here: their procs end with the job
+    assert kernel("a2")[0]._find(kernel("a2")[1], "hosts") is None  # another allocation
+    assert again._find(running, "other") is None
+    local, running_here = kernel(local={"hosts_0": os.getpid()})  # workers on this machine
+    monkeypatch.setattr(R._procfs, "alive", lambda pid, ticks=None: pid in (11, 12))
+    assert local._find(running_here, "hosts") is not None
+    monkeypatch.setattr(R._procfs, "alive", lambda pid, ticks=None: pid != 12)  # a local worker's proc died
+    assert local._find(running_here, "hosts") is None
+    lost, running = kernel()
+    lost.forget("hosts")
+    lost._forgotten.pop()
+    lost._not_found.add("hosts")  # what _current does with a forgotten mesh
+    assert lost._find(running, "hosts") is None
+
+
+def test_actors_are_not_found_from_other_code_a_foreign_file_other_procs_or_a_live_kernel(
+    tmp_path, monkeypatch
+):
+    """Another version of the code, a file not signed by this user's kernels, actors answering
+    from other procs, or actors of a kernel still running (a second notebook, which may stop
+    them): spawned anew."""
+    import os
+    import pickle
+
+    from monarch_jupyter.jobs import signing as _signing
+
+    R, kernel, spawned, path = _found_setup(tmp_path, monkeypatch)
+    first, running = kernel()
+    first._warm_for(running, "hosts", ())
+    assert kernel()[0]._find(running, "hosts") is not None
+    monkeypatch.setattr(R, "_VERSION", ["other code"])
+    assert kernel()[0]._find(running, "hosts") is None
+    monkeypatch.setattr(R, "_VERSION", [])
+    record = pickle.loads(path.read_bytes())
+    record["kernel"] = (os.getppid(), None)  # spawned by a kernel still running, not a restart
+    path.write_bytes(pickle.dumps(record))
+    _signing.sign(path, path.read_bytes())
+    assert kernel()[0]._find(running, "hosts") is None
+    first._save_found(running, "hosts", first._warm[R._WarmKey("a1", "hosts", ())])
+    path.write_bytes(path.read_bytes() + b" ")  # not what this user's kernels signed
+    assert kernel()[0]._find(running, "hosts") is None
+    moved, running = kernel()
+    moved._save_found(
+        running, "hosts", R._Warm(object(), _FoundActors([13, 14]), {"hosts": 2}, ("hosts",), [11, 12])
+    )
+    assert kernel()[0]._find(running, "hosts") is None  # other procs answer at those addresses
+    assert spawned == ["hosts"]

@@ -264,3 +264,19 @@ def test_the_server_reads_entry_properties_by_the_schemas_names():
     assert read <= set(schema["properties"])
     rank_read = set(re.findall(r"""\brank\.get\(["'](\w+)["']""", source))
     assert rank_read == {"mesh", "rank"} and rank_read <= set(schema["$defs"]["rank"]["properties"])
+
+
+def test_an_end_written_later_waits_for_the_flush_and_a_reader_here_flushes_it_first(session):
+    """A run's end is written after its cell (the drive's loop flushes ``LATER`` s on): until
+    then the file still says running, but any listing in this process sees the end."""
+    folder = R.where(session).runs_dir
+    run = _new(session)
+    run.save()
+    run.end_with({0: (0, None), 1: (2, None)}, None, None, later=True)
+    assert json.loads(Path(run.path).read_text())["state"] == R.RUNNING  # not written yet
+    [listed] = R.load_entries(folder)  # the reader flushes first
+    assert listed.state == R.FINISHED and listed.failed == ["hosts=1 (rc 2)"]
+    assert json.loads(Path(run.path).read_text())["state"] == R.FINISHED
+    assert not R._pending
+    R.flush_pending()  # nothing left: a second flush writes nothing
+    assert json.loads(Path(run.path).read_text())["state"] == R.FINISHED

@@ -281,3 +281,41 @@ def test_a_context_switch_waits_for_the_background_attach_first(tmp_path):
     session.create("other")
     session.use("other")  # its attach finds no job: nothing imported, nothing connected
     assert seen and seen[0] == "default", "the hook runs before the symlink moves"
+
+
+def test_after_runs_on_the_attach_thread_once_attached_and_nothing_waits_for_it(tmp_path):
+    """The composition root's ``after`` (the %%remote actors' spawn) runs once the job is
+    attached, on the attach thread, after a command waiting for the attach was let go."""
+
+    def attach():
+        session.attached = True  # what a real attach leaves behind
+        return JobStatus("default", RUNNING)
+
+    session = StandInSession(tmp_path, attach=attach)
+    write_cache(tmp_path, {"w": os.getpid()})
+    release, ran = threading.Event(), []
+
+    def after():
+        ran.append(threading.current_thread().name)
+        release.wait(5)
+
+    _warmup.begin(session, after=after)
+    waited = threading.Thread(target=session.ready_hook)
+    waited.start()
+    waited.join(2)
+    assert not waited.is_alive(), "a command waits for the attach, not for after()"
+    deadline = time.monotonic() + 5
+    while not ran and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ran == ["monarch-jupyter-attach"]
+    release.set()
+
+
+def test_after_is_skipped_when_the_attach_left_no_job(tmp_path):
+    session = StandInSession(tmp_path)  # attach() finds no job: attached stays False
+    write_cache(tmp_path, {"w": os.getpid()})
+    ran = []
+    _warmup.begin(session, after=lambda: ran.append(1))
+    session.ready_hook()
+    time.sleep(0.2)
+    assert ran == []

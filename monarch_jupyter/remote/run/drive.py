@@ -33,6 +33,7 @@ from ..view import stacks as stack_text
 from ..view.model import Event, Exited, Finished, Lost, Output, RankState, Silent, Started, Stopping
 from ..view.quiet import ranks_label
 from ..wire.protocol import Exit, Heartbeat, Message, RunSpec, decode, spec_to_wire
+from . import index
 from .hang import Hang
 from .index import RunEntry, Where
 from .spool import Spool
@@ -494,8 +495,10 @@ class Drive:
         except OSError as exc:  # disk full, folder removed: the output was shown, say the log is not whole
             error = error or f"could not write the log {self.log_path}: {exc}"
         self.sink.put(Finished(error))
-        if self.entry is not None:  # after the cell was told: off the path of a short command
-            self.entry.end_with(self.outcomes, self.handle.stop_reason, error)
+        if self.entry is not None:  # written after the cell's reply: off the path of a short command
+            self.entry.end_with(self.outcomes, self.handle.stop_reason, error, later=True)
+            with contextlib.suppress(RuntimeError):  # no running loop (a test's bare call): at exit
+                asyncio.get_running_loop().call_later(index.LATER, index.flush_pending)
 
 
 def _outcome_counts(outcomes: dict[int, tuple[int | None, str | None]]) -> str:

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,8 +148,11 @@ class RunEntry:
         """Recorded as running, or it left processes running outside its groups."""
         return self.state == RUNNING or bool(self.seen and self.seen.strays)
 
-    def end(self, state: str, failed: list[str] | None = None, stop_reason: str | None = None) -> None:
-        """Record how the run ended (now) and save it; what the hosts said no longer holds."""
+    def end(
+        self, state: str, failed: list[str] | None = None, stop_reason: str | None = None, later: bool = False
+    ) -> None:
+        """Record how the run ended (now) and save it (``later``: :func:`save_later`); what the
+        hosts said no longer holds."""
         self.state = state
         if failed is not None:
             self.failed = failed
@@ -156,7 +160,10 @@ class RunEntry:
             self.stop_reason = stop_reason
         self.ended = time.time()
         self.seen = None
-        self.save()
+        if later:
+            save_later(self)
+        else:
+            self.save()
 
     def save(self) -> None:
         """Write the entry atomically (another kernel may be reading it)."""
@@ -172,16 +179,21 @@ class RunEntry:
             pass
 
     def end_with(
-        self, outcomes: dict[int, tuple[int | None, str | None]], stop_reason: str | None, error: str | None
+        self,
+        outcomes: dict[int, tuple[int | None, str | None]],
+        stop_reason: str | None,
+        error: str | None,
+        later: bool = False,
     ) -> None:
         """Record how a run we drove ended: ``outcomes`` are its ranks' exits by index (a rank
-        without one failed with ``error``); ``stop_reason`` is None unless it was stopped."""
+        without one failed with ``error``); ``stop_reason`` is None unless it was stopped;
+        ``later``: written by :func:`flush_pending`, not now."""
         failed = []
         for index, rank in enumerate(self.ranks):
             returncode, why = outcomes.get(index, (None, error or "no exit seen"))
             if returncode != 0 or why:
                 failed.append(f"{rank.label} ({why})" if why else f"{rank.label} (rc {returncode})")
-        self.end(STOPPED if stop_reason else FINISHED, failed=failed, stop_reason=stop_reason)
+        self.end(STOPPED if stop_reason else FINISHED, failed=failed, stop_reason=stop_reason, later=later)
 
     def to_json(self) -> dict[str, Any]:
         """The entry as the index keeps it: every saved field, in this order."""
@@ -310,9 +322,44 @@ def new_entry(
     )
 
 
+# ── writes after the cell ──────────────────────────────────────────────
+# A run's end is written after its cell's reply, not between its last exit and its result: the
+# write (~0.5 ms of CPU, the GIL) would delay the cell. It waits here until the drive's loop
+# runs flush_pending (LATER s on), any reader in this process asks (load_entries), or the
+# process exits. Another process may see the run as running that long (it asks the hosts).
+LATER = 0.05
+_pending: dict[str, RunEntry] = {}  # entry path → its latest state
+_pending_lock = threading.Lock()  # the drive's loop defers, the kernel thread may read
+_atexit_armed = False
+
+
+def save_later(entry: RunEntry) -> None:
+    """Save ``entry`` with the next :func:`flush_pending` (its latest state, once)."""
+    global _atexit_armed
+    with _pending_lock:
+        _pending[entry.path] = entry
+        if not _atexit_armed:  # a kernel shut down right after a cell still records its end
+            import atexit
+
+            atexit.register(flush_pending)
+            _atexit_armed = True
+
+
+def flush_pending() -> None:
+    """Write every entry :func:`save_later` holds (any thread)."""
+    with _pending_lock:
+        entries = list(_pending.values())
+        _pending.clear()
+    for entry in entries:
+        entry.save()
+
+
 # ── on disk ────────────────────────────────────────────────────────────
 def load_entries(folder: Path) -> list[RunEntry]:
-    """The runs of the index ``folder``, newest first (at most ``INDEX_LIMIT``)."""
+    """The runs of the index ``folder``, newest first (at most ``INDEX_LIMIT``); the ends
+    :func:`save_later` holds are written first."""
+    if _pending:
+        flush_pending()
     try:
         names = sorted(
             (p.name for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")),

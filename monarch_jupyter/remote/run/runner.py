@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import os
+import pickle
 import sys
 import threading
 import uuid
@@ -22,7 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...errors import MonarchJupyterError
+from ...jobs import cache as _cache
 from ...jobs import engines
+from ...jobs import signing as _signing
 from ...jobs.contexts import Layout
 from ...runtime import chatter as _quiet
 from ...runtime import introspect as _introspect
@@ -49,6 +53,9 @@ MAX_WARM = 3  # warm proc meshes kept per allocation (each --per-host shape is o
 ACTOR_NAME = "monarch_jupyter_remote"
 ASK_TIMEOUT = 30.0  # for what the hosts know of runs
 STOP_TIMEOUT = 60.0  # for stopping runs on every host (each escalates SIGINT → SIGTERM → SIGKILL)
+FOUND_FILE = "remote_actors.pkl"  # .monarch/<context>/: a plain run's warm actors, for the next kernel
+FOUND_BYTES = 1 << 20
+FIND_TIMEOUT = 2.0  # the found actors' ping: no answer by then, they are spawned anew
 
 
 def stopper(by: str | None) -> str | None:
@@ -64,7 +71,7 @@ class _WarmKey(NamedTuple):
 
 @dataclass
 class _Warm:
-    procs: Any  # Monarch ProcMesh
+    procs: Any  # Monarch ProcMesh (None: actors found again, whose procs end with the job)
     actors: Any  # Monarch ActorMesh of RemoteActor
     sizes: dict[str, int]
     host_dims: tuple[str, ...]
@@ -145,6 +152,7 @@ class RemoteRunner:
         self._forgotten: list[str | None] = []
         self._stat_fds: dict[int, int] = {}  # worker pid → its open /proc/<pid>/stat (see _exited)
         self._runs_made = 0
+        self._not_found: set[str | None] = set()  # meshes (None: all) whose saved actors were lost
 
     # ── plans ──────────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
@@ -187,6 +195,7 @@ class RemoteRunner:
             raise RemoteError("the job has no host meshes")
         while self._forgotten:
             mesh = self._forgotten.pop()
+            self._not_found.add(mesh)  # a rank of it was lost: never found again, spawned anew
             for key in [k for k in self._warm if mesh is None or k.mesh == mesh]:
                 del self._warm[key]
         for key in [k for k in self._warm if k.apply_id != apply_id]:
@@ -200,6 +209,23 @@ class RemoteRunner:
         with self._warm_lock:
             running = self._current()
         return running.apply_id, running.where
+
+    def prewarm(self) -> bool:
+        """Spawn the first mesh's actors in a plain run's shape unless they are warm (what the
+        first ``%%remote`` after a restart waits for), on a background thread (the warmup's);
+        whether it spawned. Never waits for a plan in progress; a failure is the next run's to
+        report (it tries again)."""
+        if not self._warm_lock.acquire(blocking=False):
+            return False  # a plan holds it: that run spawns what it needs
+        try:
+            running = self._current()
+            name = next(iter(running.meshes))
+            if _WarmKey(running.apply_id, name, ()) in self._warm:
+                return False
+            self._warm_for(running, name, ())
+            return True
+        finally:
+            self._warm_lock.release()
 
     @staticmethod
     def _mesh_names(args: RemoteArgs, meshes: dict[str, Any]) -> list[str]:
@@ -217,9 +243,88 @@ class RemoteRunner:
         warm = self._warm.pop(key, None)
         if warm is None:
             self._evict(keep=MAX_WARM - 1)
-            warm = self._spawn(running.meshes[name], name, per_host)
+            warm = None if per_host else self._find(running, name)
+            if warm is None:
+                warm = self._spawn(running.meshes[name], name, per_host)
+                if not per_host:
+                    self._save_found(running, name, warm)
         self._warm[key] = warm  # most recently used last
         return warm
+
+    # ── actors found again after a restart ─────────────────────────────
+    # A plain run's actors outlive the kernel that spawned them (their procs run on the job's
+    # workers until the job ends). Their mesh reference is kept, pickled and signed as the job
+    # cache is, so the next kernel of the job pings them (a round trip) instead of spawning
+    # new ones (~0.3-1 s): kept per context, for one allocation, mesh and version of this code.
+    @staticmethod
+    def _found_path(where: Where) -> Path:
+        return where.runs_dir.parent / FOUND_FILE
+
+    def _save_found(self, running: _Job, name: str, warm: _Warm) -> None:
+        if running.apply_id is None:
+            return
+        record = {
+            "apply_id": running.apply_id,
+            "mesh": name,
+            "version": _actor_version(),
+            "actors": warm.actors,
+            "sizes": warm.sizes,
+            "host_dims": warm.host_dims,
+            "proc_pids": warm.proc_pids,
+            "kernel": (os.getpid(), _procfs.start_ticks(os.getpid())),
+        }
+        path = self._found_path(running.where)
+        try:
+            data = pickle.dumps(record)
+            _files.write_atomic(path, data)
+            _signing.sign(path, data)
+        except Exception as error:  # a convenience: the next kernel spawns instead
+            _log.get(__name__).debug("could not keep the actors of mesh %s: %s", name, error)
+            return
+        self._not_found.discard(name)
+        self._not_found.discard(None)
+
+    def _find(self, running: _Job, name: str) -> _Warm | None:
+        """The actors a previous kernel of this job spawned on mesh ``name``, if they answer
+        (and, for workers on this machine, their procs live); None: spawn them."""
+        if running.apply_id is None or name in self._not_found or None in self._not_found:
+            return None
+        path = self._found_path(running.where)
+        try:
+            data = _files.read_bytes(path, FOUND_BYTES, what="remote actors")
+            _cache.check_safe(path)
+        except (OSError, MonarchJupyterError, _files.UnsafeFileError):
+            return None
+        if _signing.check(path, data) is not None:  # not written by this user's kernels
+            return None
+        try:
+            record = pickle.loads(data)  # checked above: our own, private file
+            found = (record["apply_id"], record["mesh"], record["version"])
+            pids = [int(p) for p in record["proc_pids"]]
+        except Exception:
+            return None
+        if found != (running.apply_id, name, _actor_version()):
+            return None
+        kernel, ticks = record.get("kernel") or (None, None)
+        if kernel != os.getpid() and kernel is not None and _procfs.alive(kernel, ticks):
+            return None  # another kernel's, still running (a second notebook): it may stop them
+        if running.local_pids and not all(_procfs.alive(pid) for pid in pids):
+            return None
+        actors = record["actors"]
+
+        async def ping() -> list[int]:
+            return [int(p) for p in (await actors.ping.call()).values()]
+
+        try:
+            answered = self.session.loop.run(ping(), timeout=FIND_TIMEOUT)
+        except KeyboardInterrupt:
+            raise
+        except Exception:
+            return None
+        if answered != pids:  # other procs answer at these addresses: not ours any more
+            return None
+        _log.get(__name__).debug("found the actors of mesh %s again (procs %s)", name, pids)
+        return _Warm(None, actors, dict(record["sizes"]), tuple(record["host_dims"]), pids)
 
     def _add_mesh(
         self, plan: Plan, args: RemoteArgs, warm: _Warm, name: str, several: bool, pids: dict[str, int]
@@ -361,6 +466,8 @@ class RemoteRunner:
         while len(self._warm) > keep:
             key = next(iter(self._warm))
             warm = self._warm.pop(key)
+            if warm.procs is None:  # found again: its procs end with the job
+                continue
 
             async def stop(procs: Any = warm.procs, mesh: str = key.mesh) -> None:
                 try:
@@ -577,6 +684,25 @@ class RemoteRunner:
             f"run {run_id} started detached on {plan.target}: %remote attach {run_id} follows it, "
             f"%remote stop {run_id} stops it, %remote runs lists runs"
         )
+
+
+_VERSION: list[str] = []
+
+
+def _actor_version() -> str:
+    """This code's version as the actors run it: the package's sources (path, size, mtime),
+    hashed once a process. Actors spawned by other code are never found again."""
+    if not _VERSION:
+        root = Path(__file__).resolve().parents[2]
+        digest = hashlib.sha256()
+        for folder, _dirs, names in sorted(os.walk(root)):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                info = os.stat(os.path.join(folder, name))
+                digest.update(
+                    f"{os.path.relpath(folder, root)}/{name}:{info.st_size}:{info.st_mtime_ns}\n".encode()
+                )
+        _VERSION.append(digest.hexdigest())
+    return _VERSION[0]
 
 
 def runner_for(session: JobContext) -> RemoteRunner:
