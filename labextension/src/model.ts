@@ -100,6 +100,8 @@ export interface IRunResult {
   state: RunStateName;
   /** A detached run's running payload: no cell replaced it when the run ended. */
   detached: boolean;
+  /** The cell streamed the lines above this result: the ranks carry none, and none are drawn. */
+  streamed: boolean;
 }
 
 /*
@@ -307,7 +309,8 @@ export function parseRunResult(data: unknown): IRunResult {
     omitted: raw.length - ranks.length,
     run_id: optStr(data, 'run_id'),
     state: data.state === 'running' ? 'running' : 'finished',
-    detached: data.detached === true
+    detached: data.detached === true,
+    streamed: data.streamed === true
   };
 }
 

@@ -926,9 +926,11 @@ def test_the_payload_properties_are_the_schemas():
     s.apply(Lost(1, "worker process 9 died"))
     s.apply(Finished())
     payload = s.to_mime()
-    detached = s.running_bundle(detached=True)[MIME_TYPE]  # "detached": in that payload only
+    detached = s.running_bundle(detached=True, model_id="m1")[MIME_TYPE]  # "detached", "model_id": there only
+    streamed = s.mime_bundle(lines=False)[MIME_TYPE]  # "streamed": in that payload only
     assert (
-        set(payload) | set(detached) == set(SCHEMA["properties"]) and SCHEMA["additionalProperties"] is False
+        set(payload) | set(detached) | set(streamed) == set(SCHEMA["properties"])
+        and SCHEMA["additionalProperties"] is False
     )
     rank = SCHEMA["$defs"]["rank"]
     assert set(payload["ranks"][1]) == set(rank["properties"]) and rank["additionalProperties"] is False

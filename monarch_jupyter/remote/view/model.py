@@ -94,6 +94,8 @@ class _PayloadVersion(TypedDict):
 class _PayloadHead(_PayloadVersion, total=False):
     run_id: str  # only when the run is in the runs index
     detached: bool  # only in a detached run's running payload (True)
+    model_id: str  # only in a running payload shown with a live grid (its widget model)
+    streamed: bool  # only in a finished payload whose lines the cell streamed above it (True)
 
 
 class _Payload(TypedDict):
@@ -435,39 +437,58 @@ class RunState:
             "ranks": [_rank_payload(r, per_rank) for r in self.ranks],
         }
 
-    def to_html(self, summary: str | None = None) -> str:
+    def to_html(self, summary: str | None = None, lines: bool = True) -> str:
+        """The self-contained HTML copy: a summary line and one row per rank (failing ranks
+        first past HTML_RANKS), failures coloured, stderr lines marked; without ``lines`` (they
+        were streamed above it) no "last lines" column."""
         rows = []
         ranks = self.ranks
         if len(ranks) > HTML_RANKS:  # failing ranks first; a row then says how many are left out
             ranks = sorted(ranks, key=lambda r: not r.failing)[:HTML_RANKS]
         for r in ranks:
-            tail = "\n".join(line for _, line in r.lines.last(5))
+            tail = (
+                "<td style='text-align:left'><pre style='margin:0'>"
+                + "\n".join(_html_line(stream, line) for stream, line in r.lines.last(5))
+                + "</pre></td>"
+                if lines
+                else ""
+            )
+            status = html.escape(r.status.replace("_", " "))
+            if r.failing:  # coloured and named: the colour is not the only sign
+                status = f"<b style='color:{FAILED_COLOUR}'>{status}</b>"
             rows.append(
                 "<tr>"
                 f"<td><code>{html.escape(r.label)}</code></td>"
-                f"<td>{html.escape(r.status.replace('_', ' '))}</td>"
+                f"<td>{status}</td>"
                 f"<td>{'' if r.returncode is None else r.returncode}</td>"
                 f"<td>{'' if r.duration is None else _timefmt.seconds(r.duration)}</td>"
                 f"<td>{r.total_lines}</td>"
-                f"<td style='text-align:left'><pre style='margin:0'>{html_text(tail)}</pre></td>"
+                f"{tail}"
                 "</tr>"
             )
+        columns = 6 if lines else 5
         if len(self.ranks) > HTML_RANKS:
-            rows.append(f"<tr><td colspan='6'>… {len(self.ranks) - HTML_RANKS} more ranks</td></tr>")
+            rows.append(f"<tr><td colspan='{columns}'>… {len(self.ranks) - HTML_RANKS} more ranks</td></tr>")
+        last = "<th>last lines</th>" if lines else ""
         return (
             f"<div class='monarch-remote'><div>{html.escape(summary or self.summary_line())}</div>"
-            "<table><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
-            "<th>lines</th><th>last lines</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+            "<table style='margin-left:0'><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
+            f"<th>lines</th>{last}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
         )
 
-    def mime_bundle(self) -> dict[str, object]:
+    def mime_bundle(self, lines: bool = True) -> dict[str, object]:
+        """The run's result output; without ``lines`` (the cell streamed them above it) neither
+        the payload nor the HTML repeats them (``streamed: true``)."""
         summary = self.summary_line()
-        return {MIME_TYPE: self.to_mime(), "text/plain": summary, "text/html": self.to_html(summary)}
+        payload = self.to_mime(lines=lines)
+        if not lines:
+            payload["streamed"] = True
+        return {MIME_TYPE: payload, "text/plain": summary, "text/html": self.to_html(summary, lines)}
 
     def attach_line(self) -> str:
         return f"%remote attach {self.run_id}" if self.run_id else "%remote attach"
 
-    def running_bundle(self, detached: bool = False) -> dict[str, object]:
+    def running_bundle(self, detached: bool = False, model_id: str | None = None) -> dict[str, object]:
         """What stands in the cell while the run goes on (payload ``state: running``): saved
         mid-run and reopened, it says the run was still going and how to follow it. A detached
         run's stays when the run ends (no cell is there to replace it), so it says only that the
@@ -476,6 +497,8 @@ class RunState:
         was shown, and the front end draws the payload (hidden) beside the live grid: at 4,096
         ranks ~41,000 DOM nodes of nothing to see."""
         payload = self.to_mime(lines=False)
+        if model_id:  # the labextension draws this live grid here while its model lives
+            payload["model_id"] = model_id
         if detached:
             payload["detached"] = True
             text = f"run {self.run_id or ''} was started detached: {self.attach_line()} shows its output"
@@ -485,6 +508,20 @@ class RunState:
             MIME_TYPE: payload,
             "text/html": f"<div class='monarch-remote-running'>{html.escape(text)}</div>",
         }
+
+
+#: "failed" in the HTML copy: 5.2:1 on white, 4.6:1 on JupyterLab's dark background (#111)
+FAILED_COLOUR = "#d1242f"
+#: stderr lines in the HTML copy: marked by a left bar as well as the colour
+STDERR_STYLE = "color:#b35900;border-left:2px solid currentColor;padding-left:4px"
+
+
+def _html_line(stream: str, line: str) -> str:
+    """One line of the HTML copy; a stderr line marked as such (style and title)."""
+    text = html_text(line)
+    if stream == ERR:
+        return f"<span class='monarch-stderr' title='stderr' style='{STDERR_STYLE}'>{text}</span>"
+    return text
 
 
 def _rank_payload(r: RankState, max_lines: int = TAIL_LINES) -> RankPayload:
