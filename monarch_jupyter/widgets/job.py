@@ -181,7 +181,7 @@ def details_html(view: JobView) -> str:
     parts.append(dashboard_link_html(view))
     if view.hint:
         parts.append(
-            f"<div class='monarch-job-hint' style='color:var(--jp-ui-font-color2, #6e7781)'>{esc(view.hint)}</div>"
+            f"<div class='monarch-job-hint' style='color:color-mix(in srgb, var(--jp-ui-font-color1, #1f2328) 85%, transparent)'>{esc(view.hint)}</div>"
         )
     return "".join(parts)
 

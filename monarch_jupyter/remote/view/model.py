@@ -311,8 +311,9 @@ class RunState:
         rank.error = event.error
         rank.value = event.value
         self.stopped_by = self.stopped_by or event.stopped_by
-        if self.stopping and (event.returncode is None or event.returncode != 0):
-            rank.status = self.stopping
+        stopped = self.stopping or (INTERRUPTED if self.stopped_by else None)
+        if stopped and (event.returncode is None or event.returncode != 0):
+            rank.status = stopped  # stopped (by whom: summary_line), not failed
         else:
             rank.status = OK if event.returncode == 0 and not event.error else FAILED
         return fed
@@ -396,6 +397,8 @@ class RunState:
                 parts.append(text)
         duration = _timefmt.seconds(self.duration) if self.duration is not None else "running"
         line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
+        if self.stopped_by:
+            line += f" · stopped by {self.stopped_by}"
         if self.unfinished:
             line += " · never finished: " + _list(self.unfinished)
         if self.log_path:
@@ -510,10 +513,14 @@ class RunState:
         }
 
 
-#: "failed" in the HTML copy: 5.2:1 on white, 4.6:1 on JupyterLab's dark background (#111)
-FAILED_COLOUR = "#d1242f"
-#: stderr lines in the HTML copy: marked by a left bar as well as the colour
-STDERR_STYLE = "color:#b35900;border-left:2px solid currentColor;padding-left:4px"
+#: "failed" in the HTML copy: the theme's error colour in Lab and nbconvert's page, else 5.2:1 on
+#: white (no one colour reads at 4.5:1 on both white and a dark theme's #111)
+FAILED_COLOUR = "var(--jp-error-color1, #d1242f)"
+#: stderr lines in the HTML copy: the theme's error background and a bar, the text's own colour
+#: (its contrast is the theme's)
+STDERR_STYLE = (
+    "background:var(--jp-rendermime-error-background, #fdd);border-left:2px solid #d1242f;padding-left:4px"
+)
 
 
 def _html_line(stream: str, line: str) -> str:
