@@ -5,13 +5,10 @@ view (a front end without our labextension would show "model not found"), execut
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from saved_text import count_problems, run_cell_problems, view_problems  # noqa: E402
+from saved_text import count_problems, run_cell_problems, view_problems  # tests/: conftest.py
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "notebooks").glob("*.ipynb"))
