@@ -18,7 +18,11 @@ def run_cell_problems(outputs: list[dict[str, Any]]) -> list[str]:
     if not outputs:
         return []
     problems = []
-    results = [i for i, o in enumerate(outputs) if RUN in o.get("data", {}) and o["data"][RUN].get("state") != "running"]
+    results = [
+        i
+        for i, o in enumerate(outputs)
+        if RUN in o.get("data", {}) and o["data"][RUN].get("state") != "running"
+    ]
     streams = [i for i, o in enumerate(outputs) if o.get("output_type") == "stream"]
     errors = [i for i, o in enumerate(outputs) if o.get("output_type") == "error"]
     if len(results) != 1:

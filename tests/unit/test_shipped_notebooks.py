@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from saved_text import count_problems, run_cell_problems, view_problems  # tests/: conftest.py
 
 REPO = Path(__file__).resolve().parents[2]
