@@ -1174,3 +1174,47 @@ def test_warm_actors_are_spawned_once_when_a_grid_request_and_a_cell_ask_togethe
     assert spawned == ["a"]
     runner.forget("a")
     assert runner.call_all("runs_state") == ["ok"] and spawned == ["a", "a"]
+
+
+# ── a run stopped from elsewhere says who stopped it, not "failed" ──
+def test_a_run_a_host_says_was_stopped_ends_interrupted_and_says_by_whom():
+    s = _state(2)
+    s.apply(Started(0))
+    s.apply(Started(1))
+    s.apply(Exited(0, -2, 1.0, error="KeyboardInterrupt", stopped_by="%job kill (kernel pid 42)"))
+    s.apply(Exited(1, -2, 1.0))
+    s.apply(Finished())
+    assert [r.status for r in s.ranks] == ["interrupted", "interrupted"]
+    line = s.summary_line()
+    assert "0 failed" in line and "2 interrupted" in line
+    assert "stopped by %job kill (kernel pid 42)" in line
+
+
+def test_without_a_stop_a_nonzero_exit_is_a_failure():
+    s = _state(1)
+    s.apply(Started(0))
+    s.apply(Exited(0, 3, 1.0))
+    assert s.ranks[0].status == "failed" and "stopped by" not in s.summary_line()
+
+
+# ── the result after streamed lines repeats none of them ──
+def test_a_streamed_result_carries_no_lines_and_its_html_no_tails():
+    s = _state(2)
+    s.apply(Started(0))
+    s.apply(Output(0, OUT, "shown-once\n"))
+    s.apply(Output(0, ERR, "to-stderr\n"))
+    s.apply(Exited(0, 1, 1.0))
+    s.apply(Exited(1, 0, 1.0))
+    s.apply(Finished())
+    streamed = s.mime_bundle(lines=False)
+    payload = streamed[MIME_TYPE]
+    assert payload["streamed"] is True and all(r["lines"] == [] for r in payload["ranks"])
+    assert "shown-once" not in streamed["text/html"] and "last lines" not in streamed["text/html"]
+    _validator().validate(payload)
+    drawn = s.mime_bundle()  # a view drew the lines and the cell was cleared: the result has them
+    assert "streamed" not in drawn[MIME_TYPE] and "shown-once" in drawn["text/html"]
+    # stderr is marked and a failure coloured in the HTML copy, not by colour alone
+    assert "class='monarch-stderr' title='stderr'" in drawn["text/html"]
+    assert (
+        "<b style='color:var(--jp-error-color1" in drawn["text/html"] and ">failed</b>" in drawn["text/html"]
+    )
