@@ -25,29 +25,15 @@ import { MIME_TYPE } from './model';
 // eslint-disable-next-line jupyter/prefer-lazy-imports
 import { RunResultRenderer } from './renderer';
 
-export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
-export const JOB_MIME = 'application/vnd.monarch.job+json';
+import { JOB_MIME, WIDGET_MIME, liveModelId } from './liveModel';
+
+export { JOB_MIME, WIDGET_MIME, liveModelId };
 /** Ahead of the widget renderer (-10) in a notebook's registry. */
 export const LIVE_RANK = -20;
 
 /** Whether the output's live view has rendered: its node holds an element (the view). */
 export function viewRendered(node: HTMLElement): boolean {
   return node.firstElementChild !== null;
-}
-
-/** The widget model an output's live view is drawn from: our payload's `model_id`, or an older
- * output's saved widget view; null when there is none. */
-export function liveModelId(
-  data: IRenderMime.IMimeModel['data'],
-  mimeType: string
-): string | null {
-  for (const source of [data[mimeType], data[WIDGET_MIME]]) {
-    const id = (source as { model_id?: unknown } | undefined)?.model_id;
-    if (typeof id === 'string' && id) {
-      return id;
-    }
-  }
-  return null;
 }
 
 /** The static copy of an output: the run result renderer for a run, the HTML for `%job`. */
@@ -95,7 +81,11 @@ export class LiveOrStatic extends Panel implements IRenderMime.IRenderer {
         new MimeModel({
           trusted: true,
           data: {
-            [WIDGET_MIME]: { version_major: 2, version_minor: 1, model_id: modelId }
+            [WIDGET_MIME]: {
+              version_major: 2,
+              version_minor: 1,
+              model_id: modelId
+            }
           }
         })
       );

@@ -550,9 +550,10 @@ class _ResultWhenDone:
         self._done: Callable[[], None] | None = done
 
     def on_event(self, state: RunState, _event: object) -> None:
-        if state.finished and self._done is not None:
+        done = self._done
+        if state.finished and done is not None:
             display(state.mime_bundle(), raw=True, display_id=self.display_id, update=True)
-            self._done, done = None, self._done
+            self._done = None
             done()
 
 
