@@ -102,6 +102,8 @@ export interface IRunResult {
   detached: boolean;
   /** The cell streamed the lines above this result: the ranks carry none, and none are drawn. */
   streamed: boolean;
+  /** The result stands under the cell that ran it: the command is that cell's input. */
+  own_cell: boolean;
 }
 
 /*
@@ -310,7 +312,8 @@ export function parseRunResult(data: unknown): IRunResult {
     run_id: optStr(data, 'run_id'),
     state: data.state === 'running' ? 'running' : 'finished',
     detached: data.detached === true,
-    streamed: data.streamed === true
+    streamed: data.streamed === true,
+    own_cell: data.own_cell === true
   };
 }
 

@@ -44,8 +44,8 @@ const CLASS = 'jp-MonarchRun';
 
 function renderHeader(result: IRunResult): HTMLElement {
   const header = el('div', `${CLASS}-header`);
-  // a streamed result stands under its own cell: the cell's source is not repeated
-  if (!result.streamed) {
+  // under the cell that ran it, the command is that cell's input: not repeated
+  if (!result.own_cell) {
     const command = el('code', `${CLASS}-command`, result.command);
     command.title = result.mode ? `mode: ${result.mode}` : '';
     header.appendChild(command);

@@ -927,7 +927,7 @@ def test_the_payload_properties_are_the_schemas():
     s.apply(Finished())
     payload = s.to_mime()
     detached = s.running_bundle(detached=True, model_id="m1")[MIME_TYPE]  # "detached", "model_id": there only
-    streamed = s.mime_bundle(lines=False)[MIME_TYPE]  # "streamed": in that payload only
+    streamed = s.mime_bundle(lines=False, own_cell=True)[MIME_TYPE]  # "streamed", "own_cell": there only
     assert (
         set(payload) | set(detached) | set(streamed) == set(SCHEMA["properties"])
         and SCHEMA["additionalProperties"] is False

@@ -46,6 +46,7 @@ describe('RunResultRenderer', () => {
     const streamed = {
       ...data,
       streamed: true,
+      own_cell: true,
       ranks: data.ranks.map(rank => ({ ...rank, lines: [], truncated: 0 }))
     };
     const node = (await render(streamed)).node;

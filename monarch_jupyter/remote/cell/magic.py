@@ -246,7 +246,7 @@ class RemoteMagics(Magics):
             from ..view.session_text import values_text
 
             self.write(values_text([(tuple(r.point.items()), r.value) for r in state.ranks]))
-        bundle = state.mime_bundle(lines=drawn)
+        bundle = state.mime_bundle(lines=drawn, own_cell=True)
         wrote = args.group or args.diff or args.session is not None
         if not wrote and (drawn or not any(r.total_lines for r in state.ranks)):
             display_unflushed(self.shell, bundle)

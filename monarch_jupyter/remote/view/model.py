@@ -96,6 +96,7 @@ class _PayloadHead(_PayloadVersion, total=False):
     detached: bool  # only in a detached run's running payload (True)
     model_id: str  # only in a running payload shown with a live grid (its widget model)
     streamed: bool  # only in a finished payload whose lines the cell streamed above it (True)
+    own_cell: bool  # only in the result the running cell shows under its own input (True)
 
 
 class _Payload(TypedDict):
@@ -479,13 +480,16 @@ class RunState:
             f"<th>lines</th>{last}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
         )
 
-    def mime_bundle(self, lines: bool = True) -> dict[str, object]:
+    def mime_bundle(self, lines: bool = True, own_cell: bool = False) -> dict[str, object]:
         """The run's result output; without ``lines`` (the cell streamed them above it) neither
-        the payload nor the HTML repeats them (``streamed: true``)."""
+        the payload nor the HTML repeats them (``streamed: true``); ``own_cell``: it stands under
+        the cell that ran it, whose input is the command (views do not repeat it)."""
         summary = self.summary_line()
         payload = self.to_mime(lines=lines)
         if not lines:
             payload["streamed"] = True
+        if own_cell:
+            payload["own_cell"] = True
         return {MIME_TYPE: payload, "text/plain": summary, "text/html": self.to_html(summary, lines)}
 
     def attach_line(self) -> str:
