@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import time
 
 import pytest
 
@@ -1218,3 +1219,32 @@ def test_a_streamed_result_carries_no_lines_and_its_html_no_tails():
     assert (
         "<b style='color:var(--jp-error-color1" in drawn["text/html"] and ">failed</b>" in drawn["text/html"]
     )
+
+
+# ── a run that waits for its ranks' actors says so at once ──
+def test_a_plan_that_spawns_or_waits_says_starting_once():
+    import threading
+    from types import SimpleNamespace
+
+    from monarch_jupyter.remote.run.runner import RemoteRunner
+
+    runner = RemoteRunner(session=SimpleNamespace())
+    said: list[int] = []
+    runner.on_starting = lambda: said.append(1)
+    spawned: list[str] = []
+    runner._spawn = lambda mesh, name, per_host: spawned.append(name) or SimpleNamespace()  # type: ignore[method-assign]
+    runner._evict = lambda keep: None  # type: ignore[method-assign]
+    running = SimpleNamespace(apply_id="a1", meshes={"hosts": object(), "gpus": object()})
+    runner._plan = lambda args: [runner._warm_for(running, name, ()) for name in ("hosts", "gpus")]  # type: ignore[method-assign]
+    runner.plan(None)  # two meshes spawned: said once
+    assert spawned == ["hosts", "gpus"] and said == [1]
+    runner.plan(None)  # warm: nothing to wait for, nothing said
+    assert said == [1]
+    holder = threading.Thread(
+        target=lambda: (runner._warm_lock.acquire(), time.sleep(0.3), runner._warm_lock.release())
+    )
+    holder.start()
+    time.sleep(0.05)
+    runner.plan(None)  # a warm-up holds the actors: a wait ahead, said before it
+    holder.join()
+    assert said == [1, 1]

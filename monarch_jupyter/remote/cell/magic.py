@@ -108,6 +108,7 @@ class RemoteMagics(Magics):
             from ..run.runner import runner_for
 
             self._runner = runner_for(self.session)
+            self._runner.on_starting = _say_starting
         return self._runner
 
     @runner.setter
@@ -538,6 +539,12 @@ def _apply(state: RunState, renderer: TextRenderer, event: Event) -> None:
     except KeyboardInterrupt:
         renderer.add(fed, only_missing=True)
         raise
+
+
+def _say_starting() -> None:
+    """At once, where a run waits for its ranks' actors (a first run on a fresh job): one line,
+    not an empty output for seconds. Flushed: the kernel thread blocks in the spawn next."""
+    print("starting the ranks…", flush=True)
 
 
 class _ResultWhenDone:
