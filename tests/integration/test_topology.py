@@ -48,9 +48,9 @@ def akernel(tmp_path_factory):
 def widget_model_id(result) -> str:
     for output in result.outputs:
         data = output.content.get("data", {})
-        view = data.get("application/vnd.jupyter.widget-view+json")
-        if view:
-            return view["model_id"]
+        job = data.get("application/vnd.monarch.job+json") or {}
+        if job.get("model_id"):  # static first: our payload names the model
+            return job["model_id"]
     raise AssertionError(f"no widget in {result.outputs}")
 
 
