@@ -26,7 +26,7 @@ import html
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,6 +51,8 @@ TOPOLOGY_DUTY = 0.2  # and at most this share of the time spent sampling (a big 
 # A view renews its "on screen" every 30 s (job.js); one not renewed for this long is gone (its tab
 # closed without saying so). Renewals wait while a cell runs, so this outlasts long cells.
 WATCH_TTL = 600.0
+#: seconds after which an unchanged status is published again (its "as of" moves on)
+REPUBLISH_AFTER = 60.0
 
 _URL_LABELS = {"telemetry": "telemetry", "dashboard": "dashboard", "admin": "admin"}
 
@@ -304,6 +306,8 @@ class JobWidget(Model):
         super().__init__()
         self.display_id = f"monarch-job-{self.model_id}"
         self._publish = publish
+        self._published: dict[str, Any] | None = None  # the status last published (displayed)
+        self._published_at = time.monotonic()
         self.session = session
         self.context = status.context
         self.status = status
@@ -323,6 +327,7 @@ class JobWidget(Model):
         self.on_msg(self._on_front_end_msg)
         self._unsubscribe: Callable[[], None] | None = session.add_listener(self._on_status)
         self.show(status)
+        self._published = asdict(status)  # the caller displays static_bundle() now
 
     # ── view ──
     def show(self, status: JobStatus) -> None:
@@ -350,10 +355,19 @@ class JobWidget(Model):
         self.show(status)
         self.republish()
 
-    def republish(self) -> None:
-        """The displayed output again, from the current status: the saved copy stays true."""
-        if self._publish is not None:
-            self._publish(self.static_bundle(), self.display_id)
+    def republish(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """The displayed output again, from the current status: the saved copy stays true. Only
+        when the status changed, or its "as of" is :data:`REPUBLISH_AFTER` old: every status
+        call publishes (a ``%job topology``, the sidebar's Refresh), and each update is an IOPub
+        message in the running cell."""
+        if self._publish is None:
+            return
+        key = asdict(self.status)
+        now = clock()
+        if key == self._published and now - self._published_at < REPUBLISH_AFTER:
+            return
+        self._published, self._published_at = key, now
+        self._publish(self.static_bundle(), self.display_id)
 
     def static_bundle(self) -> dict[str, object]:
         """The one output of this widget (``formatting.job_bundle``), as of now."""

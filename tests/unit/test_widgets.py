@@ -239,6 +239,11 @@ def test_a_later_status_republishes_the_output_by_its_display_id(tmp_path):
     assert [did for _, did in published] == [widget.display_id]
     bundle = published[0][0]
     assert bundle[formatting.JOB_MIME]["state"] == NO_JOB and "no job" in bundle["text/plain"]
+    session.publish(JobStatus(context="default", state=NO_JOB))  # the same again: no update message
+    assert len(published) == 1
+    widget.republish(clock=lambda: time.monotonic() + 61)  # unchanged, but its "as of" a minute old
+    assert len(published) == 2
+    published.pop()
     widget.close()
     session.publish(JobStatus(context="default", state=RUNNING))  # closed: no more updates
     assert len(published) == 1
