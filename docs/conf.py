@@ -45,7 +45,14 @@ _copy_notebooks()
 
 # A %%remote cell saves its payload for the labextension's renderer beside text/html and
 # text/plain copies: the docs show the HTML copy, as nbconvert does.
-nb_mime_priority_overrides = [("*", "application/vnd.monarch.remote+json", None)]
+nb_mime_priority_overrides = [
+    ("*", "application/vnd.monarch.remote+json", None),
+    ("*", "application/vnd.monarch.job+json", None),
+]
+# a run's lines arrive as many stream messages: one box per cell's stream, as Jupyter shows them
+nb_merge_streams = True
+# the HTML copies' tables (a run's ranks, a job's rows) get the page's table style
+html_css_files = ["monarch.css"]
 nb_render_error_lexer = "text"  # our errors are plain text (rank sections), not IPython tracebacks
 # myst-nb renders every type of a bundle before choosing one, and warns on the types it has no
 # renderer for: ours is the only such type the notebooks save, and it is dropped above

@@ -2,19 +2,20 @@
  * One output, one view: the live widget where its model is there, the output's own static copy
  * where it is not (a notebook reopened without its kernel, a model closed).
  *
- * The `%job` widget and a running `%%remote` grid are each saved as one output that holds the
- * widget's view and a static copy (the run's payload, the job's HTML). JupyterLab's widget
- * renderer prefers the view and, when the model is gone, draws "Error displaying widget: model
- * not found" instead of the copy. In each notebook this factory is ranked above the widget
- * renderer for those outputs: it draws the copy at once and swaps the live view in only once the
- * view has really rendered, so nothing shows twice and no error shows in place of the output.
+ * The `%job` widget and a running `%%remote` grid are each one static output: text, HTML and our
+ * payload, which names the widget's model (`model_id`). The output holds no widget view, so
+ * front ends without this extension show the HTML (a saved view would outrank it and draw
+ * "Error displaying widget: model not found"). In each notebook this factory draws the copy at
+ * once and, where the payload names a model, swaps that model's live view in only once it has
+ * really rendered, so nothing shows twice and no error shows in place of the output. (Outputs
+ * saved by older versions still carry the widget view: it is used the same way.)
  */
 import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
-import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Panel } from '@lumino/widgets';
 
@@ -24,8 +25,9 @@ import { MIME_TYPE } from './model';
 // eslint-disable-next-line jupyter/prefer-lazy-imports
 import { RunResultRenderer } from './renderer';
 
-export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
-export const JOB_MIME = 'application/vnd.monarch.job+json';
+import { JOB_MIME, WIDGET_MIME, liveModelId } from './liveModel';
+
+export { JOB_MIME, WIDGET_MIME, liveModelId };
 /** Ahead of the widget renderer (-10) in a notebook's registry. */
 export const LIVE_RANK = -20;
 
@@ -56,6 +58,12 @@ export class LiveOrStatic extends Panel implements IRenderMime.IRenderer {
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    const modelId = liveModelId(model.data, this._options.mimeType);
+    if (this._copy && modelId && modelId === this._modelId) {
+      // the kernel re-published the copy (a later %job kill, say): the live view stays
+      await this._copy.renderModel(model);
+      return;
+    }
     this._watch?.disconnect();
     for (const child of [...this.widgets]) {
       child.dispose();
@@ -63,19 +71,34 @@ export class LiveOrStatic extends Panel implements IRenderMime.IRenderer {
     const copyMime =
       this._options.mimeType === MIME_TYPE ? MIME_TYPE : 'text/html';
     const copy = staticRenderer(copyMime, this._rendermime, this._options);
+    this._copy = copy;
+    this._modelId = modelId;
     this.addWidget(copy);
-    const live = this._live(model);
+    const live = this._live(model, modelId);
     await copy.renderModel(model);
     if (live) {
-      await live.renderModel(model);
+      await live.renderModel(
+        new MimeModel({
+          trusted: true,
+          data: {
+            [WIDGET_MIME]: {
+              version_major: 2,
+              version_minor: 1,
+              model_id: modelId
+            }
+          }
+        })
+      );
     }
   }
 
   /** The widget's renderer, hidden until its view renders (null: no live view to try). */
-  private _live(model: IRenderMime.IMimeModel): IRenderMime.IRenderer | null {
-    const source = model.data[WIDGET_MIME] as { model_id?: string } | undefined;
+  private _live(
+    model: IRenderMime.IMimeModel,
+    modelId: string | null
+  ): IRenderMime.IRenderer | null {
     if (
-      !source?.model_id ||
+      !modelId ||
       !model.trusted ||
       !this._rendermime.getFactory(WIDGET_MIME)
     ) {
@@ -110,6 +133,8 @@ export class LiveOrStatic extends Panel implements IRenderMime.IRenderer {
   }
 
   private _watch: MutationObserver | null = null;
+  private _copy: IRenderMime.IRenderer | null = null;
+  private _modelId: string | null = null;
 }
 
 /** The factory for one notebook's registry (the one that holds its widget renderer). */

@@ -100,6 +100,10 @@ export interface IRunResult {
   state: RunStateName;
   /** A detached run's running payload: no cell replaced it when the run ended. */
   detached: boolean;
+  /** The cell streamed the lines above this result: the ranks carry none, and none are drawn. */
+  streamed: boolean;
+  /** The result stands under the cell that ran it: the command is that cell's input. */
+  own_cell: boolean;
 }
 
 /*
@@ -307,7 +311,9 @@ export function parseRunResult(data: unknown): IRunResult {
     omitted: raw.length - ranks.length,
     run_id: optStr(data, 'run_id'),
     state: data.state === 'running' ? 'running' : 'finished',
-    detached: data.detached === true
+    detached: data.detached === true,
+    streamed: data.streamed === true,
+    own_cell: data.own_cell === true
   };
 }
 

@@ -44,9 +44,12 @@ const CLASS = 'jp-MonarchRun';
 
 function renderHeader(result: IRunResult): HTMLElement {
   const header = el('div', `${CLASS}-header`);
-  const command = el('code', `${CLASS}-command`, result.command);
-  command.title = result.mode ? `mode: ${result.mode}` : '';
-  header.appendChild(command);
+  // under the cell that ran it, the command is that cell's input: not repeated
+  if (!result.own_cell) {
+    const command = el('code', `${CLASS}-command`, result.command);
+    command.title = result.mode ? `mode: ${result.mode}` : '';
+    header.appendChild(command);
+  }
   const meta = [
     result.target,
     result.state === 'running'
@@ -102,6 +105,32 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
   panel.addEventListener('toggle', fill);
   fill();
   return panel;
+}
+
+/** A streamed result's failing ranks, one line each (label, badge, time, error): the header
+ * counts the rest. */
+function renderStreamedRanks(result: IRunResult): HTMLElement {
+  const list = el('div', `${CLASS}-ranks ${CLASS}-streamedRanks`);
+  for (const rank of result.ranks.filter(r => badgeKind(r) === 'failed')) {
+    const row = el('div', `${CLASS}-rankHeader`);
+    row.appendChild(el('span', `${CLASS}-label`, rank.label));
+    row.appendChild(
+      el(
+        'span',
+        `${CLASS}-badge ${CLASS}-badge-${badgeKind(rank)}`,
+        badgeText(rank)
+      )
+    );
+    const duration = formatDuration(rank.duration);
+    if (duration) {
+      row.appendChild(el('span', `${CLASS}-duration`, duration));
+    }
+    if (rank.error) {
+      row.appendChild(el('span', `${CLASS}-rankError`, rank.error));
+    }
+    list.appendChild(row);
+  }
+  return list;
 }
 
 /** "Still running when saved" and the attach line, selectable to copy. */
@@ -264,6 +293,11 @@ export class RunResultRenderer extends PayloadRenderer {
     this.node.appendChild(renderHeader(result));
     if (note && !result.ranks.some(rank => rank.lines.length)) {
       return Promise.resolve(); // saved before any output: the note and header say it all
+    }
+    if (result.streamed) {
+      // the lines are the cell's stream output above: each rank once, without them
+      this.node.appendChild(renderStreamedRanks(result));
+      return Promise.resolve();
     }
 
     const failingOnly = toggle(' failing only', `${CLASS}-filter`);

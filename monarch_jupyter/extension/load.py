@@ -86,14 +86,20 @@ def job_hooks(ipython: Any) -> JobHooks:
 
         from ..widgets.job import JobWidget
 
-        # One output: the live widget with text/plain and text/html fallbacks (the same as
-        # StatusView's) for nbconvert, nbval and saved notebooks. They are a snapshot, like any
-        # output: re-sending them on every status change would put update messages in other
-        # cells' IOPub and make the saved text differ from what nbval sees.
-        display(JobWidget(session, status, sample=_sample_topology))
+        # One static output (text, HTML, our payload), updated by display id on every later
+        # status of its context, so the saved notebook shows the last state (nbval ignores
+        # update_display_data; nbclient and Lab apply it).
+        widget = JobWidget(session, status, sample=_sample_topology, publish=_update_display)
+        display(widget.static_bundle(), raw=True, display_id=widget.display_id)
         return True
 
     return JobHooks(show_status=show_status, stop_runs=stop_runs, runs_note=runs_note)
+
+
+def _update_display(bundle: dict[str, object], display_id: str) -> None:
+    from IPython.display import display
+
+    display(bundle, raw=True, display_id=display_id, update=True)
 
 
 def stop_runs(session: JobContext) -> str | None:

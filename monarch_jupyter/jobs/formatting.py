@@ -39,9 +39,11 @@ def meshes_text(status: JobStatus) -> str:
     return ", ".join(parts) or "no meshes"
 
 
-def _applied(status: JobStatus, now: float | None) -> str:
+def _applied(status: JobStatus, now: float | None, ages: bool = True) -> str:
     if not status.applied_at:
         return "-"
+    if not ages:  # a saved copy: "N ago" would be wrong as soon as it is reopened
+        return _timefmt.local_time(status.applied_at)
     now = time.time() if now is None else now
     return f"{_timefmt.local_time(status.applied_at)} ({_timefmt.age(now - status.applied_at)} ago)"
 
@@ -93,13 +95,13 @@ def kill_line(status: JobStatus) -> str:
     )
 
 
-def _rows(status: JobStatus, now: float | None) -> list[tuple[str, str]]:
+def _rows(status: JobStatus, now: float | None, ages: bool = True) -> list[tuple[str, str]]:
     rows = [("state", status.state)]
     if status.state != NO_JOB:
         rows += [
             ("class", status.job_class or "-"),
             ("apply id", status.apply_id or "-"),
-            ("applied", _applied(status, now)),
+            ("applied", _applied(status, now, ages)),
         ]
     rows.append(("spec", status.spec or "-"))
     if status.cache_path:
@@ -117,10 +119,11 @@ def _rows(status: JobStatus, now: float | None) -> list[tuple[str, str]]:
     return rows
 
 
-def status_text(status: JobStatus, now: float | None = None) -> str:
-    """The plain-text ``%job status`` block."""
+def status_text(status: JobStatus, now: float | None = None, as_of: float | None = None) -> str:
+    """The plain-text ``%job status`` block; with ``as_of`` (epoch seconds) a saved copy's: no
+    "N ago", and a last line saying when it was last true."""
     lines = [f"Monarch job, context '{status.context}'"]
-    lines += [f"  {key:<9} {value}" for key, value in _rows(status, now)]
+    lines += [f"  {key:<9} {value}" for key, value in _rows(status, now, as_of is None)]
     for mesh in status.meshes:
         hosts = "?" if mesh.hosts is None else mesh.hosts
         live = "?" if mesh.live_workers is None else mesh.live_workers
@@ -131,11 +134,24 @@ def status_text(status: JobStatus, now: float | None = None) -> str:
         lines.append("  hint      %job apply starts a new job; %job kill clears the cache")
     elif status.state == NO_JOB:
         lines.append("  hint      %job apply --local hosts=2 starts a local job")
+    if as_of is not None:
+        lines.append(f"  {AS_OF_KEY:<9} {as_of_text(as_of)}")
     return "\n".join(lines)
 
 
-def status_html(status: JobStatus, now: float | None = None) -> str:
-    """The same block as a small HTML table with a coloured state badge."""
+#: the row of a saved copy that says when it was last true
+AS_OF_KEY = "as of"
+
+
+def as_of_text(as_of: float) -> str:
+    """When a saved copy was last true: the kernel updates it (by display id) while it runs, so
+    a copy reopened after the kernel stopped shows the last state it knew, and this time."""
+    return f"{_timefmt.local_time(as_of)} (updated while its kernel ran)"
+
+
+def status_html(status: JobStatus, now: float | None = None, as_of: float | None = None) -> str:
+    """The same block as a small HTML table with a coloured state badge (``as_of``: as in
+    :func:`status_text`)."""
     esc = html.escape
     colour = state_colour(status.state)
     badge = (
@@ -143,7 +159,10 @@ def status_html(status: JobStatus, now: float | None = None) -> str:
         f"{esc(status.state)}</span>"
     )
     rows = []
-    for key, value in _rows(status, now):
+    listed = _rows(status, now, as_of is None)
+    if as_of is not None:
+        listed.append((AS_OF_KEY, as_of_text(as_of)))
+    for key, value in listed:
         cell = badge if key == "state" else esc(value)
         if key in status.urls and value.startswith(("http://", "https://")):
             cell = f'<a href="{esc(value)}" target="_blank">{esc(value)}</a>'
@@ -210,11 +229,21 @@ class StatusView:
 JOB_MIME = "application/vnd.monarch.job+json"
 
 
-def widget_fallbacks(status: JobStatus) -> dict[str, object]:
-    """What stands beside the ``%job`` widget's view in its one output: the text for text front
-    ends, the HTML for exports and viewers without a widget manager, the marker for ours."""
+def job_bundle(
+    status: JobStatus, model_id: str | None = None, as_of: float | None = None
+) -> dict[str, object]:
+    """The ``%job`` output, static first: the text for text front ends, the self-contained HTML
+    for every other (exports, viewers, a Lab without our labextension), and our payload, from
+    which the labextension draws the live widget of ``model_id`` while its model lives. No
+    widget view: a saved one outranks the HTML and shows "model not found" once the kernel is
+    gone. ``as_of`` (default: now) says when the copy was last true."""
+    as_of = time.time() if as_of is None else as_of
+    payload: dict[str, object] = {"version": 1, "context": status.context, "state": status.state}
+    payload["as_of"] = _timefmt.utc_iso(as_of)
+    if model_id:
+        payload["model_id"] = model_id
     return {
-        "text/plain": status_text(status),
-        "text/html": status_html(status),
-        JOB_MIME: {"version": 1, "context": status.context},
+        "text/plain": status_text(status, as_of=as_of),
+        "text/html": status_html(status, as_of=as_of),
+        JOB_MIME: payload,
     }

@@ -10,10 +10,13 @@ registered for that id (Refresh and Kill call the session like ``%job status`` /
 the topology (``services/topology.py``) every :data:`TOPOLOGY_INTERVAL` seconds, or less often
 when a sample takes longer than :data:`TOPOLOGY_DUTY` of that; nobody looking, nothing sampled.
 
-Displayed, the widget is one output: its view, with ``text/plain`` and ``text/html`` fallbacks
-(the ``%job`` text block and table) so terminals, nbconvert and nbval see the same information
-without a widget front end, and a marker from which the labextension draws the HTML where the
-widget's model is gone (``formatting.widget_fallbacks``).
+Displayed, the widget is one static output (``formatting.job_bundle``): the ``%job`` text block,
+its self-contained HTML table, and our payload naming the model, from which the labextension
+draws the live view while the model lives. It holds no widget view, so every front end without
+our labextension (Lab or Notebook 7 with ipywidgets, VS Code, Colab, nbconvert, GitHub) shows the
+HTML, never "model not found". Each status the session publishes (a later ``%job kill`` or
+``apply``, in any cell) re-publishes that output by its display id (``publish``), so a saved
+notebook holds the last state, with when it was last true.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import html
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,6 +51,8 @@ TOPOLOGY_DUTY = 0.2  # and at most this share of the time spent sampling (a big 
 # A view renews its "on screen" every 30 s (job.js); one not renewed for this long is gone (its tab
 # closed without saying so). Renewals wait while a cell runs, so this outlasts long cells.
 WATCH_TTL = 600.0
+#: seconds after which an unchanged status is published again (its "as of" moves on)
+REPUBLISH_AFTER = 60.0
 
 _URL_LABELS = {"telemetry": "telemetry", "dashboard": "dashboard", "admin": "admin"}
 
@@ -178,7 +183,7 @@ def details_html(view: JobView) -> str:
     parts.append(dashboard_link_html(view))
     if view.hint:
         parts.append(
-            f"<div class='monarch-job-hint' style='color:var(--jp-ui-font-color2, #6e7781)'>{esc(view.hint)}</div>"
+            f"<div class='monarch-job-hint' style='color:color-mix(in srgb, var(--jp-ui-font-color1, #1f2328) 85%, transparent)'>{esc(view.hint)}</div>"
         )
     return "".join(parts)
 
@@ -293,9 +298,16 @@ class JobWidget(Model):
         context: str | None = None,
         sample: Sampler | None = None,
         interval: float = TOPOLOGY_INTERVAL,
+        publish: Callable[[dict[str, object], str], None] | None = None,
     ) -> None:
+        """``publish(bundle, display_id)`` updates the displayed output (IPython's
+        ``update_display``); None: the output is a snapshot (no kernel to update it)."""
         status = status if status is not None else session.status(context)
         super().__init__()
+        self.display_id = f"monarch-job-{self.model_id}"
+        self._publish = publish
+        self._published: dict[str, Any] | None = None  # the status last published (displayed)
+        self._published_at = time.monotonic()
         self.session = session
         self.context = status.context
         self.status = status
@@ -315,6 +327,7 @@ class JobWidget(Model):
         self.on_msg(self._on_front_end_msg)
         self._unsubscribe: Callable[[], None] | None = session.add_listener(self._on_status)
         self.show(status)
+        self._published = asdict(status)  # the caller displays static_bundle() now
 
     # ── view ──
     def show(self, status: JobStatus) -> None:
@@ -340,6 +353,25 @@ class JobWidget(Model):
         except OSError:
             return
         self.show(status)
+        self.republish()
+
+    def republish(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """The displayed output again, from the current status: the saved copy stays true. Only
+        when the status changed, or its "as of" is :data:`REPUBLISH_AFTER` old: every status
+        call publishes (a ``%job topology``, the sidebar's Refresh), and each update is an IOPub
+        message in the running cell."""
+        if self._publish is None:
+            return
+        key = asdict(self.status)
+        now = clock()
+        if key == self._published and now - self._published_at < REPUBLISH_AFTER:
+            return
+        self._published, self._published_at = key, now
+        self._publish(self.static_bundle(), self.display_id)
+
+    def static_bundle(self) -> dict[str, object]:
+        """The one output of this widget (``formatting.job_bundle``), as of now."""
+        return formatting.job_bundle(self.status, self.model_id)
 
     def _say(self, text: str, error: bool = False) -> None:
         with self.hold_sync():
@@ -357,7 +389,7 @@ class JobWidget(Model):
 
     def _on_refresh(self) -> None:
         try:
-            self.show(self.session.status(self.context))
+            self.show(self.session.status(self.context))  # published: _on_status republishes
             self._say("")
         except MonarchJupyterError as error:
             self._say(str(error), error=True)
@@ -452,10 +484,8 @@ class JobWidget(Model):
         self._wake.set()
         super().close()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        bundle, metadata = super()._repr_mimebundle_(**kwargs)
-        bundle.update(formatting.widget_fallbacks(self.status))
-        return bundle, metadata
+    def _repr_mimebundle_(self, **_kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        return self.static_bundle(), {}
 
 
 def _resolved(path: Path) -> Path:

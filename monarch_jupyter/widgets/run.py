@@ -311,19 +311,21 @@ class RunWidget(Model):
         self._fold.version += 1
         return {"ranks": out}
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        bundle, metadata = super()._repr_mimebundle_(**kwargs)
-        # A stable fallback: the run's result follows as its own output (text and
-        # application/vnd.monarch.remote+json), so nothing here needs updating later.
-        bundle.update(fallback_bundle(self.title))
-        return bundle, metadata
+    def _repr_mimebundle_(self, **_kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        # static first: a header for text front ends and HTML for the others, no widget view
+        # (a saved one shows "model not found" wherever our labextension is not)
+        return fallback_bundle(self.title), {}
 
     def grid_bundle(self, state: RunState) -> dict[str, Any]:
-        """The grid's output while ``state`` runs: the widget's view, a text header for text
-        front ends, and the running payload with its HTML for a notebook reopened without this
-        kernel (``RunState.running_bundle``)."""
-        bundle, _metadata = Model._repr_mimebundle_(self)
-        return {**bundle, "text/plain": fallback_text(self.title), **state.running_bundle(self.detached)}
+        """The grid's output while ``state`` runs: a text header for text front ends, and the
+        running payload with its HTML, naming this widget's model, from which our labextension
+        draws the live grid (``RunState.running_bundle``). No widget view: every other front end
+        shows the static copy, and a notebook reopened without this kernel says "still running
+        when saved — %remote attach <id>"."""
+        return {
+            "text/plain": fallback_text(self.title),
+            **state.running_bundle(self.detached, model_id=self.model_id),
+        }
 
 
 def _code() -> dict[str, object]:

@@ -156,23 +156,29 @@ def test_one_live_view_then_the_result_and_a_themed_job_widget(
         result.wait_for(timeout=15_000)
         outputs = cell.locator(".jp-OutputArea-child").count()
         grids_after = grid.count()
-        command = result.locator(".jp-MonarchRun-command").inner_text()
+        commands = result.locator(".jp-MonarchRun-command").count()
         result.locator("details.jp-MonarchRun-rank").first.evaluate("d => { d.open = true; }")
         coloured = result.locator(".ansi-green-fg").first
         coloured.wait_for()
         result_colour = coloured.evaluate("e => getComputedStyle(e).color")
         screenshot(page, *shots, "result", locator=cell)
         run_cell(page, 3)
+        job.locator(".monarch-job-state[data-state='no job']").wait_for(timeout=30_000)
+        job_alive = _visible(job) == 1
         saved = _save(page, root, name, lambda cells: bool(cells[3].get("outputs")))
     assert running and stream_shown == 0, (running, stream_shown)  # the lines were the grid's alone
     assert live_colour == GREEN[theme] and plain_colour != GREEN[theme], (live_colour, plain_colour)
     assert outputs == 1 and grids_after == 0, (outputs, grids_after)  # the result took the grid's place
-    assert command.splitlines() == ["printf '\\033[32mgreen\\033[0m plain\\n'", "sleep 5; echo done"], command
+    assert commands == 0  # the cell's source is its input, not repeated in the result
     assert result_colour == GREEN[theme], result_colour
     run_out = saved[2]["outputs"]
     assert [o["output_type"] for o in run_out] == ["display_data"], run_out  # no stream, no empty output
     assert run_out[0]["data"][model.MIME_TYPE]["state"] == "finished"
-    assert len(saved[1]["outputs"]) == 1 and formatting.JOB_MIME in saved[1]["outputs"][0]["data"]
+    job_out = saved[1]["outputs"]
+    assert len(job_out) == 1 and WIDGET not in job_out[0]["data"], job_out  # static first
+    # the %job kill of the last cell updated it by its display id: the saved copy is the last state
+    assert job_out[0]["data"][formatting.JOB_MIME]["state"] == "no job", job_out
+    assert job_alive, "the live %job view gave way when the kill re-published its copy"
 
 
 def _job_output(model_id: str) -> dict:
@@ -183,9 +189,7 @@ def _job_output(model_id: str) -> dict:
         meshes=[MeshStatus("hosts", 2, 2)],
         spec="x.y",
     )
-    data = {WIDGET: {"version_major": 2, "version_minor": 1, "model_id": model_id}}
-    data.update(formatting.widget_fallbacks(status))
-    return {"output_type": "display_data", "metadata": {}, "data": data}
+    return {"output_type": "display_data", "metadata": {}, "data": formatting.job_bundle(status, model_id)}
 
 
 def _midrun_output(model_id: str) -> dict:
@@ -200,8 +204,7 @@ def _midrun_output(model_id: str) -> dict:
     )
     state.run_id = "20261207-010203-abc123"
     state.apply(model.Started(0))
-    data = {WIDGET: {"version_major": 2, "version_minor": 1, "model_id": model_id}, "text/plain": "%%remote"}
-    data.update(state.running_bundle())
+    data = {"text/plain": "%%remote", **state.running_bundle(model_id=model_id)}
     return {"output_type": "display_data", "metadata": {}, "data": data}
 
 
@@ -247,34 +250,38 @@ def test_reopened_without_the_kernel_each_output_shows_one_static_copy(
 
 
 def test_a_page_without_our_extensions_shows_each_output_once(tmp_path: Path, tag: str):
-    """A widget manager, but neither our labextension nor our server extension (as VS Code): the
-    `%job` widget live and alone, the grid loaded from the kernel, the run's HTML at the end."""
+    """A widget manager, but neither our labextension nor our server extension (as VS Code,
+    Colab): every output is its static copy, never "model not found": the `%job` HTML (updated
+    by the later kill), the run's lines streamed and its result after them, each line once."""
     name = "plain.ipynb"
     nb = notebook(["%load_ext monarch_jupyter", "%job apply --local hosts=2", "%job", COLOURED, "%job kill"])
-    with _page(tmp_path, tag, {name: nb}, LAB, ours=False) as (server, page, _root):
+    with _page(tmp_path, tag, {name: nb}, LAB, ours=False) as (server, page, root):
         _open(server, page, name)
         assert page.locator(".jp-MonarchPanel").count() == 0  # the labextension is off
         for index in range(3):
             run_cell(page, index, timeout=90)
         cells = page.locator(".jp-Notebook .jp-Cell")
-        cells.nth(2).locator(".monarch-job-widget .monarch-job-state[data-state='running']").wait_for()
+        wait_until(lambda: "running" in cells.nth(2).locator(".jp-OutputArea").inner_text(), 15, "the job")
         job_text = cells.nth(2).locator(".jp-OutputArea").inner_text()
         job_outputs = cells.nth(2).locator(".jp-OutputArea-child").count()
+        screenshot(page, "one-view", "without-ours", "job", locator=cells.nth(2))
         run_cell(page, 3, wait=False)
-        cells.nth(3).locator(".monarch-run-widget .monarch-run-tile").nth(1).wait_for(timeout=30_000)
-        stream_shown = _visible(cells.nth(3).locator(STDOUT))
-        screenshot(page, "one-view", "without-ours", "grid-live", locator=cells.nth(3))
+        wait_until(lambda: _visible(cells.nth(3).locator(STDOUT)) > 0, 30, "the streamed lines")
+        screenshot(page, "one-view", "without-ours", "run-live", locator=cells.nth(3))
         wait_prompt(cells.nth(3), 3, 60)
-        wait_until(
-            lambda: cells.nth(3).locator(".monarch-run-widget").count() == 0, 10, "the grid to give way"
-        )
+        wait_until(lambda: "2 ok" in cells.nth(3).locator(".jp-OutputArea").inner_text(), 10, "the result")
         run_text = cells.nth(3).locator(".jp-OutputArea").inner_text()
-        run_outputs = cells.nth(3).locator(".jp-OutputArea-child").count()
-        screenshot(page, "one-view", "without-ours", "page", locator=page.locator(".jp-Notebook"))
         run_cell(page, 4)
-    assert job_outputs == 1 and job_text.count("Monarch job") == 1, (job_outputs, job_text)
-    assert stream_shown == 0
-    assert run_outputs == 1 and "2 ok" in run_text and run_text.count("green plain") == 2, run_text
+        wait_until(lambda: "no job" in cells.nth(2).locator(".jp-OutputArea").inner_text(), 15, "the update")
+        screenshot(page, "one-view", "without-ours", "page", locator=page.locator(".jp-Notebook"))
+        body = page.locator(".jp-Notebook").inner_text()
+        saved = _save(page, root, name, lambda cells: bool(cells[4].get("outputs")))
+    assert "model not found" not in body and "Error displaying widget" not in body, body
+    assert job_outputs == 1 and job_text.count("Monarch job") == 1 and "running" in job_text, job_text
+    assert run_text.count("green plain") == 2, run_text  # each rank's line once: streamed, not repeated
+    assert run_text.index("done") < run_text.index("2 ok"), run_text  # the result after the last line
+    assert all(WIDGET not in o.get("data", {}) for c in saved for o in c.get("outputs", []))
+    assert saved[2]["outputs"][0]["data"][formatting.JOB_MIME]["state"] == "no job"
 
 
 def test_nbconvert_html_shows_each_output_once(tmp_path: Path, tag: str):

@@ -212,11 +212,9 @@ def test_detached_grid_updates_while_the_kernel_is_idle_and_its_stop_stops_the_r
     ]
     assert running and running[0]["state"] == "running" and running[0]["run_id"] == run_id, displays
     assert f"%remote attach {run_id}" in r.text
-    grids = [
-        d["application/vnd.jupyter.widget-view+json"]["model_id"]
-        for d in displays
-        if "application/vnd.jupyter.widget-view+json" in d
-    ]
+    # static first: the running payload names the grid's model (no widget view in the output)
+    assert not any("application/vnd.jupyter.widget-view+json" in d for d in displays), displays
+    grids = [p["model_id"] for p in running if "model_id" in p]
     assert len(grids) == 1, displays
     comm_id = grids[0]
     # the kernel is idle now: the grid's updates arrive on IOPub all the same
@@ -241,6 +239,20 @@ def test_detached_grid_updates_while_the_kernel_is_idle_and_its_stop_stops_the_r
         "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"kind": "stop"}}}
     )
     k.kc.shell_channel.send(stop)
+    # the run's end replaces the grid's output by its display id while the kernel is idle: a
+    # saved notebook says how it ended, not that it "may have ended since"
+    ended = None
+    deadline = time.monotonic() + 15
+    while ended is None and time.monotonic() < deadline:
+        try:
+            msg = k.kc.get_iopub_msg(timeout=0.2)
+        except Exception:
+            continue
+        if msg["msg_type"] == "update_display_data":
+            ended = msg["content"]
+    assert ended is not None and ended["transient"]["display_id"] == f"monarch-run-{run_id}"
+    assert ended["data"]["application/vnd.monarch.remote+json"]["state"] == "finished", ended
+    assert "interrupted" in ended["data"]["text/plain"], ended["data"]["text/plain"]
     wait_for(lambda: not commands(tag, "sleep 0.05"), timeout=15)
     listing = k.ok("%remote runs").text
     assert run_id in listing and "stopped" in listing.split(run_id, 1)[1].splitlines()[0], listing

@@ -1,11 +1,10 @@
-"""`jupyter nbconvert --to html` of a saved notebook shows each output once, offline.
+"""`jupyter nbconvert --execute`, to ipynb and HTML: a saved notebook is the truth, offline.
 
-`%job` is one output: the widget's view with its text/plain, text/html and our marker. A
-notebook saved by JupyterLab or Notebook 7 holds no widget state (their default), so nbconvert
-skips the view and exports the HTML. A notebook run by nbclient stores the state: nbconvert then
-exports the view (drawn by a widget manager from a CDN, so nothing offline) and no HTML copy.
-A `%%remote` run that outlasts the grid's delay has the grid in its place while it runs and the
-result there at the end: the export shows the result once."""
+Static first: `%job` and a running grid are one output each of our payload, self-contained
+text/html and text/plain, with no widget view, so nbconvert (and any front end without our
+labextension) shows the HTML, whether or not the widget state was stored. A later `%job kill`
+updates the earlier `%job` output by its display id. A `%%remote` cell holds each line once
+(streamed, not repeated in its result) and its result after the last line."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import pytest
 from nbclient import NotebookClient
 
 from harness import nbconvert_html
+from saved_text import count_problems, run_cell_problems, view_problems
 
 pytestmark = pytest.mark.kernel
 
@@ -38,9 +38,10 @@ def test_nbconvert_html_shows_the_job_status_and_run_result_once(tmp_path: Path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [
         nbformat.v4.new_code_cell("%load_ext monarch_jupyter"),
-        nbformat.v4.new_code_cell("%job"),
         nbformat.v4.new_code_cell("%job apply --local hosts=2"),
-        nbformat.v4.new_code_cell("%%remote\necho exported-line; sleep 1"),
+        nbformat.v4.new_code_cell("%job"),
+        nbformat.v4.new_code_cell("%%remote\necho exported-line; sleep 1; echo tick-$MONARCH_RANK_hosts"),
+        nbformat.v4.new_code_cell("%%remote\necho fast-line"),
         nbformat.v4.new_code_cell("%job kill"),
     ]
     # as JupyterLab saves: no widget state in the notebook
@@ -48,31 +49,50 @@ def test_nbconvert_html_shows_the_job_status_and_run_result_once(tmp_path: Path)
         nb, timeout=180, store_widget_state=False, resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()
-    job_outputs = [sorted(o.get("data", {})) for o in nb.cells[1].outputs]
-    assert job_outputs == [sorted([WIDGET, JOB, "text/html", "text/plain"])], job_outputs
-    run_outputs = nb.cells[3].outputs
-    kinds = [o.get("name") or sorted(o.get("data", {})) for o in run_outputs]
-    # the lines as they were streamed (no view drew them: nbclient has no widget manager) and
-    # the result where the grid stood; no empty output, no "still running" copy
-    results = [k for k in kinds if k != "stdout"]
-    assert results == [sorted([RUN, "text/html", "text/plain"])] and "stdout" in kinds, kinds
-    streamed = "".join(o["text"] for o in run_outputs if o.get("name") == "stdout")
-    assert sorted(streamed.splitlines()) == ["[hosts=0] exported-line", "[hosts=1] exported-line"], streamed
-    assert next(o for o in run_outputs if "data" in o)["data"][RUN]["state"] == "finished"
+    saved = nbformat.from_dict(nb)
+    assert view_problems(saved) == [] and count_problems(saved) == []
+    job_outputs = nb.cells[2].outputs
+    assert [sorted(o.get("data", {})) for o in job_outputs] == [sorted([JOB, "text/html", "text/plain"])]
+    # the later %job kill updated it: the saved copy is the last state, and says when
+    job = job_outputs[0]["data"]
+    assert job[JOB]["state"] == "no job" and "as of" in job["text/plain"], job["text/plain"]
+    for cell in (3, 4):
+        outputs = nb.cells[cell].outputs
+        assert run_cell_problems(outputs) == [], (cell, outputs)
+        assert outputs[-1]["data"][RUN]["state"] == "finished" and outputs[-1]["data"][RUN]["streamed"]
+    slow = nb.cells[3].outputs
+    streamed = "".join(o["text"] for o in slow if o.get("name") == "stdout").splitlines()
+    assert sorted(streamed) == [
+        "[hosts=0] exported-line",
+        "[hosts=0] tick-0",
+        "[hosts=1] exported-line",
+        "[hosts=1] tick-1",
+    ], streamed
+    # the grid that stood while it ran (no widget manager drew it) is emptied, not the result's place
+    grids = [o for o in slow if o["output_type"] == "display_data" and RUN not in o["data"]]
+    assert [g["data"] for g in grids] == [{"text/plain": ""}], grids
     shown = _export(nb, tmp_path)
     assert shown.count("Monarch job") == 1, shown.count("Monarch job")
     assert "no job" in shown[shown.index("Monarch job") :][:3000]
-    assert "still running when saved" not in shown
-    assert shown.count("exported-line") >= 1
+    assert "still running when saved" not in shown and "model not found" not in shown
+    # each line once (the source holds the words too: count the ranks' lines)
+    assert shown.count("] exported-line") == 2 and shown.count("] fast-line") == 2
+    # the result's table comes after the last streamed line
+    result = (
+        shown.index('class="monarch-remote"')
+        if 'class="monarch-remote"' in shown
+        else shown.index("monarch-remote'")
+    )
+    assert shown.index("] tick-0") < result and shown.index("] tick-1") < result
 
 
-def test_nbconvert_after_nbclient_exports_the_view_not_a_second_copy(tmp_path: Path) -> None:
+def test_nbconvert_after_nbclient_exports_the_html_even_with_widget_state(tmp_path: Path) -> None:
+    """nbclient stores the widget state by default: no output holds a view of it, so the export
+    shows the HTML copy, never a script for a widget manager from a CDN."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell("%load_ext monarch_jupyter"), nbformat.v4.new_code_cell("%job")]
     NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
-    assert len(nb.cells[1].outputs) == 1
-    model_id = nb.cells[1].outputs[0]["data"][WIDGET]["model_id"]
-    assert model_id in nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert len(nb.cells[1].outputs) == 1 and WIDGET not in nb.cells[1].outputs[0]["data"]
     shown = _export(nb, tmp_path)
-    assert shown.count("Monarch job") == 0  # the view's script, for a widget manager: never two copies
+    assert shown.count("Monarch job") == 1, shown.count("Monarch job")

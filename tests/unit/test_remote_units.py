@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import time
 
 import pytest
 
@@ -926,9 +927,11 @@ def test_the_payload_properties_are_the_schemas():
     s.apply(Lost(1, "worker process 9 died"))
     s.apply(Finished())
     payload = s.to_mime()
-    detached = s.running_bundle(detached=True)[MIME_TYPE]  # "detached": in that payload only
+    detached = s.running_bundle(detached=True, model_id="m1")[MIME_TYPE]  # "detached", "model_id": there only
+    streamed = s.mime_bundle(lines=False, own_cell=True)[MIME_TYPE]  # "streamed", "own_cell": there only
     assert (
-        set(payload) | set(detached) == set(SCHEMA["properties"]) and SCHEMA["additionalProperties"] is False
+        set(payload) | set(detached) | set(streamed) == set(SCHEMA["properties"])
+        and SCHEMA["additionalProperties"] is False
     )
     rank = SCHEMA["$defs"]["rank"]
     assert set(payload["ranks"][1]) == set(rank["properties"]) and rank["additionalProperties"] is False
@@ -1328,3 +1331,78 @@ def test_actors_are_not_found_from_other_code_a_foreign_file_other_procs_or_a_li
     )
     assert kernel()[0]._find(running, "hosts") is None  # other procs answer at those addresses
     assert spawned == ["hosts"]
+
+
+# ── a run stopped from elsewhere says who stopped it, not "failed" ──
+def test_a_run_a_host_says_was_stopped_ends_interrupted_and_says_by_whom():
+    s = _state(2)
+    s.apply(Started(0))
+    s.apply(Started(1))
+    s.apply(Exited(0, -2, 1.0, error="KeyboardInterrupt", stopped_by="%job kill (kernel pid 42)"))
+    s.apply(Exited(1, -2, 1.0))
+    s.apply(Finished())
+    assert [r.status for r in s.ranks] == ["interrupted", "interrupted"]
+    line = s.summary_line()
+    assert "0 failed" in line and "2 interrupted" in line
+    assert "stopped by %job kill (kernel pid 42)" in line
+
+
+def test_without_a_stop_a_nonzero_exit_is_a_failure():
+    s = _state(1)
+    s.apply(Started(0))
+    s.apply(Exited(0, 3, 1.0))
+    assert s.ranks[0].status == "failed" and "stopped by" not in s.summary_line()
+
+
+# ── the result after streamed lines repeats none of them ──
+def test_a_streamed_result_carries_no_lines_and_its_html_no_tails():
+    s = _state(2)
+    s.apply(Started(0))
+    s.apply(Output(0, OUT, "shown-once\n"))
+    s.apply(Output(0, ERR, "to-stderr\n"))
+    s.apply(Exited(0, 1, 1.0))
+    s.apply(Exited(1, 0, 1.0))
+    s.apply(Finished())
+    streamed = s.mime_bundle(lines=False)
+    payload = streamed[MIME_TYPE]
+    assert payload["streamed"] is True and all(r["lines"] == [] for r in payload["ranks"])
+    assert "shown-once" not in streamed["text/html"] and "last lines" not in streamed["text/html"]
+    _validator().validate(payload)
+    drawn = s.mime_bundle()  # a view drew the lines and the cell was cleared: the result has them
+    assert "streamed" not in drawn[MIME_TYPE] and "shown-once" in drawn["text/html"]
+    # stderr is marked and a failure coloured in the HTML copy, not by colour alone
+    assert "class='monarch-stderr' title='stderr'" in drawn["text/html"]
+    assert (
+        "<b style='color:var(--jp-error-color1" in drawn["text/html"] and ">failed</b>" in drawn["text/html"]
+    )
+
+
+# ── a run that waits for its ranks' actors says so at once ──
+def test_a_plan_that_spawns_or_waits_says_starting_once():
+    import threading
+    from types import SimpleNamespace
+
+    from monarch_jupyter.remote.run.runner import RemoteRunner
+
+    runner = RemoteRunner(session=SimpleNamespace())
+    said: list[int] = []
+    runner.on_starting = lambda: said.append(1)
+    spawned: list[str] = []
+    runner._spawn = lambda mesh, name, per_host: spawned.append(name) or SimpleNamespace()  # type: ignore[method-assign]
+    runner._evict = lambda keep: None  # type: ignore[method-assign]
+    runner._find = lambda running, name: None  # type: ignore[method-assign]  # no actors saved
+    runner._save_found = lambda running, name, warm: None  # type: ignore[method-assign]
+    running = SimpleNamespace(apply_id="a1", meshes={"hosts": object(), "gpus": object()})
+    runner._plan = lambda args: [runner._warm_for(running, name, ()) for name in ("hosts", "gpus")]  # type: ignore[method-assign]
+    runner.plan(None)  # two meshes spawned: said once
+    assert spawned == ["hosts", "gpus"] and said == [1]
+    runner.plan(None)  # warm: nothing to wait for, nothing said
+    assert said == [1]
+    holder = threading.Thread(
+        target=lambda: (runner._warm_lock.acquire(), time.sleep(0.3), runner._warm_lock.release())
+    )
+    holder.start()
+    time.sleep(0.05)
+    runner.plan(None)  # a warm-up holds the actors: a wait ahead, said before it
+    holder.join()
+    assert said == [1, 1]

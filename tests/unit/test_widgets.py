@@ -211,24 +211,50 @@ def test_kill_error_is_shown_not_raised(tmp_path):
     widget.close()
 
 
-def test_mimebundle_has_widget_and_text_fallbacks(tmp_path):
+def test_the_job_output_is_static_first_and_names_its_model(tmp_path):
+    """One bundle: text, self-contained HTML and our payload naming the model; no widget view
+    (a saved one outranks the HTML wherever our labextension is not: "model not found")."""
     status = running()
     widget = JobWidget(FakeSession(tmp_path, status), status)
-    bundle = widget._repr_mimebundle_()
-    bundle = bundle[0] if isinstance(bundle, tuple) else bundle
-    assert bundle[WIDGET_MIME]["model_id"] == widget.model_id
-    assert bundle["text/plain"] == formatting.status_text(status)
-    assert bundle["text/html"] == formatting.status_html(status)
+    bundle, metadata = widget._repr_mimebundle_()
+    assert bundle == widget.static_bundle() and metadata == {}
+    assert set(bundle) == {"text/plain", "text/html", formatting.JOB_MIME}
+    assert bundle[formatting.JOB_MIME]["model_id"] == widget.model_id
+    assert bundle[formatting.JOB_MIME]["state"] == RUNNING
+    # a saved copy: no "N ago" (wrong once reopened), and when it was last true
+    assert " ago)" not in bundle["text/plain"] and "as of" in bundle["text/plain"]
+    assert "as of" in bundle["text/html"] and "<script" not in bundle["text/html"]
     widget.close()
 
 
-def test_widget_follows_status_changes_but_its_fallback_is_a_snapshot(tmp_path):
+def test_a_later_status_republishes_the_output_by_its_display_id(tmp_path):
+    """A later %job kill (any cell, any widget's button) updates this output, so the saved
+    notebook shows the last state, not "running" for a job its own last cell killed."""
+    session = FakeSession(tmp_path, running())
+    published = []
+    widget = JobWidget(session, session.current, publish=lambda bundle, did: published.append((bundle, did)))
+    assert published == []  # displayed by the caller, once
+    session.publish(JobStatus(context="default", state=NO_JOB))
+    session.publish(JobStatus(context="other", state=RUNNING))  # another context: not ours
+    assert [did for _, did in published] == [widget.display_id]
+    bundle = published[0][0]
+    assert bundle[formatting.JOB_MIME]["state"] == NO_JOB and "no job" in bundle["text/plain"]
+    session.publish(JobStatus(context="default", state=NO_JOB))  # the same again: no update message
+    assert len(published) == 1
+    widget.republish(clock=lambda: time.monotonic() + 61)  # unchanged, but its "as of" a minute old
+    assert len(published) == 2
+    published.pop()
+    widget.close()
+    session.publish(JobStatus(context="default", state=RUNNING))  # closed: no more updates
+    assert len(published) == 1
+
+
+def test_widget_follows_status_changes(tmp_path):
     session = FakeSession(tmp_path, running())
     widget = JobWidget(session, session.current)
 
     def plain():
-        bundle = widget._repr_mimebundle_()
-        return (bundle[0] if isinstance(bundle, tuple) else bundle)["text/plain"]
+        return widget.static_bundle()["text/plain"]
 
     before = plain()
     session.publish(JobStatus(context="default", state=NO_JOB))
@@ -512,7 +538,7 @@ def test_run_widget_bundle_and_stop_message():
     widget = RunWidget(run_state(2), title="%%remote", on_stop=lambda: stops.append(1))
     data = widget._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
-    assert data[WIDGET_MIME]["model_id"] == widget.model_id
+    assert WIDGET_MIME not in data  # static first
     assert data["text/plain"] == "%%remote"  # stable: the run result follows as its own output
     assert data["text/html"] == "<b>%%remote</b>"
     widget._on_front_end_msg(widget, {"kind": "stop"}, [])
@@ -527,7 +553,7 @@ class Shown(list):
         self.append((bundle, display_id, update))
 
     def models(self):
-        return [bundle[WIDGET_MIME]["model_id"] for bundle, _, _ in self]
+        return [bundle[model.MIME_TYPE]["model_id"] for bundle, _, _ in self]
 
 
 @needs_anywidget
@@ -628,7 +654,8 @@ def test_the_grid_is_one_output_with_its_running_copy_and_the_result_takes_its_p
     assert len(shown) == 1
     bundle, display_id, update = shown[0]
     assert display_id == "monarch-run-20261201-010203-abc123" and update is False
-    assert bundle[WIDGET_MIME]["model_id"] == observer.widget.model_id
+    assert WIDGET_MIME not in bundle  # static first: no saved view outranks the copy
+    assert bundle[model.MIME_TYPE]["model_id"] == observer.widget.model_id
     assert bundle["text/plain"] == "%%remote mesh hosts (2 ranks)"
     payload = bundle[model.MIME_TYPE]
     assert payload["version"] == 2 and payload["state"] == "running"

@@ -42,6 +42,29 @@ const data = {
 };
 
 describe('RunResultRenderer', () => {
+  it('draws a streamed result without its lines or the cell source', async () => {
+    const streamed = {
+      ...data,
+      streamed: true,
+      own_cell: true,
+      ranks: data.ranks.map(rank => ({ ...rank, lines: [], truncated: 0 }))
+    };
+    const node = (await render(streamed)).node;
+    // the lines are the cell's stream above, the source its input: neither is repeated
+    expect(node.querySelector('.jp-MonarchRun-command')).toBeNull();
+    expect(node.querySelector('.jp-MonarchRun-lines')).toBeNull();
+    expect(node.querySelector('.jp-MonarchRun-truncated')).toBeNull();
+    expect(node.querySelector('.jp-MonarchRun-meta')!.textContent).toBe(
+      'mesh hosts (2 ranks) · 1 ok, 1 failed · 1.23s'
+    );
+    // the failing rank only, with its code and error
+    const rows = node.querySelectorAll('.jp-MonarchRun-streamedRanks > *');
+    expect(rows).toHaveLength(1);
+    expect(rows[0].textContent).toContain('hosts=1');
+    expect(rows[0].textContent).toContain('rc=1');
+    expect(rows[0].textContent).toContain('worker died');
+  });
+
   it('renders header, rank panels, stderr and truncation notice', async () => {
     const node = (await render(data)).node;
     expect(node.querySelector('.jp-MonarchRun-command')!.textContent).toBe(

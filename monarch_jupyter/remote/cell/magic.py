@@ -108,6 +108,7 @@ class RemoteMagics(Magics):
             from ..run.runner import runner_for
 
             self._runner = runner_for(self.session)
+            self._runner.on_starting = _say_starting
         return self._runner
 
     @runner.setter
@@ -230,17 +231,21 @@ class RemoteMagics(Magics):
             raise RemoteError(message)
 
     def _end(self, args: RemoteArgs, state: RunState, renderer: TextRenderer, streams: _CellStreams) -> None:
-        """The run's last lines, the texts its flags ask for, then its result. Where a view of the
-        grid drew the lines, the cell is cleared and the result is its one output; where a grid
-        stood that no view drew (nbclient, no widget manager), the result takes the grid's place
-        (its lines stay, as streamed: writing them again would double them for every client that
-        ignores clear_output, and the IOPub traffic); else it is a new output."""
+        """The run's last lines, the texts its flags ask for, then its result, after the last line
+        and each line once. Where a view of the grid drew the lines, the cell is cleared and the
+        result, with the lines, is its one output. Else the lines were streamed: the result comes
+        after them without them (``streamed``), and a grid that stood that no view drew
+        (nbclient, a front end without our labextension) is emptied, not replaced, since it
+        stands between the lines (writing them again would double them for every client that
+        ignores clear_output, and the IOPub traffic)."""
         from ..view.render import group_end_text
 
         place = self._result_place(state)
-        if place is not None and place[1]:
+        drawn = place is not None and place[1]
+        if drawn:
             clear_output(wait=True)
-            place = None
+        elif place is not None:
+            display({"text/plain": ""}, raw=True, display_id=place[0], update=True)
         streams(renderer.finish_streams())
         streams.progress(renderer.take_progress(time.monotonic(), force=True))
         if args.group:
@@ -253,11 +258,13 @@ class RemoteMagics(Magics):
             from ..view.session_text import values_text
 
             self.write(values_text([(tuple(r.point.items()), r.value) for r in state.ranks]))
-        if place is not None:
-            display(state.mime_bundle(), raw=True, display_id=place[0], update=True)
-        else:
-            display_unflushed(self.shell, state.mime_bundle())
-        for done in self._observer_hooks("on_result"):  # the grid is replaced: its model can go
+        bundle = state.mime_bundle(lines=drawn, own_cell=True)
+        wrote = args.group or args.diff or args.session is not None
+        if not wrote and (drawn or not any(r.total_lines for r in state.ranks)):
+            display_unflushed(self.shell, bundle)
+        else:  # text was written: a flush in flight on the IOPub thread is waited for (result last)
+            display(bundle, raw=True)
+        for done in self._observer_hooks("on_result"):  # the grid is gone: its model can go
             done(state)
 
     def _result_place(self, state: RunState) -> tuple[str, bool] | None:
@@ -341,8 +348,9 @@ class RemoteMagics(Magics):
             usage=self.grid_usage,
         )
         widget.detached = True
-        state.observers.append(widget)
-        display(widget.grid_bundle(state), raw=True)
+        display_id = f"monarch-run-{run_id}"
+        state.observers += [widget, _ResultWhenDone(display_id, widget.close)]
+        display(widget.grid_bundle(state), raw=True, display_id=display_id)
         sink = BoundedSink()
         handle = RunHandle(self.session.loop)
         follower = BackgroundFollow(state, sink, handle, kernel_loop.call_later)
@@ -572,6 +580,29 @@ def _apply(state: RunState, renderer: TextRenderer, event: Event) -> None:
     except KeyboardInterrupt:
         renderer.add(fed, only_missing=True)
         raise
+
+
+def _say_starting() -> None:
+    """At once, where a run waits for its ranks' actors (a first run on a fresh job): one line,
+    not an empty output for seconds. Flushed: the kernel thread blocks in the spawn next."""
+    print("starting the ranks…", flush=True)
+
+
+class _ResultWhenDone:
+    """A detached run's observer: when the run ends, its result replaces the grid's output (by
+    display id, from whichever cell is current), so the saved notebook says how it ended, not
+    that it may have ended since; then the grid's model is closed (``done``)."""
+
+    def __init__(self, display_id: str, done: Callable[[], None]) -> None:
+        self.display_id = display_id
+        self._done: Callable[[], None] | None = done
+
+    def on_event(self, state: RunState, _event: object) -> None:
+        done = self._done
+        if state.finished and done is not None:
+            display(state.mime_bundle(), raw=True, display_id=self.display_id, update=True)
+            self._done = None
+            done()
 
 
 def display_unflushed(shell: Any, bundle: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import pickle
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -153,12 +154,29 @@ class RemoteRunner:
         self._stat_fds: dict[int, int] = {}  # worker pid → its open /proc/<pid>/stat (see _exited)
         self._runs_made = 0
         self._not_found: set[str | None] = set()  # meshes (None: all) whose saved actors were lost
+        #: called (kernel thread) once a plan has to wait for the ranks' actors: spawned, or being
+        #: warmed by another thread; the magic says "starting the ranks…" at once (a first run
+        #: on a fresh job waits seconds before its first line)
+        self.on_starting: Callable[[], None] | None = None
+        self._said_starting = False
 
     # ── plans ──────────────────────────────────────────────────────────
     def plan(self, args: RemoteArgs) -> Plan:
         """Resolve targets against the running job, spawning actors when needed."""
-        with self._warm_lock:
+        self._said_starting = False
+        if not self._warm_lock.acquire(blocking=False):  # a warm-up holds it: a wait ahead
+            self._starting()
+            self._warm_lock.acquire()
+        try:
             return self._plan(args)
+        finally:
+            self._warm_lock.release()
+
+    def _starting(self) -> None:
+        """Tell ``on_starting``, once a plan."""
+        if self.on_starting is not None and not self._said_starting:
+            self._said_starting = True
+            self.on_starting()
 
     def _plan(self, args: RemoteArgs) -> Plan:
         running = self._current()
@@ -242,6 +260,7 @@ class RemoteRunner:
         key = _WarmKey(running.apply_id, name, per_host)
         warm = self._warm.pop(key, None)
         if warm is None:
+            self._starting()
             self._evict(keep=MAX_WARM - 1)
             warm = None if per_host else self._find(running, name)
             if warm is None:

@@ -95,6 +95,9 @@ class _PayloadVersion(TypedDict):
 class _PayloadHead(_PayloadVersion, total=False):
     run_id: str  # only when the run is in the runs index
     detached: bool  # only in a detached run's running payload (True)
+    model_id: str  # only in a running payload shown with a live grid (its widget model)
+    streamed: bool  # only in a finished payload whose lines the cell streamed above it (True)
+    own_cell: bool  # only in the result the running cell shows under its own input (True)
 
 
 class _Payload(TypedDict):
@@ -318,8 +321,9 @@ class RunState:
         rank.error = event.error
         rank.value = event.value
         self.stopped_by = self.stopped_by or event.stopped_by
-        if self.stopping and (event.returncode is None or event.returncode != 0):
-            rank.status = self.stopping
+        stopped = self.stopping or (INTERRUPTED if self.stopped_by else None)
+        if stopped and (event.returncode is None or event.returncode != 0):
+            rank.status = stopped  # stopped (by whom: summary_line), not failed
         else:
             rank.status = OK if event.returncode == 0 and not event.error else FAILED
         return fed
@@ -403,6 +407,8 @@ class RunState:
                 parts.append(text)
         duration = _timefmt.seconds(self.duration) if self.duration is not None else "running"
         line = f"remote {self.target}: " + ", ".join(parts) + f" · {duration}"
+        if self.stopped_by:
+            line += f" · stopped by {self.stopped_by}"
         # the stopped ranks' status says they never finished: said again only with news (quiet)
         stopped = {r.label for r in self.ranks if r.status in (INTERRUPTED, TIMED_OUT)}
         if self.unfinished and not set(self.unfinished) <= stopped:
@@ -447,39 +453,61 @@ class RunState:
             "ranks": [_rank_payload(r, per_rank) for r in self.ranks],
         }
 
-    def to_html(self, summary: str | None = None) -> str:
+    def to_html(self, summary: str | None = None, lines: bool = True) -> str:
+        """The self-contained HTML copy: a summary line and one row per rank (failing ranks
+        first past HTML_RANKS), failures coloured, stderr lines marked; without ``lines`` (they
+        were streamed above it) no "last lines" column."""
         rows = []
         ranks = self.ranks
         if len(ranks) > HTML_RANKS:  # failing ranks first; a row then says how many are left out
             ranks = sorted(ranks, key=lambda r: not r.failing)[:HTML_RANKS]
         for r in ranks:
-            tail = "\n".join(line for _, line in r.lines.last(5))
+            tail = (
+                "<td style='text-align:left'><pre style='margin:0'>"
+                + "\n".join(_html_line(stream, line) for stream, line in r.lines.last(5))
+                + "</pre></td>"
+                if lines
+                else ""
+            )
+            status = html.escape(r.status.replace("_", " "))
+            if r.failing:  # coloured and named: the colour is not the only sign
+                status = f"<b style='color:{FAILED_COLOUR}'>{status}</b>"
             rows.append(
                 "<tr>"
                 f"<td><code>{html.escape(r.label)}</code></td>"
-                f"<td>{html.escape(r.status.replace('_', ' '))}</td>"
+                f"<td>{status}</td>"
                 f"<td>{'' if r.returncode is None else r.returncode}</td>"
                 f"<td>{'' if r.duration is None else _timefmt.seconds(r.duration)}</td>"
                 f"<td>{r.total_lines}</td>"
-                f"<td style='text-align:left'><pre style='margin:0'>{html_text(tail)}</pre></td>"
+                f"{tail}"
                 "</tr>"
             )
+        columns = 6 if lines else 5
         if len(self.ranks) > HTML_RANKS:
-            rows.append(f"<tr><td colspan='6'>… {len(self.ranks) - HTML_RANKS} more ranks</td></tr>")
+            rows.append(f"<tr><td colspan='{columns}'>… {len(self.ranks) - HTML_RANKS} more ranks</td></tr>")
+        last = "<th>last lines</th>" if lines else ""
         return (
             f"<div class='monarch-remote'><div>{html.escape(summary or self.summary_line())}</div>"
-            "<table><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
-            "<th>lines</th><th>last lines</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+            "<table style='margin-left:0'><thead><tr><th>rank</th><th>status</th><th>rc</th><th>time</th>"
+            f"<th>lines</th>{last}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
         )
 
-    def mime_bundle(self) -> dict[str, object]:
+    def mime_bundle(self, lines: bool = True, own_cell: bool = False) -> dict[str, object]:
+        """The run's result output; without ``lines`` (the cell streamed them above it) neither
+        the payload nor the HTML repeats them (``streamed: true``); ``own_cell``: it stands under
+        the cell that ran it, whose input is the command (views do not repeat it)."""
         summary = self.summary_line()
-        return {MIME_TYPE: self.to_mime(), "text/plain": summary, "text/html": self.to_html(summary)}
+        payload = self.to_mime(lines=lines)
+        if not lines:
+            payload["streamed"] = True
+        if own_cell:
+            payload["own_cell"] = True
+        return {MIME_TYPE: payload, "text/plain": summary, "text/html": self.to_html(summary, lines)}
 
     def attach_line(self) -> str:
         return f"%remote attach {self.run_id}" if self.run_id else "%remote attach"
 
-    def running_bundle(self, detached: bool = False) -> dict[str, object]:
+    def running_bundle(self, detached: bool = False, model_id: str | None = None) -> dict[str, object]:
         """What stands in the cell while the run goes on (payload ``state: running``): saved
         mid-run and reopened, it says the run was still going and how to follow it. A detached
         run's stays when the run ends (no cell is there to replace it), so it says only that the
@@ -488,6 +516,8 @@ class RunState:
         was shown, and the front end draws the payload (hidden) beside the live grid: at 4,096
         ranks ~41,000 DOM nodes of nothing to see."""
         payload = self.to_mime(lines=False)
+        if model_id:  # the labextension draws this live grid here while its model lives
+            payload["model_id"] = model_id
         if detached:
             payload["detached"] = True
             text = f"run {self.run_id or ''} was started detached: {self.attach_line()} shows its output"
@@ -497,6 +527,24 @@ class RunState:
             MIME_TYPE: payload,
             "text/html": f"<div class='monarch-remote-running'>{html.escape(text)}</div>",
         }
+
+
+#: "failed" in the HTML copy: the theme's error colour in Lab and nbconvert's page, else 5.2:1 on
+#: white (no one colour reads at 4.5:1 on both white and a dark theme's #111)
+FAILED_COLOUR = "var(--jp-error-color1, #d1242f)"
+#: stderr lines in the HTML copy: the theme's error background and a bar, the text's own colour
+#: (its contrast is the theme's)
+STDERR_STYLE = (
+    "background:var(--jp-rendermime-error-background, #fdd);border-left:2px solid #d1242f;padding-left:4px"
+)
+
+
+def _html_line(stream: str, line: str) -> str:
+    """One line of the HTML copy; a stderr line marked as such (style and title)."""
+    text = html_text(line)
+    if stream == ERR:
+        return f"<span class='monarch-stderr' title='stderr' style='{STDERR_STYLE}'>{text}</span>"
+    return text
 
 
 def _rank_payload(r: RankState, max_lines: int = TAIL_LINES) -> RankPayload:
