@@ -262,6 +262,9 @@ def enable(session: Any, shell: Any = None) -> None:
             shell = get_ipython()
         if shell is None:
             return
+        from ..runtime.chatter import start_client_context
+
+        start_client_context()  # Monarch's "internal logs are being written" banner never in a cell
         kernel = _Kernel(shell, session)
         _introspect.register_proc_startup(kernel.inbox.startup)
         actor_procs.set_locator(kernel.locate_named)

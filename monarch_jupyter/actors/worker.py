@@ -104,13 +104,16 @@ def record(mesh: str, method: str, point: Any, error: BaseException) -> dict[str
 _NOT_CAPTURED = ("remote_",)
 
 
-def install(sink: Any, output: bool = True, spawn: int = 0) -> None:
+def install(sink: Any, output: bool = True, spawn: int = 0, kernel: int = 0) -> None:
     """On this proc: failing endpoint calls also go to ``sink`` (a PortRef); with ``output``,
     so do fds 1 and 2 (:func:`capture`); the proc announces itself (:func:`announce`, of the
-    kernel's ``spawn``-th proc mesh). Runs inside Monarch's per-proc setup call, which must
-    not fail because of it: a Monarch this does not know gets one line on stderr instead."""
+    kernel's ``spawn``-th proc mesh). ``kernel``: the kernel's pid (a ``this_host()`` proc is its
+    child, whose fds 1 and 2 Monarch pipes into the kernel's own: its bytes are not also written
+    there, where the kernel would show them a second time, unlabelled). Runs inside Monarch's per-proc setup
+    call, which must not fail because of it: a Monarch this does not know gets one line on
+    stderr instead."""
     try:
-        _install(sink, output, spawn)
+        _install(sink, output, spawn, kernel)
     except Exception as error:
         print(
             f"monarch_jupyter: this proc's actor errors/output are not forwarded: {error!r}", file=sys.stderr
@@ -144,7 +147,7 @@ def announce(actor_mesh: Any, sink: Any, spawn: int) -> None:
     _send(actor_mesh, sink, data)
 
 
-def _install(sink: Any, output: bool, spawn: int = 0) -> None:
+def _install(sink: Any, output: bool, spawn: int = 0, kernel: int = 0) -> None:
     from monarch._src.actor import actor_mesh
 
     _wrap_errors(actor_mesh, sink)
@@ -159,7 +162,8 @@ def _install(sink: Any, output: bool, spawn: int = 0) -> None:
     point = ctx.message_rank
     port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
     port.return_undeliverable = False  # a kernel that went away must not fail the proc
-    capture(port.send, {"pid": os.getpid(), "point": [(name, point[name]) for name in point]})
+    who = {"pid": os.getpid(), "point": [(name, point[name]) for name in point]}
+    capture(port.send, who, passthrough=os.getppid() != kernel)
 
 
 def _wrap_errors(actor_mesh: Any, sink: Any) -> None:
@@ -238,7 +242,7 @@ def _wrap_breakpoints(actor_mesh: Any, sink: Any) -> None:
     pdb.set_trace = set_trace
 
 
-def _pump(read_fd: int, out_fd: int, stream: str, send: Callable[[dict], None], who: dict) -> None:
+def _pump(read_fd: int, out_fd: int | None, stream: str, send: Callable[[dict], None], who: dict) -> None:
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     while True:
         try:
@@ -252,7 +256,7 @@ def _pump(read_fd: int, out_fd: int, stream: str, send: Callable[[dict], None], 
         stamp = time.time()
         with contextlib.suppress(OSError):
             view = memoryview(data)
-            while view:
+            while view and out_fd is not None:
                 view = view[os.write(out_fd, view) :]
         text = decoder.decode(data)
         if text:
@@ -260,15 +264,16 @@ def _pump(read_fd: int, out_fd: int, stream: str, send: Callable[[dict], None], 
                 send({"kind": "output", "stream": stream, "text": text, "time": stamp, **who})
 
 
-def capture(send: Callable[[dict], None], who: dict[str, Any]) -> None:
-    """Tee fds 1 and 2 of this process to ``send`` (once per process)."""
+def capture(send: Callable[[dict], None], who: dict[str, Any], passthrough: bool = True) -> None:
+    """Tee fds 1 and 2 of this process to ``send`` (once per process); without ``passthrough``
+    only send them."""
     if getattr(sys, _CAPTURED, False):
         return
     setattr(sys, _CAPTURED, True)
     for fd, stream in ((1, "out"), (2, "err")):
         with contextlib.suppress(OSError, ValueError):
             (sys.stdout if fd == 1 else sys.stderr).flush()
-        saved = os.dup(fd)
+        saved = os.dup(fd) if passthrough else None
         read_fd, write_fd = os.pipe()
         os.dup2(write_fd, fd)
         os.close(write_fd)
@@ -279,6 +284,12 @@ def capture(send: Callable[[dict], None], who: dict[str, Any]) -> None:
 
 def bootstrap(sink: Any, output: bool, spawn: int = 0) -> Callable[[], None]:
     """What Monarch runs on each new proc: this module's source, then :func:`install`."""
-    source = inspect.getsource(sys.modules[__name__]) + "\ninstall(SINK, OUTPUT, SPAWN)\n"
-    names = {"__name__": "monarch_jupyter_actor_worker", "SINK": sink, "OUTPUT": output, "SPAWN": spawn}
+    source = inspect.getsource(sys.modules[__name__]) + "\ninstall(SINK, OUTPUT, SPAWN, KERNEL)\n"
+    names = {
+        "__name__": "monarch_jupyter_actor_worker",
+        "SINK": sink,
+        "OUTPUT": output,
+        "SPAWN": spawn,
+        "KERNEL": os.getpid(),
+    }
     return functools.partial(exec, source, names)

@@ -220,7 +220,7 @@ def test_the_worker_module_runs_from_its_source_alone():
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("monarch_jupyter") for a in node.names)
     call = worker.bootstrap("a sink", False)
-    assert call.func is exec and call.args[0].endswith("\ninstall(SINK, OUTPUT, SPAWN)\n")
+    assert call.func is exec and call.args[0].endswith("\ninstall(SINK, OUTPUT, SPAWN, KERNEL)\n")
     names = {"__name__": "somewhere_else"}
     exec(call.args[0].rsplit("\ninstall(", 1)[0], names)
     assert names["record"]("a", "m", {}, ValueError("x"))["chain"][0]["type"] == "ValueError"

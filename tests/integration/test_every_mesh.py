@@ -1,0 +1,152 @@
+"""Upstream's own notebook idioms with the extension loaded and no ``%job``: procs of
+``this_host().spawn_procs(...)`` and of a ``ProcessJob`` built in a cell get live labelled
+output, grouped errors and the in-cell debugger (real kernel, real procs)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from harness import scratch_kernel
+
+pytestmark = pytest.mark.kernel
+
+SETUP = """from monarch.actor import Actor, endpoint, current_rank, this_host
+import sys, time
+
+class Talker(Actor):
+    @endpoint
+    def talk(self, pause: float) -> int:
+        rank = current_rank().rank
+        print(f"hello {rank}")
+        print(f"oops {rank}", file=sys.stderr)
+        time.sleep(pause)
+        return rank
+
+    @endpoint
+    def fail(self) -> int:
+        rank = current_rank().rank
+        if rank == 1:
+            raise KeyError(rank)
+        raise ValueError(f"bad {rank}")
+
+    @endpoint
+    def halt(self) -> int:
+        x = 40 + current_rank().rank
+        breakpoint()
+        return x + 2
+
+procs = this_host().spawn_procs(per_host={"gpus": 2})
+talkers = procs.spawn("talkers", Talker)
+"""
+
+
+def line_of(text: str) -> int:
+    return next(n for n, line in enumerate(SETUP.splitlines(), 1) if text in line)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("every") / "nb"
+    folder.mkdir()
+    with scratch_kernel("every", folder=folder) as kernel:
+        kernel.ok("%load_ext monarch_jupyter")
+        setup = kernel.ok(SETUP)
+        kernel.setup_text = setup.text
+        yield kernel
+
+
+def arrivals(result) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for o in result.outputs:
+        if o.msg_type == "stream":
+            for line in o.content["text"].splitlines():
+                found.setdefault(line, o.t)
+    return found
+
+
+def test_this_host_prints_arrive_live_labelled_once_with_no_monarch_banner(shared):
+    assert "Monarch internal logs" not in shared.setup_text, shared.setup_text
+    r = shared.ok("talkers.talk.call(1.5).get()")
+    got = arrivals(r)
+    for rank in (0, 1):
+        for line in (f"[gpus={rank}] hello {rank}", f"[gpus={rank}:err] oops {rank}"):
+            assert line in got, r.stream()
+            assert r.duration - got[line] > 1.0, (line, got[line], r.duration)  # while the call ran
+    lines = r.stream().splitlines()
+    assert sorted(lines) == sorted(got), lines  # each line once
+    assert not [line for line in lines if not line.startswith("[gpus=")], lines  # nothing unlabelled
+    assert shared.ok("print('next')").stream() == "next\n"
+
+
+def test_this_host_errors_are_grouped_with_the_cells_lines(shared):
+    r = shared.execute("talkers.fail.call().get()")
+    text = r.traceback
+    assert text.splitlines()[0] == (
+        "ActorError: talkers.fail() failed on 2 of 2 ranks (gpus=0-1): ValueError, KeyError"
+    ), text
+    assert "── rank gpus=0: ValueError: bad 0" in text and "── rank gpus=1: KeyError: 1" in text
+    assert re.search(rf"cell \[\d+\] line {line_of('raise KeyError')}, in Talker.fail", text), text
+    assert "<dynamic-code>" not in text
+
+
+def test_this_host_breakpoint_is_debugged_from_the_cell(shared):
+    prompts: list[str] = []
+
+    def answer(prompt: str, _result) -> str:
+        prompts.append(prompt)
+        return "p x" if len(prompts) == 1 else "continue"
+
+    r = shared.execute("print(talkers.halt.call().get().item(gpus=1))", timeout=90, on_input=answer)
+    assert r.error is None, r.traceback
+    assert re.search(
+        rf"gpus=\d stopped at cell \[\d+\] line {line_of('breakpoint()')} in halt\(\)", r.text
+    ), r.text
+    assert prompts and re.fullmatch(r"\[gpus=\d\] \(Pdb\) ", prompts[0]), prompts
+    assert r.text.rstrip().endswith("43"), r.text
+
+
+def test_a_process_job_built_in_a_cell_forwards_its_procs_output(shared):
+    shared.ok(
+        "from monarch.job import ProcessJob\n"
+        "pjob = ProcessJob({'hosts': 2})\n"
+        "pprocs = pjob.state(cached_path=None).hosts.spawn_procs()\n"
+        "ptalkers = pprocs.spawn('ptalkers', Talker)",
+        timeout=120,
+    )
+    try:
+        r = shared.ok("ptalkers.talk.call(1.2).get()")
+        got = arrivals(r)
+        for rank in (0, 1):
+            line = f"[hosts={rank}] hello {rank}"
+            assert line in got and r.duration - got[line] > 0.8, r.stream()
+    finally:
+        shared.execute("pjob.kill()", timeout=60)
+
+
+PING_PONG = """
+class Ping(Actor):
+    def __init__(self):
+        self.seen = 0
+
+    @endpoint
+    def pong(self, n: int) -> int:
+        print(f"pong {n} on {current_rank().rank}")
+        return n + 1
+
+ping_procs = this_host().spawn_procs(per_host={"gpus": 1})
+pong_procs = this_host().spawn_procs(per_host={"gpus": 1})
+ping = ping_procs.spawn("ping", Ping)
+pong = pong_procs.spawn("pong", Ping)
+"""
+
+
+def test_ping_pong_between_two_meshes(shared):
+    shared.ok(PING_PONG)
+    r = shared.ok(
+        "n = 0\nfor _ in range(3):\n    n = ping.pong.call_one(n).get()\n    n = pong.pong.call_one(n).get()\nprint(n)"
+    )
+    assert r.stream().rstrip().endswith("6"), r.stream()
+    for n in range(6):
+        assert f"pong {n} on 0" in r.stream(), r.stream()
