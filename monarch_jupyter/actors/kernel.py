@@ -143,17 +143,25 @@ class _Kernel:
                 lambda: self.running,
             )
             self.inbox.on_debug = self.debugger.record
+            if self.running:
+                self.debugger.cell_started(getattr(self.shell, "execution_count", None))
 
     def pre_run_cell(self, *_: Any) -> None:
         self.start_debugger()
+        if self.debugger is not None:
+            self.debugger.cell_started(getattr(self.shell, "execution_count", None))
         self.running = True
         self.cell_started = time.monotonic()
         self.inbox.forget_before(self.cell_started)
         self.parent = dict(getattr(self.shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
 
-    def post_run_cell(self, *_: Any) -> None:
+    def post_run_cell(self, result: Any = None, *_: Any) -> None:
         self.running = False
+        if self.debugger is not None:
+            stopped_by_user = isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt)
+            with contextlib.suppress(Exception):  # freeing ranks must never fail the cell's end
+                self.debugger.cell_ended(interrupted=stopped_by_user)
         self.output.settle()
 
     def failure(self, error: BaseException) -> CallFailure:

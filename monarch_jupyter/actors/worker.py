@@ -19,6 +19,7 @@ no monarch_jupyter, nor the kernel's version of it: the module is self-contained
 
 from __future__ import annotations
 
+import bdb
 import codecs
 import contextlib
 import functools
@@ -230,6 +231,34 @@ def _wrap_breakpoints(actor_mesh: Any, sink: Any) -> None:
     def set_trace(*, header: str | None = None) -> None:
         stop_here(sys._getframe(1), header)
 
+    original_post_mortem = PdbWrapper.post_mortem
+
+    def post_mortem(self: Any, exc_tb: Any) -> None:
+        # Monarch's _post_mortem_debug: a rank that was at a breakpoint in this call and then
+        # raised stops again, on the raising frame; the kernel prompts for it like a breakpoint.
+        # pdb's own quit (BdbQuit, `q` at a breakpoint) is no error to debug: it ends there.
+        if isinstance(sys.exc_info()[1], bdb.BdbQuit):
+            return
+        innermost = exc_tb
+        while innermost is not None and innermost.tb_next is not None:
+            innermost = innermost.tb_next
+        if innermost is not None:
+            code = innermost.tb_frame.f_code
+            where = (
+                code.co_filename,
+                innermost.tb_lineno,
+                code.co_name,
+                getattr(code, "co_qualname", code.co_name),
+            )
+            error = sys.exc_info()[1]
+            said = f"{_type_name(error)}: {error}" if error is not None else "an error"
+            _send(
+                actor_mesh,
+                sink,
+                {"kind": "stopped", "frame": where, "error": said, "time": time.time(), **who()},
+            )
+        original_post_mortem(self, exc_tb)
+
     original_end = PdbWrapper.end_debug_session
 
     def end_debug_session(self: Any) -> None:
@@ -238,6 +267,7 @@ def _wrap_breakpoints(actor_mesh: Any, sink: Any) -> None:
 
     setattr(end_debug_session, _WRAPPED, True)
     PdbWrapper.end_debug_session = end_debug_session
+    PdbWrapper.post_mortem = post_mortem
     sys.breakpointhook = hook
     pdb.set_trace = set_trace
 

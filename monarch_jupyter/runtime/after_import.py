@@ -27,7 +27,7 @@ class _Loader(importlib.abc.Loader):
         self.callback = callback
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.inner.create_module(spec)  # type: ignore[no-any-return]
+        return self.inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self.inner.exec_module(module)
@@ -54,7 +54,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
-def remove(finder: object) -> None:
+def remove(finder: _Finder) -> None:
     with contextlib.suppress(ValueError):
         sys.meta_path.remove(finder)
 

@@ -5,10 +5,11 @@ output, grouped errors and the in-cell debugger (real kernel, real procs)."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
-from harness import scratch_kernel
+from harness import poll, scratch_kernel
 
 pytestmark = pytest.mark.kernel
 
@@ -150,3 +151,59 @@ def test_ping_pong_between_two_meshes(shared):
     assert r.stream().rstrip().endswith("6"), r.stream()
     for n in range(6):
         assert f"pong {n} on 0" in r.stream(), r.stream()
+
+
+POST_MORTEM = """\
+class Crasher(Actor):
+    @endpoint
+    def crash(self) -> int:
+        rank = current_rank().rank
+        x = 40 + rank
+        breakpoint()
+        if rank == 1:
+            raise ValueError(f"bad after the breakpoint: {x}")
+        return x
+
+crashers = procs.spawn("crashers", Crasher)
+"""
+
+
+def test_breakpoint_on_every_rank_then_an_error_prompts_post_mortem_and_raises(shared):
+    shared.ok(POST_MORTEM)
+    prompts: list[str] = []
+    replies: list[str] = []
+
+    def answer(prompt: str, result) -> str:
+        prompts.append(prompt)
+        replies.append("p x" if "post-mortem" in result.text and "p x" not in replies else "c")
+        return replies[-1]
+
+    r = shared.execute("crashers.crash.call().get()", timeout=90, on_input=answer)
+    text = r.text
+    raise_line = next(n for n, line in enumerate(POST_MORTEM.splitlines(), 1) if "raise ValueError" in line)
+    assert re.search(
+        rf"gpus=1 stopped after ValueError: bad after the breakpoint: 41 at cell \[\d+\] line {raise_line} "
+        r"in crash\(\) \(post-mortem\)",
+        text,
+    ), text
+    assert "\n41\n" in text, text  # p x in the post-mortem frame
+    assert r.error is not None and r.error["ename"] == "ActorError", text
+    assert "crashers.crash() failed on 1 of 2 ranks (gpus=1): ValueError" in r.traceback, r.traceback
+    assert len(prompts) <= 5, prompts  # two breakpoints, the post-mortem stop and its p x
+    assert "no rank is waiting" in shared.ok("%remote debug").text
+
+
+def test_a_stopped_cell_frees_every_rank_held_by_the_debugger(shared):
+    def interrupt(prompt: str, result) -> str:
+        shared.interrupt()
+        time.sleep(1.0)
+        return ""
+
+    r = shared.execute("crashers.crash.call().get()", timeout=60, on_input=interrupt)
+    assert r.error is not None and r.error["ename"] == "KeyboardInterrupt", r.text
+    assert "continued" in r.text, r.text
+    # rank 1, continued, raised and stopped post-mortem: freed too, nothing is left waiting
+    assert poll(lambda: "no rank is waiting" in shared.ok("%remote debug").text, 15, 0.5)
+    # the same actors answer a new call (a rank held in pdb would queue it forever)
+    r = shared.execute("crashers.crash.call().get()", timeout=60, on_input=lambda p, r: "continue")
+    assert "crashers.crash() failed on 1 of 2 ranks (gpus=1): ValueError" in r.traceback, r.text
