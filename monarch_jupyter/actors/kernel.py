@@ -27,15 +27,17 @@ from ..runtime import introspect as _introspect
 from ..system import actor_procs
 from ..system.files import private_dir
 from ..text import timefmt as _timefmt
-from . import cells, worker
+from . import cells, fault_text, worker
 from .debugger import Debugger, loopback_only
 from .failures import DYNAMIC, CallFailure, Frame, from_record, render, strip_ansi
 from .output import Forwarder, Log, kernel_publisher
+from .proc_watch import Watch
 
 SETTLE = 0.05  # a record arriving within this of the previous one belongs to the same burst
 SETTLE_MAX = 0.3  # the longest the handler waits for other ranks' records after the error
 _CALL = re.compile(r"Actor call (?P<mesh>.+)\.(?P<method>[^.\s]+) failed")
 _ATTR = "_monarch_jupyter_failure"
+_NOTED = "_monarch_jupyter_noted"  # on our ProcMesh.stop wrapper: installed once
 
 
 class Inbox:
@@ -127,6 +129,21 @@ class _Kernel:
         self.running = True  # between pre_run_cell and post_run_cell (enable() runs in a cell)
         self.debugger: Debugger | None = None
         self.start_debugger()
+        self.publish = kernel_publisher(shell)
+        self.faults_lock = threading.Lock()
+        self.late_faults: list[str] = []  # said at the start of the next cell
+        self.watch = Watch(self.fault, lambda: self.cell_number if self.running else None)
+        self.cell_number: int | None = getattr(shell, "execution_count", None)
+
+    def fault(self, line: str) -> None:
+        """A proc died (from the watch's thread): said in the running cell now, else at the
+        start of the next one."""
+        with self.faults_lock:
+            if not self.running:
+                self.late_faults.append(line)
+                return
+            parent = self.parent
+        self.publish(parent, line + "\n")
 
     def start_debugger(self) -> None:
         """The cell debugger (its signal handler needs the main thread: retried at each cell)."""
@@ -148,16 +165,22 @@ class _Kernel:
 
     def pre_run_cell(self, *_: Any) -> None:
         self.start_debugger()
+        self.cell_number = getattr(self.shell, "execution_count", None)
         if self.debugger is not None:
-            self.debugger.cell_started(getattr(self.shell, "execution_count", None))
-        self.running = True
+            self.debugger.cell_started(self.cell_number)
+        with self.faults_lock:
+            late, self.late_faults = self.late_faults, []
+            self.running = True
+        for line in late:
+            print(line, flush=True)
         self.cell_started = time.monotonic()
         self.inbox.forget_before(self.cell_started)
         self.parent = dict(getattr(self.shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
 
     def post_run_cell(self, result: Any = None, *_: Any) -> None:
-        self.running = False
+        with self.faults_lock:
+            self.running = False
         if self.debugger is not None:
             stopped_by_user = isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt)
             with contextlib.suppress(Exception):  # freeing ranks must never fail the cell's end
@@ -205,6 +228,10 @@ class _Kernel:
         return out
 
     def text(self, error: BaseException, tb: TracebackType | None) -> str:
+        if _is_supervision(error):  # a proc died under the call: one line, like an actor error's head
+            return (
+                "\n".join([fault_text.call_line(fault_text.parse(str(error))), *self.called_from(tb)]) + "\n"
+            )
         failure = self.failure(error)
         if failure.ranks:
             return render(failure, self.locate, self.called_from(tb))
@@ -274,12 +301,34 @@ def enable(session: Any, shell: Any = None) -> None:
 
         start_client_context()  # Monarch's "internal logs are being written" banner never in a cell
         kernel = _Kernel(shell, session)
+        _note_stops(kernel.watch)
         _introspect.register_proc_startup(kernel.inbox.startup)
         actor_procs.set_locator(kernel.locate_named)
-        shell.set_custom_exc((ActorError,), kernel.handler)
+        shell.set_custom_exc((ActorError, _introspect.supervision_error_class()), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)
         shell.events.register("post_run_cell", kernel.post_run_cell)
         _kernel = kernel
+
+
+def _is_supervision(error: BaseException) -> bool:
+    return isinstance(error, _introspect.supervision_error_class())
+
+
+def _note_stops(watch: Watch) -> None:
+    """``ProcMesh.stop()`` (Monarch's public API) tells the watch first: the ends of the procs
+    it stops are no faults."""
+    from monarch.actor import ProcMesh
+
+    original = ProcMesh.stop
+    if getattr(original, _NOTED, False):
+        return
+
+    def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
+        watch.stopping()
+        return original(self, *args, **kwargs)
+
+    setattr(stop, _NOTED, True)
+    ProcMesh.stop = stop
 
 
 def live_output(enabled: bool) -> None:

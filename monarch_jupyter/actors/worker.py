@@ -137,6 +137,7 @@ def announce(actor_mesh: Any, sink: Any, spawn: int) -> None:
     data = {
         "kind": "proc",
         "pid": os.getpid(),
+        "ppid": os.getppid(),
         "start": _start_ticks(),
         "host": socket.gethostname(),
         "proc": str(getattr(ctx.actor_instance, "proc_id", "")),

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-Proc = dict[str, Any]  # one proc: pid, start, host, proc, spawn, rank, point (list of pairs), mesh
+Proc = dict[str, Any]  # one proc: pid, start, host, proc, spawn, rank, point (list of pairs), ppid, mesh
 Locate = Callable[[str, int], "tuple[int, str] | None"]  # (qualname, line) → (cell, source line)
 
 _NAME = re.compile(r"^(?P<name>.+?)-\d+<")  # Monarch's proc names: "<mesh name>-<rank><uid>@…"
@@ -39,6 +39,7 @@ def add(record: dict[str, Any]) -> None:
             "spawn": int(record.get("spawn") or 0),
             "rank": int(record.get("rank") or 0),
             "point": [(str(k), int(v)) for k, v in record.get("point") or []],
+            "ppid": None if record.get("ppid") is None else int(record["ppid"]),
         }
     except (KeyError, TypeError, ValueError):
         return

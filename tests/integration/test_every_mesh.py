@@ -123,7 +123,9 @@ def test_a_process_job_built_in_a_cell_forwards_its_procs_output(shared):
             line = f"[hosts={rank}] hello {rank}"
             assert line in got and r.duration - got[line] > 0.8, r.stream()
     finally:
-        shared.execute("pjob.kill()", timeout=60)
+        killed = shared.execute("pjob.kill(); time.sleep(0.8)", timeout=60)
+    # a job killed on purpose takes its procs along: no proc is said to have died
+    assert "died" not in killed.text + shared.ok("time.sleep(0.5)").text, killed.text
 
 
 PING_PONG = """
@@ -207,3 +209,63 @@ def test_a_stopped_cell_frees_every_rank_held_by_the_debugger(shared):
     # the same actors answer a new call (a rank held in pdb would queue it forever)
     r = shared.execute("crashers.crash.call().get()", timeout=60, on_input=lambda p, r: "continue")
     assert "crashers.crash() failed on 1 of 2 ranks (gpus=1): ValueError" in r.traceback, r.text
+
+
+SLEEPERS = """\
+import os
+
+class Sleeper(Actor):
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+    @endpoint
+    def nap(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return current_rank().rank
+
+sleep_procs = this_host().spawn_procs(per_host={"gpus": 2})
+sleepers = sleep_procs.spawn("sleepers", Sleeper)
+print(list(sleepers.pid.call().get().values()))
+"""
+
+
+def test_a_proc_killed_mid_call_is_announced_in_the_cell_within_a_second(shared):
+    import os
+    import signal
+    import threading
+
+    pids = [int(p) for p in shared.ok(SLEEPERS).stream().strip().splitlines()[-1].strip("[]").split(",")]
+    killed_at: list[float] = []
+
+    def kill() -> None:
+        killed_at.append(time.monotonic())
+        os.kill(pids[1], signal.SIGKILL)
+
+    start = time.monotonic()
+    threading.Timer(1.0, kill).start()
+    r = shared.execute("sleepers.nap.call(6).get()", timeout=90)
+    said = [o for o in r.outputs if o.msg_type == "stream" and "died" in o.content["text"]]
+    assert said, r.text
+    line = said[0].content["text"].strip()
+    assert re.fullmatch(
+        rf"monarch_jupyter: proc gpus=1 of \S+ \(pid {pids[1]}\) died: .+ \(during cell \[\d+\]\); "
+        r"calls to its actors fail",
+        line,
+    ), line
+    assert start + said[0].t - killed_at[0] < 1.0, (said[0].t, killed_at[0] - start)
+    # the call's own error: one compact line naming the call, the rank and the signal
+    assert r.error is not None and r.error["ename"] == "SupervisionError", r.text
+    assert r.error["evalue"] == "sleepers.nap() failed: gpus=1's process was killed by SIGKILL", r.error
+    assert "Traceback" not in r.traceback and "Rust" not in r.traceback, r.traceback
+    # said once: not again in the next cell
+    assert "died" not in shared.ok("print('next')").text
+    # procs stopped on purpose are no fault either
+    stopped = shared.ok(
+        "more = this_host().spawn_procs(per_host={'gpus': 1})\n"
+        "more.spawn('more', Sleeper).pid.call().get()\n"
+        "more.stop().get()\n"
+        "time.sleep(0.8)",
+        timeout=60,
+    )
+    assert "died" not in stopped.text + shared.ok("time.sleep(0.5)").text, stopped.text
