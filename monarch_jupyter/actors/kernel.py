@@ -15,6 +15,7 @@ import contextlib
 import linecache
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..jobs import breakpoints as stopped
 from ..runtime import introspect as _introspect
-from ..system import actor_procs
+from ..system import actor_procs, procfs
 from ..system.files import private_dir
 from ..text import timefmt as _timefmt
 from . import cells, fault_text, worker
@@ -49,6 +50,7 @@ class Inbox:
         self.on_output = on_output
         self.on_debug: Callable[[dict], None] | None = None  # stopped / resumed records
         self.spawns = 0  # proc meshes spawned so far: each proc's record says which one
+        self.named: dict[int, str] = {}  # spawn → its mesh's name, where labels need it (shared_shapes)
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
@@ -68,10 +70,13 @@ class Inbox:
             if not isinstance(data, dict):
                 continue
             if data.get("kind") == "output":
-                self.on_output(data)
+                mesh = self.named.get(data.get("spawn"))  # type: ignore[arg-type]
+                self.on_output({**data, "mesh": mesh} if mesh else data)
                 continue
             if data.get("kind") == "proc":
                 actor_procs.add(data)
+                with contextlib.suppress(Exception):
+                    self.named = actor_procs.shared_shapes([p for p in actor_procs.known() if _live(p)])
                 continue
             if data.get("kind") in ("stopped", "resumed"):
                 with contextlib.suppress(Exception):  # a bad record must not stop the inbox
@@ -114,6 +119,14 @@ class Inbox:
             return worker.bootstrap(self.ref, _live_output, self.spawns)
         except Exception:  # e.g. no source to send (an install without .py files)
             return None
+
+
+_HOST = socket.gethostname()
+
+
+def _live(proc: actor_procs.Proc) -> bool:
+    """A proc on another host is taken as live (its host's Monarch says otherwise)."""
+    return proc["host"] != _HOST or procfs.alive(proc["pid"], proc["start"])
 
 
 class _Kernel:

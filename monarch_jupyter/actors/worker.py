@@ -101,6 +101,16 @@ def record(mesh: str, method: str, point: Any, error: BaseException) -> dict[str
     }
 
 
+_PROC_POINT: list[tuple[str, int]] = []  # this proc's point in its proc mesh (set by _install)
+
+
+def proc_point(called: list[tuple[str, int]], proc: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """A failing rank's label: the proc's own point when the call's (a sliced mesh's: fewer dims,
+    renumbered) names only some of its dims, so two hosts' ``gpus=0`` stay two ranks."""
+    names = {name for name, _ in called}
+    return list(proc) if proc and names < {name for name, _ in proc} else called
+
+
 # %%remote's own procs (remote/run/runner.py names them remote_<mesh>): their output is not the user's
 _NOT_CAPTURED = ("remote_",)
 
@@ -129,7 +139,7 @@ def _start_ticks() -> int | None:
         return None
 
 
-def announce(actor_mesh: Any, sink: Any, spawn: int) -> None:
+def announce(actor_mesh: Any, sink: Any, spawn: int, output: bool = True) -> None:
     """Tell the kernel this proc exists: its pid (and start tick: a reused pid is not it), host,
     proc name and point, so ``%remote stacks --actors`` can find it while an endpoint hangs."""
     ctx = actor_mesh.context()
@@ -142,6 +152,7 @@ def announce(actor_mesh: Any, sink: Any, spawn: int) -> None:
         "host": socket.gethostname(),
         "proc": str(getattr(ctx.actor_instance, "proc_id", "")),
         "spawn": spawn,
+        "output": output,
         "rank": int(point.rank),
         "point": [(name, point[name]) for name in point],
         "time": time.time(),
@@ -155,16 +166,17 @@ def _install(sink: Any, output: bool, spawn: int = 0, kernel: int = 0) -> None:
     _wrap_errors(actor_mesh, sink)
     _wrap_breakpoints(actor_mesh, sink)
     ctx = actor_mesh.context()
+    _PROC_POINT[:] = [(name, ctx.message_rank[name]) for name in ctx.message_rank]
     proc = str(getattr(ctx.actor_instance, "proc_id", ""))
     if proc.startswith(_NOT_CAPTURED):
         return
-    announce(actor_mesh, sink, spawn)
+    announce(actor_mesh, sink, spawn, output)
     if not output:
         return
     point = ctx.message_rank
     port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
     port.return_undeliverable = False  # a kernel that went away must not fail the proc
-    who = {"pid": os.getpid(), "point": [(name, point[name]) for name in point]}
+    who = {"pid": os.getpid(), "point": [(name, point[name]) for name in point], "spawn": spawn}
     capture(port.send, who, passthrough=os.getppid() != kernel)
 
 
@@ -176,6 +188,7 @@ def _wrap_errors(actor_mesh: Any, sink: Any) -> None:
     def report(self: Any, e: Exception, ctx: Any, method_name: str, response_port: Any) -> None:
         with contextlib.suppress(Exception):  # telling the kernel must never change the call
             data = record(ctx.actor_instance.name, method_name, ctx.message_rank, e)
+            data["point"] = proc_point(data["point"], _PROC_POINT)
             port = actor_mesh.Port(sink, ctx.actor_instance._as_rust(), None)
             port.return_undeliverable = False
             port.send(data)
@@ -210,7 +223,7 @@ def _wrap_breakpoints(actor_mesh: Any, sink: Any) -> None:
         return {
             "actor": ctx.actor_instance.actor_id.actor_name,
             "rank": point.rank,
-            "point": [(name, point[name]) for name in point],
+            "point": proc_point([(name, point[name]) for name in point], _PROC_POINT),
             "pid": os.getpid(),
         }
 

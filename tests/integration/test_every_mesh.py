@@ -151,8 +151,14 @@ def test_ping_pong_between_two_meshes(shared):
         "n = 0\nfor _ in range(3):\n    n = ping.pong.call_one(n).get()\n    n = pong.pong.call_one(n).get()\nprint(n)"
     )
     assert r.stream().rstrip().endswith("6"), r.stream()
+    lines = r.stream().splitlines()
     for n in range(6):
-        assert f"pong {n} on 0" in r.stream(), r.stream()
+        assert [line for line in lines if line.endswith(f"] pong {n} on 0")], lines
+    # two live meshes of one shape ({gpus: 1}): each line says which mesh it came from
+    ping_labels = {line.split("]")[0] for line in lines if re.search(r"pong [024] on", line)}
+    pong_labels = {line.split("]")[0] for line in lines if re.search(r"pong [135] on", line)}
+    assert len(ping_labels) == 1 and len(pong_labels) == 1 and ping_labels != pong_labels, lines
+    assert all(re.fullmatch(r"\[\S+ gpus=0", label) for label in ping_labels | pong_labels), lines
 
 
 POST_MORTEM = """\
