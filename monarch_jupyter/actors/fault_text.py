@@ -72,6 +72,20 @@ def proc_line(point: str, mesh: str, pid: int, cause: str, cell: int | None) -> 
     return f"monarch_jupyter: proc {point or '?'} of {mesh} (pid {pid}) died: {cause}{where}; calls to its actors fail"
 
 
+def hosts_line(workers: list[int], procs: int, cell: int | None) -> str:
+    """One line for job workers gone with their procs (nobody asked for a kill)."""
+    where = f" (during cell [{cell}])" if cell is not None else ""
+    them = (
+        f"worker (pid {workers[0]}) is"
+        if len(workers) == 1
+        else f"workers (pids {', '.join(map(str, workers))}) are"
+    )
+    return (
+        f"monarch_jupyter: the job's {them} gone, with {procs} actor proc{'s' if procs != 1 else ''}{where}: "
+        "calls to their actors fail; %job shows the job, %job apply starts it again"
+    )
+
+
 def _verb(cause: str) -> str:
     if cause.startswith("killed"):
         return f"was {cause}"

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from ..jobs import breakpoints as stopped
+from ..runtime import faults as _faults
 from ..runtime import introspect as _introspect
 from ..system import actor_procs, procfs
 from ..system.files import private_dir
@@ -314,7 +315,7 @@ def enable(session: Any, shell: Any = None) -> None:
 
         start_client_context()  # Monarch's "internal logs are being written" banner never in a cell
         kernel = _Kernel(shell, session)
-        _note_stops(kernel.watch)
+        _note_stops()
         _introspect.register_proc_startup(kernel.inbox.startup)
         actor_procs.set_locator(kernel.locate_named)
         shell.set_custom_exc((ActorError, _introspect.supervision_error_class()), kernel.handler)
@@ -327,21 +328,26 @@ def _is_supervision(error: BaseException) -> bool:
     return isinstance(error, _introspect.supervision_error_class())
 
 
-def _note_stops(watch: Watch) -> None:
-    """``ProcMesh.stop()`` (Monarch's public API) tells the watch first: the ends of the procs
-    it stops are no faults."""
+def _note_stops() -> None:
+    """``ProcMesh.stop()`` and ``JobTrait.kill()`` (Monarch's public API) say first that the ends
+    that follow are on purpose (``runtime/faults.expect_ends``): no fault to announce."""
     from monarch.actor import ProcMesh
+    from monarch.job import JobTrait
 
-    original = ProcMesh.stop
-    if getattr(original, _NOTED, False):
-        return
+    for owner, name in ((ProcMesh, "stop"), (JobTrait, "kill")):
+        original = getattr(owner, name)
+        if getattr(original, _NOTED, False):
+            continue
+        setattr(owner, name, _expecting_ends(original))
 
-    def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
-        watch.stopping()
+
+def _expecting_ends(original: Callable[..., Any]) -> Callable[..., Any]:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _faults.expect_ends()
         return original(self, *args, **kwargs)
 
-    setattr(stop, _NOTED, True)
-    ProcMesh.stop = stop
+    setattr(call, _NOTED, True)
+    return call
 
 
 def live_output(enabled: bool) -> None:

@@ -275,3 +275,48 @@ def test_a_proc_killed_mid_call_is_announced_in_the_cell_within_a_second(shared)
         timeout=60,
     )
     assert "died" not in stopped.text + shared.ok("time.sleep(0.5)").text, stopped.text
+
+
+def test_a_job_whose_workers_all_vanish_is_said_at_once_in_one_line(shared):
+    import os
+    import signal
+
+    shared.ok(
+        "import os\n"
+        "from monarch.job import ProcessJob\n"
+        "class Who(Actor):\n"
+        "    @endpoint\n"
+        "    def ids(self) -> tuple:\n"
+        "        return os.getpid(), os.getppid()\n"
+        "djob = ProcessJob({'hosts': 2})\n"
+        "dwho = djob.state(cached_path=None).hosts.spawn_procs().spawn('dwho', Who)\n"
+        "print(sorted(dwho.ids.call().get().values()))",
+        timeout=120,
+    )
+    ids = shared.ok("print(sorted(dwho.ids.call().get().values()))").stream().strip().splitlines()[-1]
+    pairs = [tuple(int(x) for x in pair.strip("() ").split(",")) for pair in ids.strip("[]").split("), (")]
+    try:
+        from monarch_jupyter.actors.proc_watch import STOP_GRACE
+
+        time.sleep(STOP_GRACE)  # ends right after another test's stop() or kill() are taken as meant
+        start = time.monotonic()
+        for pid, worker in pairs:  # every worker and proc at the same instant, as in the issue
+            os.kill(worker, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+        r = shared.ok("time.sleep(1.5)")
+        said = [o for o in r.outputs if o.msg_type == "stream" and "gone" in o.content["text"]]
+        assert len(said) == 1, r.text
+        workers = ", ".join(str(w) for w in sorted(w for _, w in pairs))
+        assert (
+            said[0]
+            .content["text"]
+            .startswith(
+                f"monarch_jupyter: the job's workers (pids {workers}) are gone, with 2 actor procs (during cell ["
+            )
+        ), said[0].content["text"]
+        assert time.monotonic() - start - (r.duration - said[0].t) < 1.0, said[
+            0
+        ].t  # within a second of the kill
+        assert "proc hosts=" not in r.text, r.text  # not once per proc as well
+    finally:
+        shared.execute("djob.kill()", timeout=60)

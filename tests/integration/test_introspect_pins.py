@@ -320,6 +320,11 @@ def test_actor_collection_members():
     assert callable(getattr(ProcMesh, "stop", None)), (
         f"{MONARCH}: ProcMesh.stop is gone; update actors/kernel"
     )
+    from monarch.job import JobTrait, ProcessJob
+
+    assert "kill" not in vars(ProcessJob) and callable(JobTrait.kill), (
+        f"{MONARCH}: a job's kill is no longer JobTrait.kill alone; update actors/kernel._note_stops"
+    )
     ref, _receiver = _introspect.open_kernel_port()
     assert type(ref).__name__ in ("PortRef", "OncePortRef"), type(ref)
 

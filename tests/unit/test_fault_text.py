@@ -38,3 +38,11 @@ def test_the_proc_line():
         "calls to its actors fail"
     )
     assert "(during" not in fault_text.proc_line("", "anon", 7, "gone", None)
+
+
+def test_the_hosts_line():
+    assert fault_text.hosts_line([11, 12], 4, 6) == (
+        "monarch_jupyter: the job's workers (pids 11, 12) are gone, with 4 actor procs (during cell [6]): "
+        "calls to their actors fail; %job shows the job, %job apply starts it again"
+    )
+    assert "worker (pid 11) is gone, with 1 actor proc:" in fault_text.hosts_line([11], 1, None)
