@@ -320,3 +320,50 @@ def test_a_job_whose_workers_all_vanish_is_said_at_once_in_one_line(shared):
         assert "proc hosts=" not in r.text, r.text  # not once per proc as well
     finally:
         shared.execute("djob.kill()", timeout=60)
+
+
+PHILOSOPHERS = """\
+class Philosopher(Actor):
+    def __init__(self):
+        self.neighbour = None
+
+    @endpoint
+    def seat(self, neighbour) -> None:
+        self.neighbour = neighbour
+
+    @endpoint
+    def dine(self) -> int:
+        return self.neighbour.pass_fork.call_one().get()  # waits for the neighbour, who waits for us
+
+    @endpoint
+    def pass_fork(self) -> int:
+        return self.neighbour.pass_fork_back.call_one().get()
+
+    @endpoint
+    def pass_fork_back(self) -> int:
+        return 1
+
+table = this_host().spawn_procs(per_host={"gpus": 1})
+left = table.spawn("left", Philosopher)
+right_table = this_host().spawn_procs(per_host={"gpus": 1})
+right = right_table.spawn("right", Philosopher)
+left.seat.call_one(right).get()
+right.seat.call_one(left).get()
+"""
+
+
+def test_a_deadlock_like_dining_philosophers_is_shown_by_stacks(shared):
+    shared.ok(PHILOSOPHERS)
+    assert shared.ok("dinner = left.dine.call_one()").error is None  # left waits on right, right on left
+    dine = next(n for n, line in enumerate(PHILOSOPHERS.splitlines(), 1) if "def dine" in line) + 1
+    fork = next(n for n, line in enumerate(PHILOSOPHERS.splitlines(), 1) if "def pass_fork(" in line) + 1
+
+    def both_stuck() -> str:
+        out = shared.ok("%remote stacks --actors").stream()
+        return out if f"line {dine})" in out and f"line {fork})" in out else ""
+
+    text = poll(both_stuck, timeout=30, step=0.5)
+    assert text, shared.ok("%remote stacks --actors").stream()
+    assert re.search(rf"Philosopher\.dine \(cell \[\d+\] line {dine}\)", text), text
+    assert re.search(rf"Philosopher\.pass_fork \(cell \[\d+\] line {fork}\)", text), text
+    assert "<dynamic-code>" not in text, text
