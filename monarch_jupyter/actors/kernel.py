@@ -39,6 +39,7 @@ SETTLE = 0.05  # a record arriving within this of the previous one belongs to th
 SETTLE_MAX = 0.3  # the longest the handler waits for other ranks' records after the error
 _CALL = re.compile(r"Actor call (?P<mesh>.+)\.(?P<method>[^.\s]+) failed")
 _ATTR = "_monarch_jupyter_failure"
+_WARNED_AT = re.compile(r"<dynamic-code (?P<qualname>[^>\s]+)>:(?P<line>\d+):")
 _NOTED = "_monarch_jupyter_noted"  # on our ProcMesh.stop wrapper: installed once
 
 
@@ -135,7 +136,7 @@ class _Kernel:
         self.shell = shell
         log, shown = _open_log(session)
         self.output = Forwarder(kernel_publisher(shell), log, shown)
-        self.inbox = Inbox(self.output.feed)
+        self.inbox = Inbox(lambda data: self.output.feed(self.translated(data)))
         self.cell_started = time.monotonic()
         self.parent: dict = dict(getattr(shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
@@ -218,6 +219,19 @@ class _Kernel:
         with contextlib.suppress(Exception):
             setattr(error, _ATTR, result)
         return result
+
+    def translated(self, data: dict) -> dict:
+        """An output chunk with ``<dynamic-code Q.f>:17:`` (a warning in notebook code, see
+        :func:`.worker._wrap_warnings`) as ``cell [N] line 17:``."""
+        text = data.get("text")
+        if not isinstance(text, str) or "<dynamic-code " not in text:
+            return data
+
+        def cell_of(match: re.Match[str]) -> str:
+            found = self.locate_named(match["qualname"], int(match["line"]))
+            return f"cell [{found[0]}] line {match['line']}:" if found else match[0]
+
+        return {**data, "text": _WARNED_AT.sub(cell_of, text)}
 
     def locate(self, frame: Frame) -> tuple[int, str] | None:
         return cells.find(cells.kernel_cells(self.shell), frame)

@@ -160,9 +160,47 @@ def announce(actor_mesh: Any, sink: Any, spawn: int, output: bool = True) -> Non
     _send(actor_mesh, sink, data)
 
 
+def _qualname_at(lineno: int) -> str | None:
+    """The qualified name of the innermost pickled-by-value frame on this stack at ``lineno``."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename == DYNAMIC and frame.f_lineno == lineno:
+            return getattr(code, "co_qualname", code.co_name)
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+DYNAMIC = "<dynamic-code>"  # cloudpickle's co_filename for notebook code
+
+
+def _wrap_warnings() -> None:
+    """A warning raised in notebook code says ``<dynamic-code Worker.step>:17:`` instead of
+    ``<dynamic-code>:17:``: the kernel turns that into ``cell [N] line 17:`` (:func:`.kernel`)."""
+    import warnings
+
+    original = warnings.formatwarning
+    if getattr(original, _WRAPPED, False):
+        return
+
+    def formatwarning(
+        message: Any, category: Any, filename: str, lineno: int, line: str | None = None
+    ) -> str:
+        if filename == DYNAMIC:
+            with contextlib.suppress(Exception):
+                qualname = _qualname_at(lineno)
+                if qualname:
+                    filename = f"<dynamic-code {qualname}>"
+        return original(message, category, filename, lineno, line)
+
+    setattr(formatwarning, _WRAPPED, True)
+    warnings.formatwarning = formatwarning
+
+
 def _install(sink: Any, output: bool, spawn: int = 0, kernel: int = 0) -> None:
     from monarch._src.actor import actor_mesh
 
+    _wrap_warnings()
     _wrap_errors(actor_mesh, sink)
     _wrap_breakpoints(actor_mesh, sink)
     ctx = actor_mesh.context()

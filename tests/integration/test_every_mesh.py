@@ -367,3 +367,59 @@ def test_a_deadlock_like_dining_philosophers_is_shown_by_stacks(shared):
     assert re.search(rf"Philosopher\.dine \(cell \[\d+\] line {dine}\)", text), text
     assert re.search(rf"Philosopher\.pass_fork \(cell \[\d+\] line {fork}\)", text), text
     assert "<dynamic-code>" not in text, text
+
+
+CRAWLER = """\
+import warnings
+
+class Queue(Actor):
+    def __init__(self):
+        self.todo = list(range(12))
+        self.done = []
+
+    @endpoint
+    def next(self) -> int:
+        return self.todo.pop(0) if self.todo else -1
+
+    @endpoint
+    def finish(self, item: int, by: int) -> None:
+        self.done.append((item, by))
+
+    @endpoint
+    def results(self) -> list:
+        return sorted(self.done)
+
+class Crawler(Actor):
+    @endpoint
+    def crawl(self, queue) -> int:
+        me, count = current_rank().rank, 0
+        while (item := queue.next.call_one().get()) >= 0:
+            print(f"crawled {item}")
+            queue.finish.call_one(item, me).get()
+            count += 1
+        warnings.warn(f"queue empty after {count}")
+        return count
+
+queue = this_host().spawn_procs(per_host={"gpus": 1}).spawn("queue", Queue)
+crawlers = this_host().spawn_procs(per_host={"workers": 3}).spawn("crawlers", Crawler)
+"""
+
+
+def test_a_crawler_fans_out_through_a_queue_actor_with_labelled_lines_and_warnings(shared):
+    shared.ok(CRAWLER)
+    r = shared.ok("print(sum(crawlers.crawl.call(queue).get().values()))")
+    lines = r.stream().splitlines()
+    assert lines[-1] == "12", lines
+    crawled = sorted(int(line.rsplit(" ", 1)[1]) for line in lines if " crawled " in line)
+    assert crawled == list(range(12)), lines
+    assert all(re.match(r"\[workers=[0-2]\] crawled \d+$", line) for line in lines if "crawled" in line), (
+        lines
+    )
+    warn = next(n for n, line in enumerate(CRAWLER.splitlines(), 1) if "warnings.warn(" in line)
+    warned = [line for line in lines if "UserWarning" in line]
+    assert len(warned) == 3, lines
+    for line in warned:  # the warning's place in the notebook, not <dynamic-code>:N
+        assert re.match(
+            rf"\[workers=[0-2]:err\] cell \[\d+\] line {warn}: UserWarning: queue empty after", line
+        ), line
+    assert shared.ok("print(len(queue.results.call_one().get()))").stream().strip() == "12"
