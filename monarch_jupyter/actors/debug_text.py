@@ -24,7 +24,7 @@ HELP = """commands (on the attached rank unless said):
   n, s, c, p EXPR, where, list/l, ll, and any other pdb command
   c                continue this rank (the others stay stopped)
   attach RANK      switch to another stopped rank (RANK: its number, or e.g. hosts=1)
-  ranks            the ranks waiting at a breakpoint
+  ranks            the ranks waiting at a breakpoint (or after an error: c or q there raises it)
   continue         continue every stopped rank and leave the debugger
   Ctrl-C           leave the debugger: every stopped rank continues, the call raises KeyboardInterrupt
 """
@@ -38,6 +38,7 @@ class Stop:
     rank: int
     point: tuple[tuple[str, int], ...]
     frame: Frame
+    error: str = ""  # a post-mortem stop: the error the rank raised after a breakpoint ("Type: text")
 
     @property
     def label(self) -> str:
@@ -51,7 +52,13 @@ def stop_from(record: dict) -> Stop:
         rank=int(record["rank"]),
         point=tuple((str(n), int(v)) for n, v in record["point"]),
         frame=Frame(str(filename), int(lineno), str(name), str(qualname)),
+        error=_one_line(str(record.get("error") or "")),
     )
+
+
+def _one_line(text: str, width: int = 120) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= width else first[: width - 1] + "…"
 
 
 def where(frame: Frame, locate: Locate) -> str:
@@ -63,7 +70,10 @@ def where(frame: Frame, locate: Locate) -> str:
 
 
 def stopped_line(stop: Stop, locate: Locate) -> str:
-    """``hosts=1 stopped at cell [7] line 12 in compute()``."""
+    """``hosts=1 stopped at cell [7] line 12 in compute()``; after an error (post-mortem):
+    ``hosts=1 stopped after ValueError: bad at cell [7] line 14 in compute() (post-mortem)``."""
+    if stop.error:
+        return f"{stop.label} stopped after {stop.error} at {where(stop.frame, locate)} (post-mortem)"
     return f"{stop.label} stopped at {where(stop.frame, locate)}"
 
 

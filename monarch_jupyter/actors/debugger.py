@@ -55,10 +55,10 @@ def loopback_only() -> None:
 class Link:
     """A line-based conversation with Monarch's ``DebugController`` (its ``monarch debug`` port)."""
 
-    def __init__(self) -> None:
+    def __init__(self, connect_for: float = CONNECT_FOR) -> None:
         host = os.environ["MONARCH_DEBUG_SERVER_HOST"]
         port = int(os.environ["MONARCH_DEBUG_SERVER_PORT"])
-        deadline = time.monotonic() + CONNECT_FOR
+        deadline = time.monotonic() + connect_for
         while True:
             try:
                 self.sock = socket.create_connection((host, port), timeout=1.0)
@@ -109,7 +109,12 @@ class Debugger:
         self.locate, self.source, self.folder = locate, source, folder
         self.publish = publish  # shows a line in the waiting cell from another thread
         self.cell_running = cell_running
+        self.cell: int | None = None  # the kernel's running cell (its number), None between cells
         self.stops: dict[tuple[str, int], Stop] = {}
+        self.cells: dict[tuple[str, int], int | None] = {}  # the cell running when each stopped
+        # ranks a stopped cell freed (until the next cell): their post-mortem stop is freed too
+        self.released: set[tuple[str, int]] = set()
+        self.wake = threading.Event()
         self.shown: set[tuple[str, int]] = set()
         self.lock = threading.Lock()
         self.active = False
@@ -126,13 +131,18 @@ class Debugger:
         stop = debug_text.stop_from(data) if data.get("kind") == "stopped" else None
         key = (str(data["actor"]), int(data["rank"]))
         with self.lock:
+            self.cells.pop(key, None)
             if stop is not None:
                 self.stops[key] = stop
                 self.shown.discard(key)
             else:
                 self.stops.pop(key, None)
             active = self.active
+            freed = stop is not None and bool(stop.error) and key in self.released
         self._write_record(key, stop)
+        if freed:  # a rank the stopped cell freed went on, raised and stopped again: free it too
+            self.wake.set()
+            return
         if stop is not None and active and self.publish is not None:
             self.publish(debug_text.stopped_line(stop, self.locate) + "  (attach " + str(stop.rank) + ")\n")
             with self.lock:
@@ -142,9 +152,23 @@ class Debugger:
 
     def _nudge(self) -> None:
         while True:
-            time.sleep(RESIGNAL)
+            self.wake.wait(RESIGNAL)
+            self.wake.clear()
             with self.lock:
+                freed = [s for k, s in self.stops.items() if k in self.released and s.error]
+                if freed and not self.active:
+                    self.active = True  # the main thread opens no prompt meanwhile
+                    for stop in freed:
+                        self.stops.pop((stop.actor, stop.rank), None)
+                else:
+                    freed = []
                 waiting = bool(self.stops) and not self.active
+            if freed:
+                try:
+                    self._release(freed)
+                finally:
+                    with self.lock:
+                        self.active = False
             if waiting:
                 with contextlib.suppress(Exception):
                     signal.pthread_kill(self.main, SIGNAL)  # type: ignore[arg-type]
@@ -154,10 +178,27 @@ class Debugger:
             return
         if stop is None:
             stopped.remove(self.folder, *key)
-        else:
-            stopped.write(
-                self.folder, stop.actor, stop.rank, stop.label, debug_text.where(stop.frame, self.locate)
-            )
+            return
+        with self.lock:
+            cell = self.cells.setdefault(key, self.cell)
+        running = cell is not None and cell == self.cell
+        where = debug_text.where(stop.frame, self.locate)
+        stopped.write(self.folder, stop.actor, stop.rank, stop.label, where, cell, running, stop.error)
+
+    # -- from the kernel's cell hooks
+    def cell_started(self, number: int | None) -> None:
+        self.cell = number
+        with self.lock:
+            self.released.clear()
+
+    def cell_ended(self, interrupted: bool) -> None:
+        """The running cell ended: its stopped ranks' records say so; a stopped (interrupted)
+        cell frees every rank still held by a debugger (nothing would prompt for them)."""
+        self.cell = None
+        if interrupted and self.pending():
+            self.release_all()
+        for stop in self.pending():
+            self._write_record((stop.actor, stop.rank), stop)
 
     # -- on the main thread
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -222,19 +263,26 @@ class Debugger:
         stops = self.pending()
         with self.lock:
             self.stops.clear()
-        link = self.link
-        if link is None:
+            self.released.update((s.actor, s.rank) for s in stops)
+        self._release(stops)
+        if stops:
+            print(f"debugger left: {', '.join(s.label for s in stops)} continued", flush=True)
+
+    def _release(self, stops: list[Stop]) -> None:
+        if not stops and self.link is None:
             return
         try:
+            if self.link is None:  # the prompt never opened (e.g. an awaited call): connect now
+                self.link = Link(connect_for=2.0)
+            link = self.link
             with contextlib.suppress(TimeoutError):
                 link.ask("detach", timeout=1.0)
             for stop in stops:
                 link.ask(f"cast {stop.actor} ranks({stop.rank}) c", timeout=2.0)
-        except (OSError, ConnectionError, TimeoutError):
-            link.close()
+        except (OSError, ConnectionError, TimeoutError, KeyError, ValueError):
+            if self.link is not None:
+                self.link.close()
             self.link = None
-        if stops:
-            print(f"debugger left: {', '.join(s.label for s in stops)} continued", flush=True)
 
 
 class _Prompt:

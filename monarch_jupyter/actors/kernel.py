@@ -15,6 +15,7 @@ import contextlib
 import linecache
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -23,19 +24,23 @@ from types import TracebackType
 from typing import Any
 
 from ..jobs import breakpoints as stopped
+from ..runtime import faults as _faults
 from ..runtime import introspect as _introspect
-from ..system import actor_procs
+from ..system import actor_procs, procfs
 from ..system.files import private_dir
 from ..text import timefmt as _timefmt
-from . import cells, worker
+from . import cells, fault_text, worker
 from .debugger import Debugger, loopback_only
 from .failures import DYNAMIC, CallFailure, Frame, from_record, render, strip_ansi
 from .output import Forwarder, Log, kernel_publisher
+from .proc_watch import Watch
 
 SETTLE = 0.05  # a record arriving within this of the previous one belongs to the same burst
 SETTLE_MAX = 0.3  # the longest the handler waits for other ranks' records after the error
 _CALL = re.compile(r"Actor call (?P<mesh>.+)\.(?P<method>[^.\s]+) failed")
 _ATTR = "_monarch_jupyter_failure"
+_WARNED_AT = re.compile(r"<dynamic-code (?P<qualname>[^>\s]+)>:(?P<line>\d+):")
+_NOTED = "_monarch_jupyter_noted"  # on our ProcMesh.stop wrapper: installed once
 
 
 class Inbox:
@@ -47,6 +52,7 @@ class Inbox:
         self.on_output = on_output
         self.on_debug: Callable[[dict], None] | None = None  # stopped / resumed records
         self.spawns = 0  # proc meshes spawned so far: each proc's record says which one
+        self.named: dict[int, str] = {}  # spawn → its mesh's name, where labels need it (shared_shapes)
         self._cond = threading.Condition()
         self._records: list[tuple[float, dict]] = []  # (monotonic arrival, record)
         threading.Thread(
@@ -66,10 +72,13 @@ class Inbox:
             if not isinstance(data, dict):
                 continue
             if data.get("kind") == "output":
-                self.on_output(data)
+                mesh = self.named.get(data.get("spawn"))  # type: ignore[arg-type]
+                self.on_output({**data, "mesh": mesh} if mesh else data)
                 continue
             if data.get("kind") == "proc":
                 actor_procs.add(data)
+                with contextlib.suppress(Exception):
+                    self.named = actor_procs.shared_shapes([p for p in actor_procs.known() if _live(p)])
                 continue
             if data.get("kind") in ("stopped", "resumed"):
                 with contextlib.suppress(Exception):  # a bad record must not stop the inbox
@@ -114,12 +123,20 @@ class Inbox:
             return None
 
 
+_HOST = socket.gethostname()
+
+
+def _live(proc: actor_procs.Proc) -> bool:
+    """A proc on another host is taken as live (its host's Monarch says otherwise)."""
+    return proc["host"] != _HOST or procfs.alive(proc["pid"], proc["start"])
+
+
 class _Kernel:
     def __init__(self, shell: Any, session: Any) -> None:
         self.shell = shell
         log, shown = _open_log(session)
         self.output = Forwarder(kernel_publisher(shell), log, shown)
-        self.inbox = Inbox(self.output.feed)
+        self.inbox = Inbox(lambda data: self.output.feed(self.translated(data)))
         self.cell_started = time.monotonic()
         self.parent: dict = dict(getattr(shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
@@ -127,6 +144,21 @@ class _Kernel:
         self.running = True  # between pre_run_cell and post_run_cell (enable() runs in a cell)
         self.debugger: Debugger | None = None
         self.start_debugger()
+        self.publish = kernel_publisher(shell)
+        self.faults_lock = threading.Lock()
+        self.late_faults: list[str] = []  # said at the start of the next cell
+        self.watch = Watch(self.fault, lambda: self.cell_number if self.running else None)
+        self.cell_number: int | None = getattr(shell, "execution_count", None)
+
+    def fault(self, line: str) -> None:
+        """A proc died (from the watch's thread): said in the running cell now, else at the
+        start of the next one."""
+        with self.faults_lock:
+            if not self.running:
+                self.late_faults.append(line)
+                return
+            parent = self.parent
+        self.publish(parent, line + "\n")
 
     def start_debugger(self) -> None:
         """The cell debugger (its signal handler needs the main thread: retried at each cell)."""
@@ -143,17 +175,31 @@ class _Kernel:
                 lambda: self.running,
             )
             self.inbox.on_debug = self.debugger.record
+            if self.running:
+                self.debugger.cell_started(getattr(self.shell, "execution_count", None))
 
     def pre_run_cell(self, *_: Any) -> None:
         self.start_debugger()
-        self.running = True
+        self.cell_number = getattr(self.shell, "execution_count", None)
+        if self.debugger is not None:
+            self.debugger.cell_started(self.cell_number)
+        with self.faults_lock:
+            late, self.late_faults = self.late_faults, []
+            self.running = True
+        for line in late:
+            print(line, flush=True)
         self.cell_started = time.monotonic()
         self.inbox.forget_before(self.cell_started)
         self.parent = dict(getattr(self.shell, "parent_header", {}) or {})
         self.output.cell(time.time(), self.parent)
 
-    def post_run_cell(self, *_: Any) -> None:
-        self.running = False
+    def post_run_cell(self, result: Any = None, *_: Any) -> None:
+        with self.faults_lock:
+            self.running = False
+        if self.debugger is not None:
+            stopped_by_user = isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt)
+            with contextlib.suppress(Exception):  # freeing ranks must never fail the cell's end
+                self.debugger.cell_ended(interrupted=stopped_by_user)
         self.output.settle()
 
     def failure(self, error: BaseException) -> CallFailure:
@@ -173,6 +219,19 @@ class _Kernel:
         with contextlib.suppress(Exception):
             setattr(error, _ATTR, result)
         return result
+
+    def translated(self, data: dict) -> dict:
+        """An output chunk with ``<dynamic-code Q.f>:17:`` (a warning in notebook code, see
+        :func:`.worker._wrap_warnings`) as ``cell [N] line 17:``."""
+        text = data.get("text")
+        if not isinstance(text, str) or "<dynamic-code " not in text:
+            return data
+
+        def cell_of(match: re.Match[str]) -> str:
+            found = self.locate_named(match["qualname"], int(match["line"]))
+            return f"cell [{found[0]}] line {match['line']}:" if found else match[0]
+
+        return {**data, "text": _WARNED_AT.sub(cell_of, text)}
 
     def locate(self, frame: Frame) -> tuple[int, str] | None:
         return cells.find(cells.kernel_cells(self.shell), frame)
@@ -197,6 +256,10 @@ class _Kernel:
         return out
 
     def text(self, error: BaseException, tb: TracebackType | None) -> str:
+        if _is_supervision(error):  # a proc died under the call: one line, like an actor error's head
+            return (
+                "\n".join([fault_text.call_line(fault_text.parse(str(error))), *self.called_from(tb)]) + "\n"
+            )
         failure = self.failure(error)
         if failure.ranks:
             return render(failure, self.locate, self.called_from(tb))
@@ -262,13 +325,43 @@ def enable(session: Any, shell: Any = None) -> None:
             shell = get_ipython()
         if shell is None:
             return
+        from ..runtime.chatter import start_client_context
+
+        start_client_context()  # Monarch's "internal logs are being written" banner never in a cell
         kernel = _Kernel(shell, session)
+        _note_stops()
         _introspect.register_proc_startup(kernel.inbox.startup)
         actor_procs.set_locator(kernel.locate_named)
-        shell.set_custom_exc((ActorError,), kernel.handler)
+        shell.set_custom_exc((ActorError, _introspect.supervision_error_class()), kernel.handler)
         shell.events.register("pre_run_cell", kernel.pre_run_cell)
         shell.events.register("post_run_cell", kernel.post_run_cell)
         _kernel = kernel
+
+
+def _is_supervision(error: BaseException) -> bool:
+    return isinstance(error, _introspect.supervision_error_class())
+
+
+def _note_stops() -> None:
+    """``ProcMesh.stop()`` and ``JobTrait.kill()`` (Monarch's public API) say first that the ends
+    that follow are on purpose (``runtime/faults.expect_ends``): no fault to announce."""
+    from monarch.actor import ProcMesh
+    from monarch.job import JobTrait
+
+    for owner, name in ((ProcMesh, "stop"), (JobTrait, "kill")):
+        original = getattr(owner, name)
+        if getattr(original, _NOTED, False):
+            continue
+        setattr(owner, name, _expecting_ends(original))
+
+
+def _expecting_ends(original: Callable[..., Any]) -> Callable[..., Any]:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _faults.expect_ends()
+        return original(self, *args, **kwargs)
+
+    setattr(call, _NOTED, True)
+    return call
 
 
 def live_output(enabled: bool) -> None:

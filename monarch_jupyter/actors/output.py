@@ -37,6 +37,14 @@ SETTLE_MAX = 0.1  # …waiting at most this long for that
 Publish = Callable[[Mapping[str, Any], str], None]  # (the cell's parent header, text)
 
 
+def rank_label(record: Mapping[str, Any]) -> str:
+    """``gpus=0``; ``anon#2 gpus=0`` when the kernel named the chunk's proc mesh (``mesh``: another
+    live mesh has the same dims, so the point alone would not tell them apart)."""
+    text = label((str(k), int(v)) for k, v in record["point"])
+    mesh = record.get("mesh")
+    return f"{mesh} {text}" if mesh else text
+
+
 class Log:
     """Every line of every proc, labelled, appended to one file per kernel: what a cell could not
     show live (a rank's LIVE_LINES cap, a write's budget) is there."""
@@ -50,7 +58,7 @@ class Log:
         key = (int(record["pid"]), ERR if record.get("stream") == "err" else OUT)
         *lines, self._pending[key] = (self._pending.get(key, "") + str(record["text"])).split("\n")
         if lines:
-            tag = prefix(label((str(k), int(v)) for k, v in record["point"]), key[1])
+            tag = prefix(rank_label(record), key[1])
             self._file.write("".join(tag + line + "\n" for line in lines))
 
     def flush(self) -> None:
@@ -92,7 +100,7 @@ class _Target:
                 point = [(str(k), int(v)) for k, v in record["point"]]
                 self.index[pid] = len(self.state.ranks)
                 self.state.ranks.append(
-                    RankState(label(point), "actors", dict(point), self.index[pid], pid=pid)
+                    RankState(rank_label(record), "actors", dict(point), self.index[pid], pid=pid)
                 )
         self.renderer = TextRenderer(self.state)
         for record in self.waiting:

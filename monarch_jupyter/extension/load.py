@@ -28,6 +28,7 @@ def load(ipython: Any, session: JobContext) -> None:
 
     from_env()  # %env MONARCH_JUPYTER_DEBUG=1 before %load_ext: every record shows (runtime/log.py)
     install()
+    cover_every_mesh(ipython, session)  # this_host(), jobs built in cells: once monarch.actor is imported
     ipython.register_magics(JobMagics(ipython, session, job_hooks(ipython)))
     remote = register_remote(ipython, session)
     _plug_in_views(ipython, remote)
@@ -47,6 +48,36 @@ def load(ipython: Any, session: JobContext) -> None:
     note = runs_note(session)  # the runs a previous kernel left running (no Monarch import)
     if note:
         print(note)
+
+
+def cover_every_mesh(ipython: Any, session: JobContext) -> None:
+    """Have ``actors/`` cover every proc mesh the kernel spawns (``this_host()``, a job built in a
+    cell, the job's hosts) from the statement that first imports ``monarch.actor``, without
+    importing Monarch (or ``actors/``) now.
+
+    ``actors.enable`` needs the main thread (the debugger's signal handler, IPython's hooks): an
+    import on another thread (the job attaching in the background) leaves it to the next cell."""
+    import sys
+    import threading
+
+    from ..runtime.after_import import when_imported
+
+    def enable() -> None:
+        from ..actors import enable
+
+        enable(session, ipython)
+
+    def on_main_thread() -> None:
+        if threading.current_thread() is threading.main_thread():
+            enable()
+
+    def before_cell(*_: Any) -> None:
+        if "monarch.actor" in sys.modules:
+            ipython.events.unregister("pre_run_cell", before_cell)
+            enable()
+
+    ipython.events.register("pre_run_cell", before_cell)
+    when_imported("monarch.actor", on_main_thread)
 
 
 def _plug_in_views(ipython: Any, remote: Any) -> None:

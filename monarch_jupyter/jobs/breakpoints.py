@@ -1,7 +1,8 @@
 """The record of ranks waiting at a breakpoint, shared by every kernel of a folder.
 
 A kernel writes ``<context>/.../actors/debug/<kernel pid>-<actor>-<rank>.json`` when one of
-its ranks stops and removes it when the rank goes on; ``%remote debug`` of any kernel lists
+its ranks stops (at a breakpoint, or post-mortem after an error), rewrites it when the cell that
+was running then ends, and removes it when the rank goes on; ``%remote debug`` of any kernel lists
 them (:func:`waiting_text`). Records of a kernel that is gone are not shown (and are removed).
 """
 
@@ -30,10 +31,30 @@ def _path(folder: Path, actor: str, rank: int) -> Path:
     return folder / f"{os.getpid()}-{actor}-{rank}.json"
 
 
-def write(folder: Path, actor: str, rank: int, label: str, where: str) -> None:
+def write(
+    folder: Path,
+    actor: str,
+    rank: int,
+    label: str,
+    where: str,
+    cell: int | None = None,
+    running: bool = False,
+    error: str = "",
+) -> None:
+    """The record of ``label`` of ``actor`` stopped at ``where``: ``cell`` the kernel's cell that
+    was running when it stopped (None: none), ``running`` whether that cell still runs (rewritten
+    when it ends), ``error`` what it raised when the stop is a post-mortem one."""
     with contextlib.suppress(OSError, ValueError):
         private_dir(folder)
-        entry = {"pid": os.getpid(), "actor": actor, "rank": label, "where": where}
+        entry = {
+            "pid": os.getpid(),
+            "actor": actor,
+            "rank": label,
+            "where": where,
+            "cell": cell,
+            "running": running,
+            "error": error,
+        }
         write_atomic(_path(folder, actor, rank), json.dumps(entry).encode())
 
 
@@ -72,14 +93,27 @@ def waiting(folder: Path) -> list[dict[str, Any]]:
 
 
 def waiting_text(folder: Path | None) -> str:
-    """``%remote debug``'s text: one line a waiting rank, or that none waits."""
+    """``%remote debug``'s text: one line a waiting rank (where, which kernel, which cell, whether
+    that cell still runs), or that none waits."""
     entries = waiting(folder) if folder is not None else []
     if not entries:
         return "no rank is waiting at a breakpoint in this context\n"
-    lines = [
-        f"{e.get('rank', '?')} of {e.get('actor', '?')} stopped at {e.get('where', '?')}"
-        + (" (this kernel)" if int(e["pid"]) == os.getpid() else f" (kernel pid {e['pid']})")
-        for e in entries
-    ]
-    hint = "the cell waiting on the call has the debugger prompt"
-    return "\n".join(lines) + f"\n{hint}\n"
+    return "".join(_entry_line(e) + "\n" for e in entries)
+
+
+def _entry_line(e: dict[str, Any]) -> str:
+    error = e.get("error") or ""
+    what = f"stopped after {error} at" if error else "stopped at"
+    head = f"{e.get('rank', '?')} of {e.get('actor', '?')} {what} {e.get('where', '?')}"
+    kernel = "this kernel" if int(e["pid"]) == os.getpid() else f"kernel pid {e['pid']}"
+    cell = e.get("cell")
+    if not isinstance(cell, int):
+        return (
+            f"{head} ({kernel}; no cell was running: a cell waiting on the call with .get() gets its prompt)"
+        )
+    if e.get("running"):
+        return f"{head} ({kernel}; cell [{cell}] is running: its prompt opens while it waits with .get())"
+    return (
+        f"{head} ({kernel}; cell [{cell}], running when it stopped, has ended: a cell waiting on the "
+        "call with .get() gets its prompt; %job kill frees it)"
+    )

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MonarchJupyterError, NoJobError, SpecError
+from ..runtime import faults as _faults
 from ..runtime import introspect as _introspect
 from ..runtime import log as _log
 from ..runtime.loop import EventLoopThread, shared_loop
@@ -359,6 +360,7 @@ class JobContext:
     def kill(self, context: str | None = None, before: Callable[[], None] | None = None) -> JobStatus:
         """Reap the context's workers and delete its state file (as ``monarch kill``);
         ``before()`` (stopping the context's runs) is called first, under the same lock."""
+        _faults.expect_ends()  # the procs and workers that end now are no faults to announce
         name = check_name(context) if context else self.context
         if context and not self.layout.exists(name):
             raise NoJobError(f"no context '{name}' here: %job context ls lists them")

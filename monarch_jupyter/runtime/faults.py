@@ -19,6 +19,21 @@ faults: list[tuple[float, str]] = []
 #: KEEP): to know whether a fault came since some moment, compare ``count`` with its value then.
 count = 0
 _installed = False
+#: monotonic time processes were last ended on purpose (a kill, a stop): see expect_ends
+_expected_at = float("-inf")
+
+
+def expect_ends() -> None:
+    """Processes are about to be ended on purpose (``%job kill``, ``JobTrait.kill``,
+    ``ProcMesh.stop``): whoever watches for dead ones (``actors/proc_watch``) says nothing of
+    the ends that follow."""
+    global _expected_at
+    _expected_at = time.monotonic()
+
+
+def ends_expected(within: float) -> bool:
+    """Whether :func:`expect_ends` was called in the last ``within`` seconds."""
+    return time.monotonic() - _expected_at < within
 
 
 def record(failure: Any) -> None:

@@ -241,6 +241,14 @@ def open_kernel_port() -> tuple[Any, Any]:
     return port._port_ref, receiver
 
 
+def supervision_error_class() -> type:
+    """Monarch's ``SupervisionError`` (a call on a mesh whose proc died raises it); ``monarch.actor``
+    does not export it: it lives in the Rust bindings."""
+    from monarch._rust_bindings.monarch_hyperactor.supervision import SupervisionError
+
+    return SupervisionError
+
+
 def register_proc_startup(function: Callable[[], Any]) -> None:
     """Have ``function`` called in the kernel at every proc mesh spawn; what it returns is run on
     each new proc (``SetupActor.register_startup_function``; monarch.actor does not export it)."""

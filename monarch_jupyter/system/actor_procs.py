@@ -13,7 +13,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-Proc = dict[str, Any]  # one proc: pid, start, host, proc, spawn, rank, point (list of pairs), mesh
+Proc = dict[
+    str, Any
+]  # one proc: pid, start, host, proc, spawn, rank, point (list of pairs), ppid, output, mesh
 Locate = Callable[[str, int], "tuple[int, str] | None"]  # (qualname, line) → (cell, source line)
 
 _NAME = re.compile(r"^(?P<name>.+?)-\d+<")  # Monarch's proc names: "<mesh name>-<rank><uid>@…"
@@ -39,6 +41,8 @@ def add(record: dict[str, Any]) -> None:
             "spawn": int(record.get("spawn") or 0),
             "rank": int(record.get("rank") or 0),
             "point": [(str(k), int(v)) for k, v in record.get("point") or []],
+            "ppid": None if record.get("ppid") is None else int(record["ppid"]),
+            "output": bool(record.get("output", True)),  # whether its output is forwarded
         }
     except (KeyError, TypeError, ValueError):
         return
@@ -59,6 +63,23 @@ def known() -> list[Proc]:
         if len(spawns[proc["mesh"]]) > 1:
             proc["mesh"] = f"{proc['mesh']}#{proc['spawn']}"
     return sorted(procs, key=lambda p: (p["spawn"], p["rank"]))
+
+
+def shared_shapes(procs: list[Proc]) -> dict[int, str]:
+    """Spawn → its mesh's name (as :func:`known` gives it), for each proc mesh among ``procs`` whose
+    dims another one has too: their ranks' labels alone (``gpus=0``) would be the same. A mesh
+    whose output is not forwarded (``live_output(False)``) labels nothing: it does not count."""
+    dims: dict[int, tuple[str, ...]] = {}
+    names: dict[int, str] = {}
+    for proc in procs:
+        if not proc.get("output", True):
+            continue
+        dims[proc["spawn"]] = tuple(name for name, _ in proc["point"])
+        names[proc["spawn"]] = proc["mesh"]
+    count: dict[tuple[str, ...], int] = {}
+    for shape in dims.values():
+        count[shape] = count.get(shape, 0) + 1
+    return {spawn: names[spawn] for spawn, shape in dims.items() if count[shape] > 1}
 
 
 def forget(procs: list[Proc]) -> None:

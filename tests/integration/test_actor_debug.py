@@ -140,7 +140,8 @@ def test_remote_debug_lists_the_waiting_rank_from_another_kernel(shared):
         result = shared.execute("steppers.compute.call(1).get()", timeout=90, on_input=answer)
         assert result.error is None, result.traceback
         assert listed and re.search(
-            rf"hosts=1 of steppers stopped at cell \[\d+\] line {BREAK_LINE} in compute\(\) \(kernel pid \d+\)",
+            rf"hosts=1 of steppers stopped at cell \[\d+\] line {BREAK_LINE} in compute\(\) \(kernel pid \d+; "
+            r"cell \[\d+\] is running: its prompt opens while it waits with \.get\(\)\)",
             listed[0],
         ), listed
         after = poll(lambda: (t := other.ok("%remote debug").text) and "no rank" in t and t, timeout=20)

@@ -212,3 +212,19 @@ def test_slurm_job_actor_output_and_errors(slurm, start_kernel, workdir):
     r = kernel.execute("workers.boom.call().get()")
     assert "failed on 1 of 1 ranks (hosts=0): ValueError" in r.traceback, r.traceback
     kernel.execute("%job kill", timeout=60)
+
+
+def test_a_sliced_mesh_keeps_every_dim_that_tells_its_ranks_apart(shared):
+    shared.ok("grid = monarch_jupyter.state().hosts.spawn_procs(per_host={'gpus': 2}).spawn('grid', Worker)")
+    r = shared.execute("grid.slice(gpus=0).same.call().get()")
+    head = r.traceback.splitlines()[0]
+    assert (
+        head
+        == "ActorError: grid.same() failed on 2 of 2 ranks (hosts=0,gpus=0; hosts=1,gpus=0): RuntimeError"
+    ), head
+    r = shared.execute("grid.slice(hosts=1).same.call().get()")
+    head = r.traceback.splitlines()[0]
+    assert head == "ActorError: grid.same() failed on 2 of 2 ranks (hosts=1,gpus=0-1): RuntimeError", head
+    r = shared.ok("grid.slice(gpus=0).talk.call(0).get()")
+    starts = sorted(line for line in r.stream("stdout").splitlines() if "start" in line)
+    assert starts == ["[hosts=0,gpus=0] start 0", "[hosts=1,gpus=0] start 1"], r.text  # rank in the slice

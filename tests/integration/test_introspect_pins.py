@@ -312,6 +312,19 @@ def test_actor_collection_members():
     assert "self._port_ref" in source and "def _as_rust" in source, (
         f"{MONARCH}: Port._port_ref / Instance._as_rust changed; update _introspect and actors/worker"
     )
+    assert issubclass(_introspect.supervision_error_class(), RuntimeError), (
+        f"{MONARCH}: SupervisionError moved; update _introspect.supervision_error_class"
+    )
+    from monarch.actor import ProcMesh
+
+    assert callable(getattr(ProcMesh, "stop", None)), (
+        f"{MONARCH}: ProcMesh.stop is gone; update actors/kernel"
+    )
+    from monarch.job import JobTrait, ProcessJob
+
+    assert "kill" not in vars(ProcessJob) and callable(JobTrait.kill), (
+        f"{MONARCH}: a job's kill is no longer JobTrait.kill alone; update actors/kernel._note_stops"
+    )
     ref, _receiver = _introspect.open_kernel_port()
     assert type(ref).__name__ in ("PortRef", "OncePortRef"), type(ref)
 
@@ -412,6 +425,11 @@ def test_debugger_members():
         f"{MONARCH}: PdbWrapper{params} changed; update {where}"
     )
     pin(PdbWrapper, "end_debug_session", where)
+    params = list(inspect.signature(PdbWrapper.post_mortem).parameters)
+    assert params == ["self", "exc_tb"], f"{MONARCH}: PdbWrapper.post_mortem{params} changed; update {where}"
+    assert "pdb_wrapper.post_mortem(exc_tb)" in inspect.getsource(actor_mesh._Actor._post_mortem_debug), (
+        f"{MONARCH}: _Actor._post_mortem_debug no longer calls PdbWrapper.post_mortem; update {where}"
+    )
     pin(actor_mesh, "DebugContext", where)
     pin(debug_controller, "debug_controller", where)
     hook = inspect.getsource(hook_module.remote_breakpointhook)

@@ -220,7 +220,7 @@ def test_the_worker_module_runs_from_its_source_alone():
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("monarch_jupyter") for a in node.names)
     call = worker.bootstrap("a sink", False)
-    assert call.func is exec and call.args[0].endswith("\ninstall(SINK, OUTPUT, SPAWN)\n")
+    assert call.func is exec and call.args[0].endswith("\ninstall(SINK, OUTPUT, SPAWN, KERNEL)\n")
     names = {"__name__": "somewhere_else"}
     exec(call.args[0].rsplit("\ninstall(", 1)[0], names)
     assert names["record"]("a", "m", {}, ValueError("x"))["chain"][0]["type"] == "ValueError"
@@ -262,3 +262,30 @@ def test_lines_a_cell_cannot_show_point_to_the_log():
     router.add(chunk(11, 0, "".join(f"{i}\n" for i in range(1500)), 100.1), now=1.0)
     text = routed(router.flush(now=1.0))["cell-1"]
     assert "(full log: .monarch/default/actors/x.log)" in text
+
+
+def test_a_sliced_calls_rank_is_labelled_by_its_procs_whole_point():
+    proc = [("hosts", 1), ("gpus", 0)]
+    assert worker.proc_point([("gpus", 0)], proc) == proc  # w.slice(hosts=1): gpus only
+    assert worker.proc_point([("hosts", 1), ("gpus", 0)], proc) == proc
+    assert worker.proc_point([("hosts", 0)], []) == [("hosts", 0)]  # before install: the call's own
+
+
+def test_meshes_of_one_shape_are_named_in_labels():
+    from monarch_jupyter.actors.output import rank_label
+    from monarch_jupyter.system.actor_procs import shared_shapes
+
+    def proc(spawn: int, mesh: str, *point: tuple[str, int]) -> dict:
+        return {"spawn": spawn, "mesh": mesh, "point": list(point)}
+
+    procs = [
+        proc(1, "anon#1", ("gpus", 0)),
+        proc(1, "anon#1", ("gpus", 1)),
+        proc(2, "anon#2", ("gpus", 0)),
+        proc(3, "trainers", ("hosts", 0), ("gpus", 0)),
+    ]
+    assert shared_shapes(procs) == {1: "anon#1", 2: "anon#2"}
+    assert shared_shapes(procs[:2] + procs[3:]) == {}
+    assert shared_shapes([*procs[:2], {**procs[2], "output": False}]) == {}  # live_output(False)
+    assert rank_label({"point": [("gpus", 0)], "mesh": "anon#2"}) == "anon#2 gpus=0"
+    assert rank_label({"point": [("gpus", 0)]}) == "gpus=0"

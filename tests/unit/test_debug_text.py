@@ -32,6 +32,23 @@ def test_stop_from_record():
     assert debug_text.stop_from(record).label == "hosts=0,gpus=2"
 
 
+def test_a_post_mortem_stop_says_the_error_on_one_line():
+    record = {
+        "actor": "w",
+        "rank": 1,
+        "point": [["hosts", 1]],
+        "frame": ["<dynamic-code>", 5, "compute", "A.compute"],
+        "error": "ValueError: bad\nsecond line " + "x" * 300,
+    }
+    s = debug_text.stop_from(record)
+    assert s.error == "ValueError: bad"
+    assert debug_text.stopped_line(s, locate) == (
+        "hosts=1 stopped after ValueError: bad at cell [7] line 5 in compute() (post-mortem)"
+    )
+    long = debug_text.stop_from({**record, "error": "E: " + "y" * 300})
+    assert len(long.error) == 120 and long.error.endswith("…")
+
+
 def test_parse_commands():
     assert debug_text.parse("  ") == Command("empty")
     assert debug_text.parse("attach 1") == Command("attach", "1")
