@@ -11,7 +11,6 @@ by one :class:`~.drive.Drive`, on the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -152,8 +151,17 @@ class Hang:
                 if index in wanted and answer and answer.get("busy"):
                     found[index] = str(answer.get("where") or "")
 
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.gather(*(ask(t) for t in self.plan.targets)), WHERE_WAIT)
+        # tasks, not a gather: a gather cancelled with the run (a stop, the run's end) would log
+        # "exception was never retrieved" into whatever cell runs next
+        tasks = [asyncio.ensure_future(ask(t)) for t in self.plan.targets]
+        try:
+            await asyncio.wait(tasks, timeout=WHERE_WAIT)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled():
+                    task.exception()  # retrieved: a mesh that did not answer says nothing
         return found
 
     def _label(self, indices: Iterable[int]) -> str:
