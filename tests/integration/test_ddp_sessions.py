@@ -5,11 +5,13 @@ training going on after it, and a namespace that had to start anew said in every
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +187,27 @@ def test_a_namespace_started_anew_is_said_in_every_later_cell_and_in_ls(ddp):
     again = ddp.ok(DDP + "1 + 1")
     assert "started anew" not in again.text, again.text
     assert "started anew" not in ddp.ok("%remote session ls").stream("stdout")
+
+
+def test_the_tutorial_runs_again_on_its_live_session(tmp_path):
+    """notebooks/interactive_ddp.ipynb twice in one kernel, as a user who runs it again: the live
+    session is kept (no "default process group twice"), every cell but the tagged failures passes."""
+    notebook = json.loads((Path(__file__).parents[2] / "notebooks" / "interactive_ddp.ipynb").read_text())
+    cells = [
+        (cell["metadata"].get("tags", []), "".join(cell["source"]))
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code"
+    ]
+    last = cells.pop()  # the closing cell ends the session and the job: once, at the end
+    assert "%job kill" in last[1]
+    with job_kernel(tmp_path / "nb", "hosts=2") as kernel:
+        for round_ in (1, 2):
+            for tags, source in cells:
+                r = kernel.execute(source, timeout=300)
+                if "raises-exception" in tags:
+                    assert r.error is not None, (round_, source, r.text)
+                else:
+                    assert r.error is None, (round_, source, r.traceback)
+                if round_ == 2 and source.startswith("%remote session start ddp"):
+                    assert "session ddp is live" in r.text and "nothing changed" in r.text, r.text
+        kernel.ok(last[1], timeout=120)
