@@ -60,7 +60,7 @@ def cover_every_mesh(ipython: Any, session: JobContext) -> None:
     import sys
     import threading
 
-    from ..runtime.after_import import when_imported
+    from ..runtime.after_import import held, when_imported
 
     def enable() -> None:
         from ..actors import enable
@@ -68,7 +68,9 @@ def cover_every_mesh(ipython: Any, session: JobContext) -> None:
         enable(session, ipython)
 
     def on_main_thread() -> None:
-        if threading.current_thread() is threading.main_thread():
+        # not inside %job apply's import of a spec: its engine may still set Monarch's transport
+        # (before_cell, at the next cell, enables then)
+        if threading.current_thread() is threading.main_thread() and not held():
             enable()
 
     def before_cell(*_: Any) -> None:

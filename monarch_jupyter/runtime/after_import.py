@@ -14,7 +14,7 @@ import contextlib
 import importlib.abc
 import importlib.machinery
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -57,6 +57,27 @@ class _Finder(importlib.abc.MetaPathFinder):
 def remove(finder: _Finder) -> None:
     with contextlib.suppress(ValueError):
         sys.meta_path.remove(finder)
+
+
+_holds = 0  # > 0 while a job spec is imported (:func:`holding`)
+
+
+@contextlib.contextmanager
+def holding() -> Iterator[None]:
+    """While this block runs, callbacks that check :func:`held` do nothing: ``%job apply``
+    imports the user's spec module (which imports Monarch) and then its engine sets Monarch's
+    transport (an SSH job: TCP), which fails once anything of ours has touched Monarch's
+    runtime. Whoever holds is left to enable what was skipped (the next cell does)."""
+    global _holds
+    _holds += 1
+    try:
+        yield
+    finally:
+        _holds -= 1
+
+
+def held() -> bool:
+    return _holds > 0
 
 
 def when_imported(name: str, callback: Callable[[], None]) -> None:

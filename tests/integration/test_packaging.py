@@ -113,7 +113,10 @@ def test_the_build_backend_is_in_the_test_group():
     group = project["dependency-groups"]["test"]
     for requirement in project["build-system"]["requires"]:
         assert requirement in group, f"{requirement} is missing from the test group"
-    assert set(project["project"]["optional-dependencies"]) == {"server"}
+    # the extras are for users (the server's environment, to_pandas()), never development tools
+    extras = project["project"]["optional-dependencies"]
+    assert set(extras) == {"server", "pandas"}
+    assert [r.split(">")[0].split("=")[0] for r in extras["pandas"]] == ["pandas"]
 
 
 def test_the_wheel_ships_what_an_install_needs_and_nothing_else(built):

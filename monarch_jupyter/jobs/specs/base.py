@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SpecError
+from ...runtime.after_import import holding
 from .mounts import Mount
 
 LOCAL_JOBS_MODULE = "monarch_jupyter.local_jobs"
@@ -118,10 +119,11 @@ def import_attr(path: str, folder: str | os.PathLike[str]) -> Any:
     try:
         module = sys.modules.get(module_name)
         origin = getattr(module, "__file__", None) or ""
-        if module is not None and origin.startswith(folder + os.sep):
-            module = importlib.reload(module)
-        else:
-            module = importlib.import_module(module_name)
+        with holding():  # our on-import hooks wait: the job's engine may set Monarch's transport
+            if module is not None and origin.startswith(folder + os.sep):
+                module = importlib.reload(module)
+            else:
+                module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
             raise SpecError(f"no module named {module_name!r} (looked in {folder} and sys.path)") from None
