@@ -242,6 +242,13 @@ def test_a_proc_killed_mid_call_is_announced_in_the_cell_within_a_second(shared)
     import threading
 
     pids = [int(p) for p in shared.ok(SLEEPERS).stream().strip().splitlines()[-1].strip("[]").split(",")]
+    # an earlier test's stop (Ctrl-C of a cell) opened the window in which ends count as intended
+    # (proc_watch.STOP_GRACE, a known limit: ends are not yet told apart by mesh): let it close
+    shared.ok(
+        "import time as _t\nfrom monarch_jupyter.actors import proc_watch as _w\n"
+        "from monarch_jupyter.runtime import faults as _f\n"
+        "_t.sleep(max(0.0, _w.STOP_GRACE + 0.2 - (_t.monotonic() - _f._expected_at)))"
+    )
     killed_at: list[float] = []
 
     def kill() -> None:

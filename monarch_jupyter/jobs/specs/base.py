@@ -104,6 +104,10 @@ Spec = LocalSpec | ModuleSpec | VariableSpec
 def import_attr(path: str, folder: str | os.PathLike[str]) -> Any:
     """Import ``module.attr`` from ``folder`` (the notebook's), as ``monarch apply`` does.
 
+    Our on-import hooks wait meanwhile (:func:`...runtime.after_import.holding`): the module, or
+    its attribute (``ssh_jobs``' SSHJob), imports Monarch, and the job's engine may set Monarch's
+    transport after, which fails once anything has touched Monarch's runtime.
+
     ``folder`` is put first on ``sys.path`` and stays there: a job whose class is
     defined in that module is pickled into the cache, and unpickling it later (a
     status, a re-attach) needs the module importable again. A module already
@@ -111,6 +115,11 @@ def import_attr(path: str, folder: str | os.PathLike[str]) -> Any:
     fresh CLI run would pick it up. Checking that the object is a JobTrait is the
     caller's job.
     """
+    with holding():
+        return _import_attr(path, folder)
+
+
+def _import_attr(path: str, folder: str | os.PathLike[str]) -> Any:
     module_name, _, attr = path.rpartition(".")
     folder = str(Path(folder))
     if folder not in sys.path:
@@ -119,11 +128,10 @@ def import_attr(path: str, folder: str | os.PathLike[str]) -> Any:
     try:
         module = sys.modules.get(module_name)
         origin = getattr(module, "__file__", None) or ""
-        with holding():  # our on-import hooks wait: the job's engine may set Monarch's transport
-            if module is not None and origin.startswith(folder + os.sep):
-                module = importlib.reload(module)
-            else:
-                module = importlib.import_module(module_name)
+        if module is not None and origin.startswith(folder + os.sep):
+            module = importlib.reload(module)
+        else:
+            module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
             raise SpecError(f"no module named {module_name!r} (looked in {folder} and sys.path)") from None

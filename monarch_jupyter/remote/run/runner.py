@@ -516,6 +516,7 @@ class RemoteRunner:
         Every rank's answer, mesh by mesh. Raises what :meth:`plan` raises when there is no
         healthy running job, and what the call raises."""
         with self._warm_lock:
+            self._said_starting = True  # a verb's answer is its own text: no "starting the ranks…" in it
             running = self._current()
             meshes = [self._warm_for(running, name, ()).actors for name in running.meshes]
 
