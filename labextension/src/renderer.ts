@@ -64,12 +64,11 @@ function renderHeader(result: IRunResult): HTMLElement {
   return header;
 }
 
-function renderRank(rank: IRank, rankCount: number): HTMLElement {
-  const panel = el('details', `${CLASS}-rank`);
-  panel.open = initiallyOpen(rank, rankCount);
-  const summary = el('summary', `${CLASS}-rankHeader`);
-  summary.appendChild(el('span', `${CLASS}-label`, rank.label));
-  summary.appendChild(
+/** A rank's header line: its label, status badge and time (a panel's summary, or a row). */
+function rankHeader(tag: 'summary' | 'div', rank: IRank): HTMLElement {
+  const header = el(tag, `${CLASS}-rankHeader`);
+  header.appendChild(el('span', `${CLASS}-label`, rank.label));
+  header.appendChild(
     el(
       'span',
       `${CLASS}-badge ${CLASS}-badge-${badgeKind(rank)}`,
@@ -78,9 +77,15 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
   );
   const duration = formatDuration(rank.duration);
   if (duration) {
-    summary.appendChild(el('span', `${CLASS}-duration`, duration));
+    header.appendChild(el('span', `${CLASS}-duration`, duration));
   }
-  panel.appendChild(summary);
+  return header;
+}
+
+function renderRank(rank: IRank, rankCount: number): HTMLElement {
+  const panel = el('details', `${CLASS}-rank`);
+  panel.open = initiallyOpen(rank, rankCount);
+  panel.appendChild(rankHeader('summary', rank));
 
   const notice = truncatedNotice(rank.truncated);
   if (notice) {
@@ -112,19 +117,7 @@ function renderRank(rank: IRank, rankCount: number): HTMLElement {
 function renderStreamedRanks(result: IRunResult): HTMLElement {
   const list = el('div', `${CLASS}-ranks ${CLASS}-streamedRanks`);
   for (const rank of result.ranks.filter(r => badgeKind(r) === 'failed')) {
-    const row = el('div', `${CLASS}-rankHeader`);
-    row.appendChild(el('span', `${CLASS}-label`, rank.label));
-    row.appendChild(
-      el(
-        'span',
-        `${CLASS}-badge ${CLASS}-badge-${badgeKind(rank)}`,
-        badgeText(rank)
-      )
-    );
-    const duration = formatDuration(rank.duration);
-    if (duration) {
-      row.appendChild(el('span', `${CLASS}-duration`, duration));
-    }
+    const row = rankHeader('div', rank);
     if (rank.error) {
       row.appendChild(el('span', `${CLASS}-rankError`, rank.error));
     }

@@ -687,14 +687,18 @@ def returncode_text(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def death_cause(pid: int) -> str:
-    """Why ``pid`` ended, as far as this machine tells: its wait status while it is a zombie
-    (``killed by SIGKILL``), and the OOM killer when the kernel log names it; '' if unknown."""
+def death_cause(pid: int, returncode: int | None = None) -> str:
+    """Why ``pid`` ended, as far as this machine tells: ``returncode`` when its reaper kept it
+    (``subprocess``'s, negative for a signal), else its wait status while it is a zombie
+    (``killed by SIGKILL``); and the OOM killer when the kernel log names it; '' if unknown."""
     said = []
-    fields = stat_fields(pid)
-    if fields and fields[_STATE] == "Z" and len(fields) > _EXIT_CODE:
-        with contextlib.suppress(ValueError):
-            said.append(wait_status_text(int(fields[_EXIT_CODE])))
+    if returncode is not None:
+        said.append(returncode_text(returncode))
+    else:
+        fields = stat_fields(pid)
+        if fields and fields[_STATE] == "Z" and len(fields) > _EXIT_CODE:
+            with contextlib.suppress(ValueError):
+                said.append(wait_status_text(int(fields[_EXIT_CODE])))
     if oom_killed(pid):
         said.append("by the OOM killer (kernel log)")
     return ", ".join(said)

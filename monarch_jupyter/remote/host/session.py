@@ -206,10 +206,7 @@ def ensure(folder: Path, env: dict[str, str], workdir: str | None, about: dict[s
         return record
     if record is not None:  # a namespace was here and is gone, its variables with it: never silently
         pid = record.get("pid")
-        code = ended.get(pid) if isinstance(pid, int) else None
-        cause = _procfs.returncode_text(code) if code is not None else _procfs.death_cause(int(pid or 0))
-        if _procfs.oom_killed(int(pid or 0)) and "OOM" not in cause:
-            cause += ", by the OOM killer (kernel log)"
+        cause = _procfs.death_cause(int(pid or 0), ended.get(pid) if isinstance(pid, int) else None)
         about = {**about, "restarted": {"pid": pid, "at": time.time(), "cause": cause}}
     return start(folder, env, workdir, about)
 

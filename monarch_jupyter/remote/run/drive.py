@@ -511,8 +511,4 @@ def death_cause(pid: int) -> str:
     """How a local worker ended: its return code where this kernel started it (ProcessJob
     reaps it and logs the code: :func:`...runtime.chatter.worker_exit`), else what /proc and
     the kernel log say (:func:`...system.procfs.death_cause`); '' if unknown."""
-    code = _chatter.worker_exit(pid)
-    if code is None:
-        return _procfs.death_cause(pid)
-    said = _procfs.returncode_text(code)
-    return f"{said}, by the OOM killer (kernel log)" if _procfs.oom_killed(pid) else said
+    return _procfs.death_cause(pid, _chatter.worker_exit(pid))
